@@ -13,7 +13,7 @@ import (
 
 func openTest(t *testing.T) *softgpu.GPU {
 	t.Helper()
-	leakcheck.Check(t, "softgpu/")
+	leakcheck.Check(t)
 	g, err := softgpu.Open(softgpu.Config{MemorySize: 4 << 20})
 	if err != nil {
 		t.Fatal(err)

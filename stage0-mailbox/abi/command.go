@@ -13,6 +13,7 @@ import "encoding/binary"
 // CommandSize is the size of one command descriptor: one cache line.
 const CommandSize = 64
 
+// ANCHOR: layout
 // Byte offsets of the fields of an encoded command.
 //
 //	 0       1       2               4                               8
@@ -36,6 +37,8 @@ const (
 	OffSize   = 32
 	OffValue  = 40
 )
+
+// ANCHOR_END: layout
 
 // Command is the decoded form of one descriptor. The driver fills one in,
 // encodes it into the slot the engine reads, and the engine decodes it again:

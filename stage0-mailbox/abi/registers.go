@@ -15,6 +15,7 @@ const (
 // DeviceID is what RegID reads: the bytes "softgpu\x00", big-endian.
 const DeviceID = 0x736f667467707500
 
+// ANCHOR: mailbox
 // Per-engine registers, at EngineRegs(e) + offset. In stage 0 each engine
 // has a mailbox: one command slot (host-visible memory, not a register), a
 // doorbell the driver rings and a completion the engine publishes.
@@ -30,6 +31,8 @@ const (
 	RegCompletedSeq    = 0x040
 	RegCompletedStatus = 0x048
 )
+
+// ANCHOR_END: mailbox
 
 // EngineRegs returns the base offset of engine e's register bank.
 func EngineRegs(e Engine) uint64 { return EngineRegStride * uint64(1+e) }

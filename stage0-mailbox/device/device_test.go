@@ -17,7 +17,7 @@ const testMem = 1 << 20
 // the test ends; leakcheck then proves the engines are gone.
 func openTest(t *testing.T, cfg Config) *Device {
 	t.Helper()
-	leakcheck.Check(t, "softgpu/")
+	leakcheck.Check(t)
 	if cfg.MemorySize == 0 {
 		cfg.MemorySize = testMem
 	}
@@ -223,7 +223,7 @@ func TestCloseAbortsALongDelay(t *testing.T) {
 			t.Errorf("DELAY cut short by Close = %v; want %v", st, abi.StatusAborted)
 		}
 	}
-	if n := len(leakcheck.Running("softgpu/")); n != 0 {
+	if n := len(leakcheck.Running()); n != 0 {
 		t.Errorf("%d engine goroutines running after Close returned", n)
 	}
 }

@@ -15,7 +15,7 @@ import (
 
 func openTest(t *testing.T) *Driver {
 	t.Helper()
-	leakcheck.Check(t, "softgpu/")
+	leakcheck.Check(t)
 	dev, err := device.Open(device.Config{MemorySize: 4 << 20})
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +166,7 @@ func TestCopiesCheckTheirRange(t *testing.T) {
 }
 
 func TestNewRejectsANonDevice(t *testing.T) {
-	leakcheck.Check(t, "softgpu/")
+	leakcheck.Check(t)
 	dev, err := device.Open(device.Config{MemorySize: 1 << 16})
 	if err != nil {
 		t.Fatal(err)

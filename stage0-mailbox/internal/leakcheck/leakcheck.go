@@ -3,17 +3,25 @@
 package leakcheck
 
 import (
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 )
 
+// modulePath is the path of the module this package belongs to, derived from
+// the package's own import path, so the check keeps working when a stage is
+// copied out and its module renamed.
+var modulePath = strings.TrimSuffix(reflect.TypeFor[marker]().PkgPath(), "/internal/leakcheck")
+
+type marker struct{}
+
 // Check registers a cleanup that fails t if, after every cleanup registered
 // later (such as closing the device) has run, a goroutine other than the
-// caller is still running code of package prefix (e.g. "softgpu/"). Call it
-// first in a test, before opening anything.
-func Check(t testing.TB, prefix string) {
+// caller is still running code of this module. Call it first in a test,
+// before opening anything.
+func Check(t testing.TB) {
 	t.Helper()
 	t.Cleanup(func() {
 		// Goroutines that have been told to stop may need a moment to
@@ -21,7 +29,7 @@ func Check(t testing.TB, prefix string) {
 		// here is a goroutine that will never return, not a slow one.
 		deadline := time.Now().Add(5 * time.Second)
 		for {
-			leaked := Running(prefix)
+			leaked := Running()
 			if len(leaked) == 0 {
 				return
 			}
@@ -35,9 +43,10 @@ func Check(t testing.TB, prefix string) {
 }
 
 // Running returns the stacks of every goroutine except the caller's that has
-// a frame in a function whose name starts with prefix, leaving out test
-// functions themselves (the testing package's goroutines run them).
-func Running(prefix string) []string {
+// a frame in a function of this module, leaving out test functions
+// themselves (the testing package's goroutines run them).
+func Running() []string {
+	prefix := modulePath + "/"
 	buf := make([]byte, 1<<20)
 	for {
 		n := runtime.Stack(buf, true)
@@ -59,7 +68,7 @@ func Running(prefix string) []string {
 
 func ours(stack, prefix string) bool {
 	for _, line := range strings.Split(stack, "\n") {
-		if !strings.HasPrefix(line, prefix) {
+		if !strings.HasPrefix(line, prefix) && !strings.HasPrefix(line, modulePath+".") {
 			continue
 		}
 		// A goroutine sitting in a Test or Benchmark function is the

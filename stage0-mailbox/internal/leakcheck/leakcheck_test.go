@@ -13,7 +13,7 @@ func TestRunningSeesAGoroutineUntilItReturns(t *testing.T) {
 	go func() { parked(stop); close(done) }()
 	time.Sleep(time.Millisecond) // let it reach parked; checked below either way
 	deadline := time.Now().Add(5 * time.Second)
-	for len(Running("softgpu/")) == 0 {
+	for len(Running()) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("Running did not report a goroutine blocked in leakcheck.parked")
 		}
@@ -21,7 +21,7 @@ func TestRunningSeesAGoroutineUntilItReturns(t *testing.T) {
 	}
 	close(stop)
 	<-done
-	if got := Running("softgpu/"); len(got) != 0 {
+	if got := Running(); len(got) != 0 {
 		t.Errorf("Running after the goroutine returned = %q; want none", got)
 	}
 }
