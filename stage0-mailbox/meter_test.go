@@ -20,11 +20,19 @@ type meter struct {
 
 func startMeter() meter { return meter{wall: time.Now(), cpu: cpuTime()} }
 
+// minMeterWindow is the shortest run whose cores figure means anything. The
+// kernel charges CPU time to a thread running on another core only at that
+// core's timer tick (every 4 ms here), so over a short window the figure can
+// read 0 or 15 cores on a 2-core machine. Over 100 ms the error is a few
+// percent.
+const minMeterWindow = 100 * time.Millisecond
+
 func (m meter) report(b *testing.B) {
 	wall := time.Since(m.wall)
-	if wall > 0 {
-		b.ReportMetric(float64(cpuTime()-m.cpu)/float64(wall), "cores")
+	if wall < minMeterWindow {
+		return // e.g. -benchtime 1x: too short to bill, so no figure rather than a wrong one
 	}
+	b.ReportMetric(float64(cpuTime()-m.cpu)/float64(wall), "cores")
 }
 
 // cpuTime is the user plus system CPU time of the whole process so far.
@@ -40,8 +48,11 @@ func cpuTime() time.Duration {
 // itself, for operations that are not the whole of an iteration.
 type latencies []time.Duration
 
-// report sets ns/op to the mean latency — overriding the timer, which also
-// counted the work around the measured operation — and adds percentiles.
+// report sets ns/op to the median latency — overriding the timer, which also
+// counted the work around the measured operation — and adds the mean and
+// the tail. The median, not the mean, is ns/op because these distributions
+// have long tails (a descheduled host, a slow wake): a single 7 ms outlier
+// would move a mean by more than the effect being compared across stages.
 func (l latencies) report(b *testing.B) {
 	if len(l) == 0 {
 		return
@@ -53,7 +64,8 @@ func (l latencies) report(b *testing.B) {
 		sum += d
 	}
 	pct := func(p float64) float64 { return float64(s[int(p*float64(len(s)-1))]) }
-	b.ReportMetric(float64(sum)/float64(len(s)), "ns/op")
+	b.ReportMetric(pct(0.50), "ns/op")
+	b.ReportMetric(float64(sum)/float64(len(s)), "mean-ns")
 	b.ReportMetric(pct(0.50), "p50-ns")
 	b.ReportMetric(pct(0.95), "p95-ns")
 	b.ReportMetric(pct(0.99), "p99-ns")
@@ -62,7 +74,8 @@ func (l latencies) report(b *testing.B) {
 // idleFor lets d pass without touching the device. time.Sleep cannot make a
 // short gap: below a millisecond the runtime's timer wait rounds up, so the
 // last millisecond (and every gap shorter than that) is spent polling the
-// clock, yielding the P so the engines keep running.
+// clock, yielding the P so the engines keep running. The host's polling
+// shows in the benchmark's cores; the device sees no work either way.
 func idleFor(d time.Duration) {
 	if d <= 0 {
 		return

@@ -49,7 +49,7 @@ func Open(cfg Config) (*GPU, error) {
 	if err != nil {
 		return nil, err
 	}
-	drv, err := driver.New(dev, cfg.YieldEvery)
+	drv, err := driver.New(dev, driver.Config{YieldEvery: cfg.YieldEvery})
 	if err != nil {
 		dev.Close()
 		return nil, err

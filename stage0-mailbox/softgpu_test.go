@@ -24,8 +24,8 @@ func openTest(t *testing.T) *softgpu.GPU {
 
 func TestWriteFillCopyRead(t *testing.T) {
 	g := openTest(t)
-	a, _ := g.Alloc(1000)
-	b, _ := g.Alloc(1000)
+	a := mustAlloc(t, g, 1000)
+	b := mustAlloc(t, g, 1000)
 	src := make([]byte, 1000)
 	for i := range src {
 		src[i] = byte(i)
@@ -44,7 +44,7 @@ func TestWriteFillCopyRead(t *testing.T) {
 
 func TestErrorsReachTheCaller(t *testing.T) {
 	g := openTest(t)
-	p, _ := g.Alloc(64)
+	p := mustAlloc(t, g, 64)
 	if err := g.Sum32(p+4, p, 8); !errors.Is(err, abi.StatusMisaligned) {
 		t.Errorf("Sum32 with a misaligned result = %v; want StatusMisaligned", err)
 	}
@@ -68,6 +68,15 @@ func TestCloseEndsEverything(t *testing.T) {
 	if err := g.Nop(softgpu.Copy); !errors.Is(err, driver.ErrClosed) {
 		t.Errorf("Nop after Close = %v; want ErrClosed", err)
 	}
+}
+
+func mustAlloc(t testing.TB, g *softgpu.GPU, n uint64) softgpu.Ptr {
+	t.Helper()
+	p, err := g.Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func must(t *testing.T, err error) {

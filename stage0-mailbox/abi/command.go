@@ -69,8 +69,27 @@ func (c *Command) Encode(b []byte) {
 	clear(b[OffValue+8 : CommandSize])
 }
 
+// ReservedZero reports whether every reserved byte of the encoded command in
+// b is zero. The engine refuses a command that breaks this rule (with
+// StatusReserved), so that a later stage can give those bytes a meaning
+// without old garbage in them changing what a command does.
+func ReservedZero(b []byte) bool {
+	_ = b[CommandSize-1]
+	for _, x := range b[2:OffSeq] {
+		if x != 0 {
+			return false
+		}
+	}
+	for _, x := range b[OffValue+8 : CommandSize] {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // Decode reads a command from b, which must be at least CommandSize bytes.
-// Reserved bytes are ignored.
+// Reserved bytes are not part of Command; see ReservedZero.
 func Decode(b []byte) Command {
 	_ = b[CommandSize-1]
 	return Command{

@@ -6,7 +6,7 @@ import "fmt"
 // slot of zero bytes is an invalid command, not a silent NOP.
 type Opcode uint8
 
-// Every opcode of this stage. Which engine runs which is in Supports.
+// Every opcode of this stage.
 const (
 	OpNop   Opcode = 0x01 // do nothing; completes at once
 	OpFill  Opcode = 0x02 // memset: Size bytes at Dst to the byte Value
@@ -27,6 +27,49 @@ const (
 	NumEngines           = 2
 )
 
+// engineMask is a set of engines, one bit per Engine.
+type engineMask uint8
+
+const (
+	onCompute engineMask = 1 << EngineCompute
+	onCopy    engineMask = 1 << EngineCopy
+	onBoth               = onCompute | onCopy
+)
+
+// opcodes is the one table of opcodes: its name, and which engines run it.
+// Both engines run the housekeeping opcodes; copies belong to the copy engine
+// and kernels to the compute engine, as on a real GPU. An opcode missing
+// from this table is undefined.
+var opcodes = map[Opcode]struct {
+	name    string
+	engines engineMask
+}{
+	OpNop:   {"NOP", onBoth},
+	OpFill:  {"FILL", onBoth},
+	OpCopy:  {"COPY", onCopy},
+	OpDelay: {"DELAY", onBoth},
+	OpSum32: {"SUM32", onCompute},
+	OpAdd32: {"ADD32", onCompute},
+}
+
+// Defined reports whether op is an opcode of this stage.
+func (op Opcode) Defined() bool {
+	_, ok := opcodes[op]
+	return ok
+}
+
+// Supports reports whether engine e executes opcode op.
+func (e Engine) Supports(op Opcode) bool {
+	return e < NumEngines && opcodes[op].engines&(1<<e) != 0
+}
+
+func (op Opcode) String() string {
+	if o, ok := opcodes[op]; ok {
+		return o.name
+	}
+	return fmt.Sprintf("opcode(%#02x)", uint8(op))
+}
+
 func (e Engine) String() string {
 	switch e {
 	case EngineCompute:
@@ -35,37 +78,4 @@ func (e Engine) String() string {
 		return "copy"
 	}
 	return fmt.Sprintf("engine(%d)", uint8(e))
-}
-
-// Supports reports whether engine e executes opcode op. Both engines run the
-// housekeeping opcodes; copies belong to the copy engine and kernels to the
-// compute engine, as on a real GPU.
-func (e Engine) Supports(op Opcode) bool {
-	switch op {
-	case OpNop, OpFill, OpDelay:
-		return e < NumEngines
-	case OpCopy:
-		return e == EngineCopy
-	case OpSum32, OpAdd32:
-		return e == EngineCompute
-	}
-	return false
-}
-
-func (op Opcode) String() string {
-	switch op {
-	case OpNop:
-		return "NOP"
-	case OpFill:
-		return "FILL"
-	case OpCopy:
-		return "COPY"
-	case OpDelay:
-		return "DELAY"
-	case OpSum32:
-		return "SUM32"
-	case OpAdd32:
-		return "ADD32"
-	}
-	return fmt.Sprintf("opcode(%#02x)", uint8(op))
 }

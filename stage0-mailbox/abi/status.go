@@ -15,6 +15,7 @@ const (
 	StatusOutOfRange  Status = 4 // an address range leaves device memory, or address+size overflows
 	StatusMisaligned  Status = 5 // an address or size breaks the opcode's alignment rule
 	StatusAborted     Status = 6 // the device was closed while the command ran
+	StatusReserved    Status = 7 // a reserved byte of the descriptor is not zero
 )
 
 var statusText = [...]string{
@@ -25,6 +26,7 @@ var statusText = [...]string{
 	StatusOutOfRange:  "address out of range",
 	StatusMisaligned:  "misaligned address or size",
 	StatusAborted:     "aborted: device closed",
+	StatusReserved:    "reserved bytes not zero",
 }
 
 func (s Status) String() string {

@@ -2,7 +2,6 @@ package device
 
 import (
 	"encoding/binary"
-	"runtime"
 
 	"softgpu/stage0-mailbox/abi"
 )
@@ -13,11 +12,13 @@ import (
 // Status and leaves memory as it was.
 
 // ANCHOR: execute
-// execute runs one command and returns its status. The checks come in a
-// fixed order, so a command with several faults always reports the first:
-// opcode, engine, flags, then alignment and range per operand.
-func (e *Engine) execute(cmd abi.Command) abi.Status {
-	if !isDefined(cmd.Op) {
+// execute runs the command encoded in desc and returns its status. The checks
+// come in a fixed order, so a command with several faults always reports the
+// first: opcode, engine, flags, reserved bytes, then alignment and range per
+// operand.
+func (e *Engine) execute(desc []byte) abi.Status {
+	cmd := abi.Decode(desc)
+	if !cmd.Op.Defined() {
 		return abi.StatusBadOpcode
 	}
 	if !e.id.Supports(cmd.Op) {
@@ -25,6 +26,9 @@ func (e *Engine) execute(cmd abi.Command) abi.Status {
 	}
 	if cmd.Flags != 0 {
 		return abi.StatusBadFlags
+	}
+	if !abi.ReservedZero(desc) {
+		return abi.StatusReserved
 	}
 	switch cmd.Op {
 	case abi.OpNop:
@@ -68,14 +72,6 @@ func (e *Engine) execute(cmd abi.Command) abi.Status {
 }
 
 // ANCHOR_END: execute
-
-func isDefined(op abi.Opcode) bool {
-	switch op {
-	case abi.OpNop, abi.OpFill, abi.OpCopy, abi.OpDelay, abi.OpSum32, abi.OpAdd32:
-		return true
-	}
-	return false
-}
 
 // ANCHOR: span
 // span returns device memory [addr, addr+size) if the range is aligned to
@@ -132,9 +128,7 @@ func (e *Engine) delay(cycles uint64) abi.Status {
 		if e.dev.stopping.Load() {
 			return abi.StatusAborted
 		}
-		if e.yieldEvery > 0 && polls%e.yieldEvery == 0 {
-			runtime.Gosched()
-		}
+		e.pause(polls)
 	}
 	return abi.StatusOK
 }

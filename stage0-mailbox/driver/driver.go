@@ -46,6 +46,17 @@ func (e *CommandError) Error() string {
 
 func (e *CommandError) Unwrap() error { return e.Status }
 
+// ErrNoEngine reports an engine number the device does not have.
+var ErrNoEngine = errors.New("softgpu: no such engine")
+
+// Config configures a driver.
+type Config struct {
+	// YieldEvery is how many polls the driver makes between
+	// runtime.Gosched calls while it waits for a completion (the same trade
+	// as device.Config.YieldEvery). Zero means 64; negative, never.
+	YieldEvery int
+}
+
 // Driver drives one device.
 type Driver struct {
 	dev        *device.Device
@@ -62,25 +73,34 @@ type Driver struct {
 	lastSeq [abi.NumEngines]uint64 // sequence of the last command submitted per engine
 }
 
-// New binds a driver to dev. yieldEvery is the number of polls between
-// runtime.Gosched calls while the driver waits for a completion (the same
-// trade as device.Config.YieldEvery); zero means 64, negative never.
-func New(dev *device.Device, yieldEvery int) (*Driver, error) {
+// New binds a driver to dev. The device may have run commands for an earlier
+// driver: New picks up the sequence numbers where the doorbells left them,
+// and waits for a command still in flight to finish, so that its completion
+// is never mistaken for one of ours.
+func New(dev *device.Device, cfg Config) (*Driver, error) {
 	regs := dev.Registers()
 	if id := regs.Load(abi.RegID); id != abi.DeviceID {
 		return nil, fmt.Errorf("%w: RegID reads %#x", ErrNoDevice, id)
 	}
-	if yieldEvery == 0 {
-		yieldEvery = device.DefaultYieldEvery
+	if cfg.YieldEvery == 0 {
+		cfg.YieldEvery = device.DefaultYieldEvery
 	}
 	memSize := regs.Load(abi.RegMemSize)
-	return &Driver{
+	d := &Driver{
 		dev:        dev,
 		regs:       regs,
 		memSize:    memSize,
-		yieldEvery: yieldEvery,
+		yieldEvery: cfg.YieldEvery,
 		alloc:      NewAllocator(memSize),
-	}, nil
+	}
+	for e := range abi.Engine(abi.NumEngines) {
+		bank := abi.EngineRegs(e)
+		d.lastSeq[e] = regs.Load(bank + abi.RegDoorbell)
+		if err := d.waitLocked(bank, d.lastSeq[e]); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
 }
 
 // ANCHOR: submit
@@ -88,25 +108,15 @@ func New(dev *device.Device, yieldEvery int) (*Driver, error) {
 // command the device refuses comes back as a *CommandError.
 func (d *Driver) Submit(e abi.Engine, cmd abi.Command) error {
 	if e >= abi.NumEngines {
-		return fmt.Errorf("softgpu: no engine %d", e)
+		return fmt.Errorf("%w: %d", ErrNoEngine, e)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed.Load() {
 		return ErrClosed
 	}
-	d.lastSeq[e]++
-	cmd.Seq = d.lastSeq[e]
+	cmd.Seq = d.pushLocked(e, cmd)
 	bank := abi.EngineRegs(e)
-
-	// Plain stores into the slot. The engine does not read it until it
-	// sees the doorbell change, and the global lock keeps any other
-	// submitter out until this command has completed.
-	cmd.Encode(d.dev.CommandSlot(e))
-	// This store publishes the slot; the engine's load of RegDoorbell in
-	// pollLoop pairs with it.
-	d.regs.Store(bank+abi.RegDoorbell, cmd.Seq)
-
 	if err := d.waitLocked(bank, cmd.Seq); err != nil {
 		return err
 	}
@@ -116,37 +126,64 @@ func (d *Driver) Submit(e abi.Engine, cmd abi.Command) error {
 	return nil
 }
 
+// pushLocked places cmd in engine e's mailbox and rings the doorbell. It
+// returns the command's sequence number.
+func (d *Driver) pushLocked(e abi.Engine, cmd abi.Command) uint64 {
+	d.lastSeq[e]++
+	cmd.Seq = d.lastSeq[e]
+	// Plain stores into the slot. The engine does not read it until it
+	// sees the doorbell change, and the global lock keeps any other
+	// submitter out until this command has completed.
+	cmd.Encode(d.dev.CommandSlot(e))
+	// This store publishes the slot; the engine's load of RegDoorbell in
+	// fetch pairs with it.
+	d.regs.Store(abi.EngineRegs(e)+abi.RegDoorbell, cmd.Seq)
+	return cmd.Seq
+}
+
 // waitLocked spins until the engine publishes seq as completed. The load of
-// RegCompletedSeq pairs with the engine's store of it, so once seq is seen
-// the status the engine stored before it can be read. Sequences compare
-// wrap-safely: int64(completed-seq) >= 0 means "completed has reached seq".
+// RegCompletedSeq pairs with the engine's store of it in complete, so once
+// seq is seen the status the engine stored before it can be read. With one
+// command in flight the completed sequence is either the previous one or
+// seq, so equality is the whole test.
+//
+// If the driver is closed meanwhile, waitLocked closes the device — which
+// waits for the engines to stop — and looks once more: a command the engine
+// finished (or aborted) reports its real status, and only a command it never
+// took reports ErrClosed. Either way, once waitLocked returns the engine is
+// done with the command, so the caller may free what the command named.
 func (d *Driver) waitLocked(bank, seq uint64) error {
 	checkEvery := d.yieldEvery
 	if checkEvery < 0 { // never yield, but still notice Close
 		checkEvery = 1024
 	}
 	for polls := 1; ; polls++ {
-		if completed := d.regs.Load(bank + abi.RegCompletedSeq); int64(completed-seq) >= 0 {
+		if d.regs.Load(bank+abi.RegCompletedSeq) == seq {
 			return nil
 		}
-		if polls%checkEvery == 0 {
-			if d.closed.Load() {
-				// The engines may already be gone: nobody will answer.
-				return ErrClosed
+		if polls%checkEvery != 0 {
+			continue
+		}
+		if d.closed.Load() {
+			d.dev.Close()
+			if d.regs.Load(bank+abi.RegCompletedSeq) == seq {
+				return nil
 			}
-			if d.yieldEvery > 0 {
-				runtime.Gosched()
-			}
+			return ErrClosed
+		}
+		if d.yieldEvery > 0 {
+			runtime.Gosched()
 		}
 	}
 }
 
 // ANCHOR_END: submit
 
-// Close stops the device. Calls in progress return ErrClosed (or, for a
-// DELAY cut short, a CommandError with abi.StatusAborted); later calls return
-// ErrClosed. Close does not take the global lock: a submitter holds it while
-// it waits, and Close is what makes that wait end.
+// Close stops the device and waits for its engines to stop. A call in
+// progress returns its command's real status if the engine got to it (a
+// DELAY cut short reports abi.StatusAborted), ErrClosed if it did not; later
+// calls return ErrClosed. Close does not take the global lock: a submitter
+// holds it while it waits, and Close is what makes that wait end.
 func (d *Driver) Close() error {
 	if d.closed.Swap(true) {
 		return nil

@@ -20,7 +20,7 @@ func openTest(t *testing.T) *Driver {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := New(dev, 0)
+	d, err := New(dev, Config{})
 	if err != nil {
 		dev.Close()
 		t.Fatal(err)
@@ -115,6 +115,106 @@ func TestCloseWithACommandInFlight(t *testing.T) {
 	}
 }
 
+// TestCloseWithManySubmitters closes the driver while eight goroutines
+// submit on both engines, twenty times over: every Submit must return, each
+// with success, ErrClosed or StatusAborted, and no goroutine may be left.
+func TestCloseWithManySubmitters(t *testing.T) {
+	rounds := 20
+	if testing.Short() {
+		rounds = 5
+	}
+	for round := range rounds {
+		d := openTest(t)
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for w := range 8 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					cmd := abi.Command{Op: abi.OpFill, Dst: uint64(AllocBase + 64*w), Size: 64}
+					if i%7 == 0 {
+						cmd = abi.Command{Op: abi.OpDelay, Value: 20_000}
+					}
+					err := d.Submit(abi.Engine(i%abi.NumEngines), cmd)
+					if err == nil {
+						continue
+					}
+					if !errors.Is(err, ErrClosed) && !errors.Is(err, abi.StatusAborted) {
+						errs <- fmt.Errorf("round %d, worker %d: Submit = %w", round, w, err)
+					}
+					return
+				}
+			})
+		}
+		time.Sleep(time.Duration(round%4) * time.Millisecond)
+		d.Close()
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: submitters still blocked 10 s after Close", round)
+		}
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+	}
+}
+
+// TestSubmitReturnsOnlyWhenTheEngineIsDone closes the driver under a long
+// COPY. Whatever Submit returns, the engine must be finished with the
+// command by then: a caller is entitled to free the memory it named.
+func TestSubmitReturnsOnlyWhenTheEngineIsDone(t *testing.T) {
+	d := openTest(t)
+	const n = 2 << 20
+	done := make(chan error, 1)
+	go func() {
+		done <- d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpCopy, Src: 0, Dst: n, Size: n})
+	}()
+	time.Sleep(100 * time.Microsecond)
+	d.Close()
+	<-done
+	if n := len(leakcheck.Running()); n != 0 {
+		t.Errorf("Submit returned while %d device goroutines still ran", n)
+	}
+}
+
+// TestNewOnAUsedDevice binds a second driver to a device that has already
+// run commands: its first Submit must wait for its own command, not return
+// on the previous driver's completion.
+func TestNewOnAUsedDevice(t *testing.T) {
+	leakcheck.Check(t)
+	dev, err := device.Open(device.Config{MemorySize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	first, err := New(dev, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if err := first.Submit(abi.EngineCopy, abi.Command{Op: abi.OpNop}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	second, err := New(dev, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Submit(abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: 8192, Size: 4096, Value: 9}); err != nil {
+		t.Fatalf("second driver's FILL = %v", err)
+	}
+	got := make([]byte, 4096)
+	second.CopyFromDevice(got, 8192)
+	if !bytes.Equal(got, bytes.Repeat([]byte{9}, 4096)) {
+		t.Errorf("second driver's FILL returned before the engine ran it")
+	}
+	if err := second.Submit(abi.EngineCopy, abi.Command{Op: 0xee}); !errors.Is(err, abi.StatusBadOpcode) {
+		t.Errorf("second driver's bad opcode = %v; want StatusBadOpcode", err)
+	}
+}
+
 func TestCallsAfterCloseFail(t *testing.T) {
 	d := openTest(t)
 	addr, err := d.Alloc(64)
@@ -173,14 +273,15 @@ func TestNewRejectsANonDevice(t *testing.T) {
 	}
 	defer dev.Close()
 	dev.Registers().Store(abi.RegID, 0xdead)
-	if _, err := New(dev, 0); !errors.Is(err, ErrNoDevice) {
+	if _, err := New(dev, Config{}); !errors.Is(err, ErrNoDevice) {
 		t.Errorf("New on registers reading 0xdead = %v; want ErrNoDevice", err)
 	}
 }
 
 // TestSequenceComparisonIsWrapSafe starts the mailbox just below 2^64 and
-// submits across the wrap: a comparison written as completed >= seq would
-// hang or return early here.
+// submits across the wrap: a completion test written as completed >= seq
+// would return early at seq 0 (2^64-1 >= 0), before the engine had run the
+// fill, and the memory check below would catch it.
 func TestSequenceComparisonIsWrapSafe(t *testing.T) {
 	d := openTest(t)
 	bank := abi.EngineRegs(abi.EngineCopy)
