@@ -236,7 +236,7 @@ func BenchmarkBaseline(b *testing.B) {
 		var v uint64
 		for b.Loop() {
 			v += 2
-			ball.v.Store(v - 1) // serve: odd
+			ball.v.Store(v - 1)                           // serve: odd
 			for polls := 1; ball.v.Load() != v; polls++ { // the partner returns it: even
 				if polls%(1<<12) == 0 {
 					runtime.Gosched()
