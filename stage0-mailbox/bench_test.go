@@ -236,8 +236,9 @@ func BenchmarkBaseline(b *testing.B) {
 		var v uint64
 		for b.Loop() {
 			v += 2
-			ball.v.Store(v - 1)                           // serve: odd
-			for polls := 1; ball.v.Load() != v; polls++ { // the partner returns it: even
+			ball.v.Store(v - 1) // serve: odd
+			// The partner returns it: even.
+			for polls := 1; ball.v.Load() != v; polls++ {
 				if polls%(1<<12) == 0 {
 					runtime.Gosched()
 				}
