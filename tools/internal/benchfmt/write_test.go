@@ -1,0 +1,90 @@
+package benchfmt
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	perf "golang.org/x/perf/benchfmt"
+)
+
+func TestWriteStage(t *testing.T) {
+	tests := []struct {
+		name  string
+		input string
+		stage string
+		want  string
+	}{
+		{
+			name:  "pkg rewritten, junk dropped",
+			input: "goos: linux\npkg: softgpu/stage1-ring\nBenchmarkX-2 10 5 ns/op\n--- BENCH: BenchmarkX-2\n    x_test.go:1: hi\nPASS\n",
+			stage: "stage1-ring",
+			want:  "goos: linux\nstage: stage1-ring\nBenchmarkX-2 10 5 ns/op\n",
+		},
+		{
+			name:  "no pkg line gets one",
+			input: "BenchmarkX 10 5 ns/op\n",
+			stage: "stage0-mailbox",
+			want:  "stage: stage0-mailbox\nBenchmarkX 10 5 ns/op\n",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := ParseString(tt.input)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b strings.Builder
+			if err := WriteStage(&b, out, tt.stage); err != nil {
+				t.Fatal(err)
+			}
+			if b.String() != tt.want {
+				t.Errorf("WriteStage(%q, %s) = %q; want %q", tt.input, tt.stage, b.String(), tt.want)
+			}
+		})
+	}
+}
+
+// TestWriteStageBenchstat reads what WriteStage wrote with benchstat's own
+// parser: every result must carry the stage label and no pkg, and the values
+// must be the ones Parse saw.
+func TestWriteStageBenchstat(t *testing.T) {
+	out := parseFile(t, "testdata/ring.txt")
+	var buf bytes.Buffer
+	for _, stage := range []string{"stage0-mailbox", "stage1-ring"} {
+		if err := WriteStage(&buf, out, stage); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reader := perf.NewReader(&buf, "ring.txt")
+	var stages []string
+	n := 0
+	for reader.Scan() {
+		res, ok := reader.Result().(*perf.Result)
+		if !ok {
+			t.Fatalf("benchstat's reader: %v", reader.Result())
+		}
+		if pkg := res.GetConfig("pkg"); pkg != "" {
+			t.Errorf("result %s has pkg %q; want none", res.Name, pkg)
+		}
+		stage := res.GetConfig("stage")
+		if len(stages) == 0 || stages[len(stages)-1] != stage {
+			stages = append(stages, stage)
+		}
+		want := out.Results()[n%len(out.Results())]
+		name, _ := SplitName(string(res.Name))
+		if name != want.Name || res.Values[0].OrigValue != want.Values[0].Value {
+			t.Errorf("result %d = %s %v; want %s %v", n, name, res.Values[0].OrigValue, want.Name, want.Values[0].Value)
+		}
+		n++
+	}
+	if err := reader.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"stage0-mailbox", "stage1-ring"}; strings.Join(stages, ",") != strings.Join(want, ",") {
+		t.Errorf("stages seen by benchstat = %q; want %q", stages, want)
+	}
+	if want := 2 * len(out.Results()); n != want {
+		t.Errorf("benchstat read %d results; want %d", n, want)
+	}
+}

@@ -1,0 +1,89 @@
+package benchrun
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"softgpu/tools/internal/fixture"
+)
+
+func TestBuildAndRun(t *testing.T) {
+	root := fixture.Repo(t, "stage0-mailbox")
+	bin, err := Build(context.Background(), filepath.Join(root, "stage0-mailbox"), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name      string
+		opts      Options
+		wantNames []string
+		wantN     int
+		wantErr   error
+	}{
+		{
+			name:      "all",
+			opts:      Options{Bench: ".", Benchtime: "10x"},
+			wantNames: []string{"Baseline/pingpong", "Baseline/memmove/size=4KiB", "Fill/size=64B"},
+			wantN:     3,
+		},
+		{
+			name:      "canary, counted",
+			opts:      Options{Bench: "^BenchmarkBaseline$/^pingpong$", Benchtime: "10x", Count: 3},
+			wantNames: []string{"Baseline/pingpong"},
+			wantN:     3,
+		},
+		{
+			name:    "nothing matches",
+			opts:    Options{Bench: "^BenchmarkNope$", Benchtime: "1x"},
+			wantErr: ErrNoResults,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := bin.Run(context.Background(), tt.opts)
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("Run(%v) error = %v; want %v", tt.opts.Args(), err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Run(%v): %v", tt.opts.Args(), err)
+			}
+			if got := out.Names(); !reflect.DeepEqual(got, tt.wantNames) {
+				t.Errorf("Run(%v) names = %q; want %q", tt.opts.Args(), got, tt.wantNames)
+			}
+			if got := len(out.Results()); got != tt.wantN {
+				t.Errorf("Run(%v) gave %d results; want %d", tt.opts.Args(), got, tt.wantN)
+			}
+			if pkg, _ := out.Config("pkg"); pkg != "softgpu/stage0-mailbox" {
+				t.Errorf("Run(%v) pkg = %q; want softgpu/stage0-mailbox", tt.opts.Args(), pkg)
+			}
+		})
+	}
+}
+
+func TestRunCancelled(t *testing.T) {
+	root := fixture.Repo(t, "stage0-mailbox")
+	bin, err := Build(context.Background(), filepath.Join(root, "stage0-mailbox"), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := bin.Run(ctx, Options{Bench: ".", Benchtime: "1x"}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Run(cancelled) error = %v; want context.Canceled", err)
+	}
+}
+
+func TestBuildError(t *testing.T) {
+	root := fixture.Repo(t, "stage0-mailbox")
+	_, err := Build(context.Background(), filepath.Join(root, "stage9-chardev"), t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "stage9-chardev") {
+		t.Errorf("Build(missing stage) error = %v; want one naming stage9-chardev", err)
+	}
+}

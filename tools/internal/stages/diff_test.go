@@ -1,0 +1,156 @@
+package stages
+
+import (
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files under testdata")
+
+func TestRename(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+	}{
+		{"import", `import "softgpu/stage1-ring/driver"`, `import "softgpu/STAGE/driver"`},
+		{"go.mod", "module softgpu/stage1-ring\n", "module softgpu/STAGE\n"},
+		{"end of sentence", "use softgpu/stage1-ring.", "use softgpu/STAGE."},
+		{"longer name kept", "softgpu/stage1-ringx and softgpu/stage1-ring-2", "softgpu/stage1-ringx and softgpu/stage1-ring-2"},
+		{"prefix kept", "mysoftgpu/stage1-ring", "mysoftgpu/stage1-ring"},
+		{"prose kept", "a copy of stage1-ring", "a copy of stage1-ring"},
+		{"twice", "softgpu/stage1-ring softgpu/stage1-ring/abi", "softgpu/STAGE softgpu/STAGE/abi"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Normalise(tt.in, "stage1-ring"); got != tt.want {
+				t.Errorf("Normalise(%q, stage1-ring) = %q; want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDiffStagesFiles(t *testing.T) {
+	root := copyTree(t, "testdata/tree")
+	// Ignored by the fixture's .gitignore: must not show up.
+	writeFile(t, root, "stage0-mailbox/softgpu.test", "old binary")
+	writeFile(t, root, "stage1-ring/softgpu.test", "new binary")
+	writeFile(t, root, "stage1-ring/.git/HEAD", "ref: refs/heads/main\n")
+
+	d, err := DiffStages(root, "stage0-mailbox", "stage1-ring")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []FileDiff{
+		{Path: "README.md", Status: "modified", Added: 2, Removed: 2}, // title, and the newline at the end
+		{Path: "driver/driver.go", Status: "modified", Added: 4, Removed: 4},
+		{Path: "driver/ring.go", Status: "added", Added: 11},
+		{Path: "old.go", Status: "removed", Removed: 4},
+	}
+	if !reflect.DeepEqual(d.Files, want) {
+		t.Errorf("DiffStages(stage0-mailbox, stage1-ring).Files = %+v; want %+v", d.Files, want)
+	}
+	for _, leak := range []string{"stage0-mailbox/driver", "stage1-ring/driver", "softgpu.test"} {
+		if strings.Contains(d.Unified, leak) {
+			t.Errorf("Unified contains %q; module paths must be normalised and ignored files skipped", leak)
+		}
+	}
+	golden(t, "testdata/tree.diff", d.Unified)
+	golden(t, "testdata/tree.stat", d.Stat())
+}
+
+func TestDiffStagesIdentical(t *testing.T) {
+	root := copyTree(t, "testdata/tree")
+	d, err := DiffStages(root, "stage0-mailbox", "stage0-mailbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Files) != 0 || d.Unified != "" {
+		t.Errorf("DiffStages(x, x) = %d files, %q; want none", len(d.Files), d.Unified)
+	}
+	if got, want := d.Stat(), " 0 files changed\n"; got != want {
+		t.Errorf("Stat() = %q; want %q", got, want)
+	}
+}
+
+func TestDiffStagesMissing(t *testing.T) {
+	root := copyTree(t, "testdata/tree")
+	if _, err := DiffStages(root, "stage0-mailbox", "stage2-fence"); err == nil {
+		t.Errorf("DiffStages(stage0-mailbox, stage2-fence) = nil error; want one for the missing directory")
+	}
+}
+
+// TestDiffStagesApplies checks that Unified is a real patch: git apply puts
+// it on a normalised copy of A and the result is a normalised B.
+func TestDiffStagesApplies(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	root := copyTree(t, "testdata/tree")
+	d, err := DiffStages(root, "stage0-mailbox", "stage1-ring")
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	filesA, err := readTree(root, "stage0-mailbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range filesA {
+		writeFile(t, work, f.Path, Normalise(string(f.Data), "stage0-mailbox"))
+	}
+	cmd := exec.Command("git", "apply", "--unsafe-paths", "-")
+	cmd.Dir = work
+	cmd.Stdin = strings.NewReader(d.Unified)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git apply: %v\n%s", err, out)
+	}
+	filesB, err := readTree(root, "stage1-ring")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range filesB {
+		if got, want := readFile(t, work, f.Path), Normalise(string(f.Data), "stage1-ring"); got != want {
+			t.Errorf("patched %s = %q; want %q", f.Path, got, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(work, "old.go")); !os.IsNotExist(err) {
+		t.Errorf("patched tree still has old.go (err %v)", err)
+	}
+}
+
+func TestStatScales(t *testing.T) {
+	d := &Diff{Files: []FileDiff{
+		{Path: "big.go", Status: "added", Added: 200},
+		{Path: "small.go", Status: "modified", Added: 1, Removed: 1},
+		{Path: "logo.png", Status: "added", Binary: true},
+	}}
+	want := "" +
+		" big.go   | 200 " + strings.Repeat("+", 50) + "\n" +
+		" small.go |   2 +-\n" +
+		" logo.png | Bin\n" +
+		" 3 files changed, 201 insertions(+), 1 deletion(-)\n"
+	if got := d.Stat(); got != want {
+		t.Errorf("Stat() =\n%s\nwant\n%s", got, want)
+	}
+}
+
+func golden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("output differs from %s (go test -update rewrites it):\ngot:\n%s\nwant:\n%s", path, got, want)
+	}
+}

@@ -1,0 +1,143 @@
+package stages
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// notes is a file long enough that changes near its top and its bottom
+// land in separate hunks.
+func notes(module, a, z string) string {
+	var b strings.Builder
+	b.WriteString("package softgpu\n\nimport \"" + module + "/abi\"\n\nconst A = " + a + "\n")
+	for _, c := range "bcdefghijklmnop" {
+		b.WriteString("const " + strings.ToUpper(string(c)) + " = 0\n")
+	}
+	b.WriteString("const Z = " + z + "\n\nvar _ = abi.X\n")
+	return b.String()
+}
+
+// forwardRepo makes a git repository with three stages, commits it, then
+// edits stage0-mailbox (both ends of notes.go, and a new untracked file).
+// stage2-fence has its own value of A, so the top hunk cannot apply there.
+func forwardRepo(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	root := t.TempDir()
+	writeFile(t, root, "go.work", "go 1.26\n")
+	writeFile(t, root, ".gitignore", "*.test\n")
+	for _, dir := range []string{"stage0-mailbox", "stage1-ring", "stage2-fence"} {
+		a := "1"
+		if dir == "stage2-fence" {
+			a = "100"
+		}
+		writeFile(t, root, dir+"/go.mod", "module softgpu/"+dir+"\n\ngo 1.26\n")
+		writeFile(t, root, dir+"/notes.go", notes("softgpu/"+dir, a, "26"))
+	}
+	runGit(t, root, "init", "-q")
+	runGit(t, root, "add", "-A")
+	runGit(t, root, "-c", "user.email=t@example.com", "-c", "user.name=test", "commit", "-q", "-m", "stages")
+
+	writeFile(t, root, "stage0-mailbox/notes.go", notes("softgpu/stage0-mailbox", "2", "27"))
+	writeFile(t, root, "stage0-mailbox/fix.go", "package softgpu\n\nimport _ \"softgpu/stage0-mailbox/abi\"\n")
+	writeFile(t, root, "stage0-mailbox/fix.test", "ignored: not forwarded")
+	return root
+}
+
+func runGit(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+func TestForward(t *testing.T) {
+	root := forwardRepo(t)
+	results, err := Forward(context.Background(), root, "stage0-mailbox", false)
+	if err != nil {
+		t.Fatalf("Forward(stage0-mailbox): %v", err)
+	}
+	if got := forwardStages(results); !reflect.DeepEqual(got, []string{"stage1-ring", "stage2-fence"}) {
+		t.Fatalf("Forward(stage0-mailbox) reached %q; want stage1-ring, stage2-fence", got)
+	}
+
+	// stage1-ring had the same code: everything applies, with its own path.
+	if len(results[0].Problems) != 0 {
+		t.Errorf("stage1-ring problems = %q; want none", results[0].Problems)
+	}
+	if got, want := readFile(t, root, "stage1-ring/notes.go"), notes("softgpu/stage1-ring", "2", "27"); got != want {
+		t.Errorf("stage1-ring/notes.go = %q; want %q", got, want)
+	}
+	if got, want := readFile(t, root, "stage1-ring/fix.go"), "package softgpu\n\nimport _ \"softgpu/stage1-ring/abi\"\n"; got != want {
+		t.Errorf("stage1-ring/fix.go = %q; want %q", got, want)
+	}
+	if _, err := os.Stat(filepath.Join(root, "stage1-ring/fix.test")); !os.IsNotExist(err) {
+		t.Errorf("ignored fix.test was forwarded (err %v)", err)
+	}
+
+	// stage2-fence differs at the top: that hunk is rejected and reported,
+	// the bottom one still applies.
+	want := []string{"stage2-fence/notes.go: hunk #1 does not apply (left in stage2-fence/notes.go.rej)"}
+	if !reflect.DeepEqual(results[1].Problems, want) {
+		t.Errorf("stage2-fence problems = %q; want %q\ngit said:\n%s", results[1].Problems, want, results[1].Output)
+	}
+	if got, want := readFile(t, root, "stage2-fence/notes.go"), notes("softgpu/stage2-fence", "100", "27"); got != want {
+		t.Errorf("stage2-fence/notes.go = %q; want %q", got, want)
+	}
+	if _, err := os.Stat(filepath.Join(root, "stage2-fence/notes.go.rej")); err != nil {
+		t.Errorf("no .rej file for the rejected hunk: %v", err)
+	}
+}
+
+func TestForwardCheck(t *testing.T) {
+	root := forwardRepo(t)
+	results, err := Forward(context.Background(), root, "stage0-mailbox", true)
+	if err != nil {
+		t.Fatalf("Forward(stage0-mailbox, check): %v", err)
+	}
+	if len(results) != 2 || len(results[0].Problems) != 0 || len(results[1].Problems) != 1 {
+		t.Fatalf("Forward(check) = %+v; want stage1-ring clean and one problem in stage2-fence", results)
+	}
+	if want := "stage2-fence/notes.go: hunk at line 2 does not apply"; results[1].Problems[0] != want {
+		t.Errorf("stage2-fence problem = %q; want %q", results[1].Problems[0], want)
+	}
+	if got, want := readFile(t, root, "stage1-ring/notes.go"), notes("softgpu/stage1-ring", "1", "26"); got != want {
+		t.Errorf("check changed stage1-ring/notes.go to %q", got)
+	}
+}
+
+func TestForwardErrors(t *testing.T) {
+	root := forwardRepo(t)
+	tests := []struct {
+		name string
+		dir  string
+	}{
+		{"unknown stage", "stage42-warp"},
+		{"missing stage", "stage3-pinned"},
+		{"no change", "stage1-ring"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := Forward(context.Background(), root, tt.dir, false); err == nil {
+				t.Errorf("Forward(%s) = nil error; want one", tt.dir)
+			}
+		})
+	}
+}
+
+func forwardStages(results []ForwardResult) []string {
+	var out []string
+	for _, r := range results {
+		out = append(out, r.Stage)
+	}
+	return out
+}

@@ -1,0 +1,4 @@
+package softgpu
+
+// Old is gone in stage1-ring.
+const Old = 1
