@@ -1,0 +1,386 @@
+package book
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"softgpu/tools/internal/records"
+)
+
+// Config says where a book is and where it goes.
+type Config struct {
+	Root    string // repository root: {{#include}} paths are relative to it
+	BookDir string // SUMMARY.md, the chapters, records/ and any other files to copy
+	OutDir  string // the site; replaced on every build
+	Title   string // book title, used when SUMMARY.md's heading is just "Summary"
+	Differ  Differ // stage diffs for {{#diff}}; nil makes {{#diff}} an error
+}
+
+// Site is a rendered book, in memory.
+type Site struct {
+	Files  map[string][]byte // slash path relative to the site root → contents
+	Index  string            // "index.html"
+	Broken []BrokenLink      // internal links that do not resolve
+}
+
+// BuildError is every error a build found, one per line.
+type BuildError struct {
+	Errs []error
+}
+
+func (e *BuildError) Error() string {
+	var b strings.Builder
+	for i, err := range e.Errs {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(err.Error())
+	}
+	return b.String()
+}
+
+func (e *BuildError) Unwrap() []error { return e.Errs }
+
+//go:embed assets
+var assets embed.FS
+
+// The generated files a book cannot also contain.
+const (
+	staticDir  = "static"
+	printPage  = "print.html"
+	indexPage  = "index.html"
+	siteMarker = ".softgpu-book" // marks an output directory this tool may clear
+)
+
+type builder struct {
+	cfg     Config
+	hl      *highlighter
+	md      *markdown
+	records *recordSet
+}
+
+// chapter is one chapter being built.
+type chapter struct {
+	Item      Item
+	Source    string // display path for messages, e.g. "book/stage0.md"
+	Page      string // output page, relative to the site root
+	PrintID   string // its section id in print.html
+	Body      []byte // rendered HTML for its own page
+	PrintBody []byte // rendered HTML for print.html
+	Headings  []heading
+}
+
+// Render builds the site in memory. A chapter or SUMMARY.md error returns a
+// *BuildError and no site; broken links are reported in Site.Broken.
+func Render(cfg Config) (*Site, error) {
+	hl := newHighlighter()
+	b := &builder{cfg: cfg, hl: hl, md: &markdown{hl: hl}}
+	b.records = &recordSet{dir: filepath.Join(cfg.BookDir, "records"), cache: map[string]*records.Record{}, display: b.display}
+	return b.render()
+}
+
+func (b *builder) display(p string) string {
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, p); err == nil && !strings.HasPrefix(rel, "..") {
+			return filepath.ToSlash(rel)
+		}
+	}
+	return filepath.ToSlash(p)
+}
+
+func (b *builder) render() (*Site, error) {
+	summaryPath := filepath.Join(b.cfg.BookDir, "SUMMARY.md")
+	text, err := os.ReadFile(summaryPath)
+	if err != nil {
+		return nil, fmt.Errorf("book: %w (is -book the book directory?)", err)
+	}
+	sum, err := ParseSummary(b.display(summaryPath), text)
+	if err != nil {
+		return nil, &BuildError{Errs: []error{err}}
+	}
+	title := sum.Title
+	if title == "" || strings.EqualFold(title, "summary") || strings.EqualFold(title, "table of contents") {
+		title = b.cfg.Title
+	}
+	if title == "" {
+		title = "Book"
+	}
+
+	// Pages and print ids for every chapter, before any is rendered, since
+	// a chapter may link to any other.
+	var chapters []*chapter
+	pages := map[string]string{}
+	printIDs := map[string]string{}
+	usedPages := map[string]string{printPage: "print.html"}
+	var errs []error
+	for _, it := range sum.Chapters() {
+		page := strings.TrimSuffix(it.Path, ".md") + ".html"
+		if other, dup := usedPages[page]; dup {
+			errs = append(errs, fmt.Errorf("%s:%d: %s would be written to %s, as %s is", b.display(summaryPath), it.Line, it.Path, page, other))
+			continue
+		}
+		usedPages[page] = it.Path
+		c := &chapter{
+			Item:    it,
+			Source:  b.display(filepath.Join(b.cfg.BookDir, filepath.FromSlash(it.Path))),
+			Page:    page,
+			PrintID: strings.ReplaceAll(strings.TrimSuffix(it.Path, ".md"), "/", "-"),
+		}
+		chapters = append(chapters, c)
+		pages[it.Path] = page
+		printIDs[it.Path] = c.PrintID
+	}
+
+	for _, c := range chapters {
+		src, err := os.ReadFile(filepath.Join(b.cfg.BookDir, filepath.FromSlash(c.Item.Path)))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s:%d: chapter %s: %w", b.display(summaryPath), c.Item.Line, c.Item.Path, err))
+			continue
+		}
+		errs = append(errs, b.renderChapter(c, src, pages, printIDs)...)
+	}
+	if len(errs) > 0 {
+		return nil, &BuildError{Errs: errs}
+	}
+
+	site := &Site{Files: map[string][]byte{}, Index: indexPage}
+	pg := &pager{summary: sum, title: title, chapters: chapters, pages: pages}
+	for i, c := range chapters {
+		site.Files[c.Page] = pg.chapterPage(i, c.Page)
+	}
+	first := chapters[0]
+	if _, taken := site.Files[indexPage]; !taken {
+		if !strings.Contains(first.Page, "/") {
+			site.Files[indexPage] = site.Files[first.Page]
+		} else {
+			site.Files[indexPage] = redirectPage(first.Page)
+		}
+	}
+	site.Files[printPage] = pg.printPage()
+
+	if err := b.addStatic(site.Files); err != nil {
+		return nil, err
+	}
+	if err := b.copyBookFiles(site.Files); err != nil {
+		return nil, err
+	}
+	site.Broken = reportedLinks(CheckLinks(site.Files), site.Files, first.Page)
+	return site, nil
+}
+
+// reportedLinks drops the echoes of a broken link: index.html when it is a
+// copy of the first chapter, and print.html, which repeats every chapter's
+// links, until the chapters' own pages are clean.
+func reportedLinks(broken []BrokenLink, files map[string][]byte, firstPage string) []BrokenLink {
+	indexIsCopy := bytes.Equal(files[indexPage], files[firstPage])
+	chapterErrors := false
+	for _, l := range broken {
+		if l.Page != printPage && !(l.Page == indexPage && indexIsCopy) {
+			chapterErrors = true
+		}
+	}
+	var out []BrokenLink
+	for _, l := range broken {
+		if l.Page == indexPage && indexIsCopy || l.Page == printPage && chapterErrors {
+			continue
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// renderChapter expands and renders one chapter for its page and for
+// print.html, returning every error it found.
+func (b *builder) renderChapter(c *chapter, src []byte, pages, printIDs map[string]string) []error {
+	pageMode := linkMode{chapterPath: c.Item.Path, pagePath: c.Page, chapters: pages, printIDs: printIDs}
+	printMode := pageMode
+	printMode.print, printMode.pagePath = true, printPage
+
+	pagePrefix := rootPrefix(c.Page)
+	x := expandDirectives(c.Source, src, b.handlers(pagePrefix))
+	if len(x.Errs) > 0 {
+		return x.Errs
+	}
+	body, headings, err := b.md.render(x.Markdown, pageMode)
+	if err != nil {
+		return []error{fmt.Errorf("%s: %w", c.Source, err)}
+	}
+	c.Body, c.Headings = fillPlaceholders(body, x.Blocks), headings
+
+	// print.html is at the root: links from directives need the root's
+	// prefix, which differs only for chapters in subdirectories.
+	px := x
+	if pagePrefix != "" {
+		px = expandDirectives(c.Source, src, b.handlers(""))
+	}
+	printBody, _, err := b.md.render(px.Markdown, printMode)
+	if err != nil {
+		return []error{fmt.Errorf("%s: %w", c.Source, err)}
+	}
+	c.PrintBody = fillPlaceholders(printBody, px.Blocks)
+	return nil
+}
+
+// handlers dispatches directives; prefix leads from the page to the site root.
+func (b *builder) handlers(prefix string) handlers {
+	return handlers{
+		block: func(d directive) (string, error) {
+			switch d.Name {
+			case "include":
+				return b.includeHTML(d)
+			case "diff":
+				return b.diffHTML(d)
+			case "table":
+				return b.tableHTML(d, prefix)
+			case "chart":
+				return b.chartHTML(d, prefix)
+			}
+			return "", d.errorf("unknown directive %q", d.Name)
+		},
+		inline: func(d directive) (inlineValue, error) {
+			switch d.Name {
+			case "value":
+				return b.value(d)
+			case "ratio":
+				return b.ratio(d)
+			case "meta":
+				return b.meta(d)
+			}
+			return inlineValue{}, d.errorf("unknown directive %q", d.Name)
+		},
+		raw: b.includeRaw,
+	}
+}
+
+// addStatic adds the stylesheet, the script and chroma's stylesheet.
+func (b *builder) addStatic(files map[string][]byte) error {
+	entries, err := fs.ReadDir(assets, "assets")
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		data, err := assets.ReadFile("assets/" + e.Name())
+		if err != nil {
+			return err
+		}
+		files[staticDir+"/"+e.Name()] = data
+	}
+	files[staticDir+"/chroma.css"] = b.hl.css()
+	return nil
+}
+
+// copyBookFiles copies every file of the book directory that is not a
+// chapter source (records, their benchstat text, images) into the site at
+// the same path, skipping hidden files, directories starting with '_'
+// (the default output, book/_site) and the output directory itself.
+func (b *builder) copyBookFiles(files map[string][]byte) error {
+	outAbs, _ := filepath.Abs(b.cfg.OutDir)
+	return filepath.WalkDir(b.cfg.BookDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(b.cfg.BookDir, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			abs, _ := filepath.Abs(p)
+			if strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || abs == outAbs {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".md") || !d.Type().IsRegular() {
+			return nil
+		}
+		key := filepath.ToSlash(rel)
+		if _, clash := files[key]; clash || key == staticDir || strings.HasPrefix(key, staticDir+"/") {
+			return fmt.Errorf("book: %s clashes with a generated file of the site", b.display(p))
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		files[key] = data
+		return nil
+	})
+}
+
+// Build renders the site and writes it to cfg.OutDir, returning the path of
+// its index.html. Broken links fail the build after the site is written, so
+// they can be looked at.
+func Build(cfg Config) (string, error) {
+	site, err := Render(cfg)
+	if err != nil {
+		return "", err
+	}
+	if err := WriteSite(cfg.OutDir, site.Files); err != nil {
+		return "", err
+	}
+	index := filepath.Join(cfg.OutDir, site.Index)
+	if len(site.Broken) > 0 {
+		var errs []error
+		for _, l := range site.Broken {
+			errs = append(errs, errors.New(l.String()))
+		}
+		errs = append(errs, fmt.Errorf("book: %d broken internal links (site written to %s)", len(site.Broken), cfg.OutDir))
+		return index, &BuildError{Errs: errs}
+	}
+	return index, nil
+}
+
+// WriteSite replaces the contents of dir with files. It refuses to clear a
+// directory that has files but was not written by this tool, so a mistyped
+// -o cannot delete someone's work.
+func WriteSite(dir string, files map[string][]byte) error {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case os.IsNotExist(err):
+	case err != nil:
+		return err
+	case len(entries) > 0:
+		if _, err := os.Stat(filepath.Join(dir, siteMarker)); err != nil {
+			return fmt.Errorf("book: %s is not empty and was not written by the book tool (no %s); refusing to replace it", dir, siteMarker)
+		}
+		for _, e := range entries {
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, files[name], 0o644); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(filepath.Join(dir, siteMarker), []byte("written by go run ./tools/cmd/book; cleared on every build\n"), 0o644)
+}
+
+// redirectPage sends index.html to the first chapter when that chapter lives
+// in a subdirectory (its relative links would break if copied to the root).
+func redirectPage(target string) []byte {
+	var b bytes.Buffer
+	t := escapeHTML(target)
+	fmt.Fprintf(&b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta http-equiv=\"refresh\" content=\"0; url=%s\">\n<title>Redirecting</title>\n</head>\n<body><p><a href=\"%s\">%s</a></p></body>\n</html>\n", t, t, t)
+	return b.Bytes()
+}

@@ -1,0 +1,90 @@
+package book
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestCheckLinks(t *testing.T) {
+	page := func(body string) []byte {
+		return []byte("<!DOCTYPE html><html><body>" + body + "</body></html>")
+	}
+	site := map[string][]byte{
+		"a.html":           page(`<h1 id="top">A</h1><h2 id="x y">spaced</h2>`),
+		"dir/b.html":       page(`<h2 id="b-sec">B</h2><a name="legacy"></a>`),
+		"records/r.json":   []byte("{}"),
+		"static/style.css": []byte(""),
+	}
+	tests := []struct {
+		name       string
+		page       string
+		body       string
+		wantBroken []string // "href: reason substring"; empty means every link resolves
+	}{
+		{"good links", "index.html", `<a href="a.html">a</a> <a href="a.html#top">t</a> <a href="dir/b.html#b-sec">b</a>
+			<a href="#here">h</a><p id="here"></p> <a href="dir/b.html#legacy">l</a> <a href="a.html#x%20y">s</a>
+			<a href='records/r.json'>r</a> <link rel="stylesheet" href="static/style.css">
+			<a href="https://example.com/nosuch">ext</a> <a href="mailto:x@y">m</a> <a href="#">top</a>`, nil},
+		{"relative from a subdirectory", "dir/c.html", `<a href="../a.html#top">a</a> <a href="b.html">b</a>`, nil},
+		{"broken page link", "index.html", `<a href="nosuch.html">x</a>`, []string{"nosuch.html: no such file"}},
+		{"link to a .md that is not a chapter", "index.html", `<a href="notes.md">x</a>`, []string{"notes.md: no such page"}},
+		{"broken fragment on another page", "index.html", `<a href="a.html#nosuch">x</a>`, []string{`a.html#nosuch: no element with id "nosuch" in a.html`}},
+		{"broken fragment on this page", "index.html", `<a href="#gone">x</a>`, []string{`#gone: no element with id "gone" on this page`}},
+		{"directory without index.html", "index.html", `<a href="dir/">d</a>`, []string{"dir/: no such file"}},
+		{"broken image", "index.html", `<img src="img/none.png">`, []string{"img/none.png: no such file"}},
+		{"absolute path", "index.html", `<a href="/a.html">x</a>`, []string{"/a.html: absolute path"}},
+		{"outside the site", "index.html", `<a href="../x.html">x</a>`, []string{"../x.html: points outside"}},
+		{"duplicate id", "index.html", `<p id="d"></p><p id="d"></p>`, []string{"#d: id defined 2 times"}},
+		{"links in comments and scripts are not links", "index.html", `<!-- <a href="nosuch.html"> --><script>var s = '<a href="nosuch.html">';</script>`, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			files := map[string][]byte{}
+			for k, v := range site {
+				files[k] = v
+			}
+			files[tt.page] = page(tt.body)
+			var got []string
+			for _, l := range CheckLinks(files) {
+				if l.Page != tt.page {
+					t.Errorf("unexpected broken link on %s: %s", l.Page, l)
+					continue
+				}
+				got = append(got, l.Href+": "+l.Reason)
+			}
+			if len(got) != len(tt.wantBroken) {
+				t.Fatalf("CheckLinks = %q; want %d broken: %q", got, len(tt.wantBroken), tt.wantBroken)
+			}
+			for i, w := range tt.wantBroken {
+				if !strings.HasPrefix(got[i], w) {
+					t.Errorf("broken[%d] = %q; want prefix %q", i, got[i], w)
+				}
+			}
+		})
+	}
+}
+
+// TestBuildFailsOnBrokenLinks builds a book whose chapter links to a missing
+// page and a missing fragment, and checks that both are reported with their
+// page and that Build fails.
+func TestBuildFailsOnBrokenLinks(t *testing.T) {
+	cfg := writeBook(t, map[string]string{
+		"SUMMARY.md": "# Summary\n\n- [One](one.md)\n- [Two](two.md)\n",
+		"one.md":     "# One\n\nSee [two](two.md#nosuch), [three](three.md) and [here](#one).\n",
+		"two.md":     "# Two\n\nBack to [one](one.md#one).\n",
+	})
+	_, err := Build(cfg)
+	if err == nil {
+		t.Fatal("Build = nil error; want broken links")
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		`one.html: broken link "two.html#nosuch": no element with id "nosuch" in two.html`,
+		`one.html: broken link "three.md": no such page; a link to a .md file must name a chapter listed in SUMMARY.md`,
+		"2 broken internal links",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("Build error lacks %q:\n%s", want, msg)
+		}
+	}
+}

@@ -1,0 +1,96 @@
+package book
+
+import (
+	"strings"
+	"testing"
+)
+
+// renderChapterText expands and renders one chapter's text as its own page
+// would be, returning the body HTML.
+func renderChapterText(t *testing.T, src string) string {
+	t.Helper()
+	b := newTestBuilder(t)
+	x := expand(t, b, src)
+	for _, err := range x.Errs {
+		t.Fatalf("expand: %v", err)
+	}
+	html, _, err := b.md.render(x.Markdown, linkMode{chapterPath: "test.md", pagePath: "test.html"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(fillPlaceholders(html, x.Blocks))
+}
+
+func TestBlockDirectivePlacement(t *testing.T) {
+	const include = "{{#include stage0-mailbox/device/engine.go:body}}"
+	tests := []struct {
+		name string
+		src  string
+		want []string // in order
+	}{
+		{"between paragraphs, no blank lines", "Before.\n" + include + "\nAfter.\n",
+			[]string{"<p>Before.</p>", `<figure class="code">`, "</figure>", "<p>After.</p>"}},
+		{"inside a list item", "- item one\n\n  " + include + "\n\n- item two\n",
+			[]string{"<li>", "<p>item one</p>", `<figure class="code">`, "</figure>", "</li>", "<li>", "item two"}},
+		{"a blank line inside the code survives", "{{#include stage0-mailbox/softgpu.go}}\n",
+			[]string{`<pre class="chroma">`, "package", "Open", "</pre>", "</figure>"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			html := renderChapterText(t, tt.src)
+			rest := html
+			for _, w := range tt.want {
+				i := strings.Index(rest, w)
+				if i < 0 {
+					t.Fatalf("%q missing or out of order in:\n%s", w, html)
+				}
+				rest = rest[i+len(w):]
+			}
+			if strings.Contains(html, "softgpu-directive") {
+				t.Errorf("a placeholder survived:\n%s", html)
+			}
+		})
+	}
+}
+
+func TestHeadingIDs(t *testing.T) {
+	html := renderChapterText(t, "# Stage 0: the mailbox\n\n## Why `Gosched`?\n\n## Why `Gosched`?\n\n## Custom {#my-id}\n\n## Cost: {{#value record=test stage=stage0-mailbox bench=RoundTrip/engine=copy unit=ns/op}}\n")
+	for _, want := range []string{
+		`<h1 id="stage-0-the-mailbox">`,
+		`<h2 id="why-gosched">`,
+		`<h2 id="why-gosched-1">`,
+		`<h2 id="my-id">`,
+		`<h2 id="cost-171-µs">`,
+	} {
+		if !strings.Contains(html, want) {
+			t.Errorf("no %s in:\n%s", want, html)
+		}
+	}
+}
+
+func TestRewriteLinks(t *testing.T) {
+	chapters := map[string]string{"intro.md": "intro.html", "stages/s0.md": "stages/s0.html"}
+	printIDs := map[string]string{"intro.md": "intro", "stages/s0.md": "stages-s0"}
+	tests := []struct {
+		chapter, page string
+		print         bool
+		dest, want    string
+	}{
+		{"intro.md", "intro.html", false, "stages/s0.md#x", "stages/s0.html#x"},
+		{"stages/s0.md", "stages/s0.html", false, "../intro.md", "../intro.html"},
+		{"stages/s0.md", "stages/s0.html", false, "#local", "#local"},
+		{"intro.md", "intro.html", false, "notes.md", "notes.md"},
+		{"intro.md", "intro.html", false, "https://go.dev/x.md", "https://go.dev/x.md"},
+		{"intro.md", "intro.html", false, "records/test.json", "records/test.json"},
+		{"stages/s0.md", "print.html", true, "../intro.md#why", "#intro--why"},
+		{"stages/s0.md", "print.html", true, "../intro.md", "#intro"},
+		{"stages/s0.md", "print.html", true, "#local", "#stages-s0--local"},
+		{"stages/s0.md", "print.html", true, "../records/test.json", "records/test.json"},
+	}
+	for _, tt := range tests {
+		m := linkMode{chapterPath: tt.chapter, pagePath: tt.page, chapters: chapters, printIDs: printIDs, print: tt.print}
+		if got := m.rewrite(tt.dest); got != tt.want {
+			t.Errorf("rewrite(%s in %s, print=%v) = %q; want %q", tt.dest, tt.chapter, tt.print, got, tt.want)
+		}
+	}
+}

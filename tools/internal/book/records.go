@@ -1,0 +1,474 @@
+package book
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"softgpu/tools/internal/records"
+)
+
+// This file finds figures in records and implements the inline directives
+// that print them: {{#value}}, {{#ratio}} and {{#meta}} ({{#table}} is in
+// table.go, {{#chart}} in chart.go). All of them read
+// book/records/NAME.json when the book is built; a number is never pasted
+// into a chapter. Anything that does not resolve (record, stage, benchmark,
+// unit, field) fails the build with the directive's file and line.
+
+// recordSet loads records by name, once each.
+type recordSet struct {
+	dir     string // the book's records directory
+	cache   map[string]*records.Record
+	display func(path string) string // a path as messages show it
+}
+
+var recordNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+
+func (rs *recordSet) get(name string) (*records.Record, error) {
+	if rec, ok := rs.cache[name]; ok {
+		return rec, nil
+	}
+	if !recordNameRE.MatchString(name) || strings.HasPrefix(name, ".") {
+		return nil, fmt.Errorf("bad record name %q: want the file name without .json, like stages", name)
+	}
+	p := filepath.Join(rs.dir, name+".json")
+	if _, err := os.Stat(p); err != nil {
+		shown := p
+		if rs.display != nil {
+			shown = rs.display(p)
+		}
+		return nil, fmt.Errorf("unknown record %q: %s does not exist (records: %s)", name, shown, rs.names())
+	}
+	rec, err := records.Load(p)
+	if err != nil {
+		return nil, err
+	}
+	rs.cache[name] = rec
+	return rec, nil
+}
+
+func (rs *recordSet) names() string {
+	paths, _ := filepath.Glob(filepath.Join(rs.dir, "*.json"))
+	var names []string
+	for _, p := range paths {
+		names = append(names, strings.TrimSuffix(filepath.Base(p), ".json"))
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+// limitsStage selects a record's Limits (the Baseline/... rows) in a
+// directive's stage=.
+const limitsStage = "limits"
+
+// stageRows returns the rows of one stage: Rows whose stage matches, then
+// Limits rows measured in that stage; stage=limits gives every Limits row.
+func stageRows(rec *records.Record, stage string) []records.Row {
+	var out []records.Row
+	if stage == limitsStage {
+		return append(out, rec.Limits...)
+	}
+	for _, r := range rec.Rows {
+		if r.Stage == stage {
+			out = append(out, r)
+		}
+	}
+	for _, r := range rec.Limits {
+		if r.Stage == stage {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func recordStages(rec *records.Record) string {
+	seen := map[string]bool{}
+	var out []string
+	for _, rows := range [][]records.Row{rec.Rows, rec.Limits} {
+		for _, r := range rows {
+			if !seen[r.Stage] && r.Stage != "" {
+				seen[r.Stage] = true
+				out = append(out, r.Stage)
+			}
+		}
+	}
+	if len(rec.Limits) > 0 {
+		out = append(out, limitsStage)
+	}
+	return strings.Join(out, ", ")
+}
+
+// benchRegexp compiles a bench= pattern, anchored at both ends.
+func benchRegexp(pattern string) (*regexp.Regexp, error) {
+	re, err := regexp.Compile("^(?:" + pattern + ")$")
+	if err != nil {
+		return nil, fmt.Errorf("bad bench= pattern %q: %v", pattern, err)
+	}
+	return re, nil
+}
+
+// matchRows returns the rows of stage whose benchmark matches re.
+func matchRows(rec *records.Record, stage string, re *regexp.Regexp) ([]records.Row, error) {
+	rows := stageRows(rec, stage)
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("record %s has no stage %q (stages: %s)", rec.Name, stage, recordStages(rec))
+	}
+	var out []records.Row
+	for _, r := range rows {
+		if re.MatchString(r.Benchmark) {
+			out = append(out, r)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no benchmark of %s in record %s matches bench=%s (benchmarks: %s)",
+			stage, rec.Name, strings.TrimSuffix(strings.TrimPrefix(re.String(), "^(?:"), ")$"), benchList(rows))
+	}
+	return out, nil
+}
+
+func benchList(rows []records.Row) string {
+	var names []string
+	for i, r := range rows {
+		if i == 12 {
+			names = append(names, fmt.Sprintf("… %d more", len(rows)-12))
+			break
+		}
+		names = append(names, r.Benchmark)
+	}
+	return strings.Join(names, ", ")
+}
+
+// metricValue returns the row's stat for unit. A bandwidth asked for in one
+// unit is found in any of B/s, MB/s and GB/s and converted, since records may
+// store either.
+func metricValue(row records.Row, unit, stat string) (float64, bool) {
+	pick := func(m records.Metric) float64 {
+		if stat == "median" {
+			return m.Median
+		}
+		return m.Best
+	}
+	if m, ok := row.Metric(unit); ok {
+		return pick(m), true
+	}
+	if classify(unit) == kindBandwidth {
+		for _, other := range []string{"B/s", "MB/s", "GB/s"} {
+			if m, ok := row.Metric(other); ok {
+				return pick(m) * bytesPerSecond(other) / bytesPerSecond(unit), true
+			}
+		}
+	}
+	return 0, false
+}
+
+func rowUnits(rows []records.Row) string {
+	seen := map[string]bool{}
+	var out []string
+	for _, r := range rows {
+		for _, m := range r.Metrics {
+			if !seen[m.Unit] {
+				seen[m.Unit] = true
+				out = append(out, m.Unit)
+			}
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
+}
+
+// checkUnit fails unless some row has unit.
+func checkUnit(rows []records.Row, unit string) error {
+	for _, r := range rows {
+		if _, ok := metricValue(r, unit, "best"); ok {
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown unit %q for these benchmarks (units: %s)", unit, rowUnits(rows))
+}
+
+func parseStat(d directive, allowBoth bool) (string, error) {
+	stat := d.arg("stat", "best")
+	switch stat {
+	case "best", "median":
+		return stat, nil
+	case "both":
+		if allowBoth {
+			return stat, nil
+		}
+	}
+	if allowBoth {
+		return "", d.errorf("stat=%s: want best, median or both", stat)
+	}
+	return "", d.errorf("stat=%s: want best or median", stat)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// findRow returns the row of stage (or of the limits) named bench.
+func findRow(rec *records.Record, stage, bench string) (records.Row, bool) {
+	for _, r := range stageRows(rec, stage) {
+		if r.Benchmark == bench {
+			return r, true
+		}
+	}
+	return records.Row{}, false
+}
+
+// machineLabel is the short name of a record's machine, for headers.
+func machineLabel(rec *records.Record) string {
+	if rec.Machine.Label != "" {
+		return rec.Machine.Label
+	}
+	if rec.Reference {
+		return "reference VM"
+	}
+	return rec.Name
+}
+
+// sourceLine is the caption under every table and chart: where the figures
+// came from. ref may be nil.
+func (b *builder) sourceLine(prefix string, rec, ref *records.Record) string {
+	describe := func(r *records.Record) string {
+		facts := []string{machineLabel(r)}
+		if d := shortDate(r.Date); d != "" {
+			facts = append(facts, d)
+		}
+		if r.Commit != "" {
+			facts = append(facts, "commit "+shortCommit(r.Commit))
+		} else if r.Source != "" {
+			facts = append(facts, "from "+r.Source)
+		}
+		return `record <a href="` + escapeHTML(prefix+"records/"+r.Name+".json") + `">` +
+			escapeHTML(r.Name+".json") + "</a> (" + escapeHTML(strings.Join(facts, ", ")) + ")"
+	}
+	s := `<p class="source">Source: ` + describe(rec)
+	if ref != nil && ref != rec {
+		s += "; reference: " + describe(ref)
+	}
+	return s + ".</p>\n"
+}
+
+func shortDate(date string) string {
+	if len(date) >= 10 {
+		return date[:10]
+	}
+	return date
+}
+
+func shortCommit(c string) string {
+	hash, dirty, _ := strings.Cut(c, "+")
+	if len(hash) > 12 {
+		hash = hash[:12]
+	}
+	if dirty != "" {
+		return hash + "+" + dirty
+	}
+	return hash
+}
+
+// lookupValue finds one figure: record, stage, exact benchmark, unit, stat.
+func (b *builder) lookupValue(recName, stage, bench, unit, stat string) (float64, *records.Record, error) {
+	rec, err := b.records.get(recName)
+	if err != nil {
+		return 0, nil, err
+	}
+	rows := stageRows(rec, stage)
+	if len(rows) == 0 {
+		return 0, nil, fmt.Errorf("record %s has no stage %q (stages: %s)", rec.Name, stage, recordStages(rec))
+	}
+	row, found := findRow(rec, stage, bench)
+	if !found {
+		return 0, nil, fmt.Errorf("record %s has no benchmark %q in %s (benchmarks: %s)", rec.Name, bench, stage, benchList(rows))
+	}
+	v, ok := metricValue(row, unit, stat)
+	if !ok {
+		return 0, nil, fmt.Errorf("unknown unit %q for %s %s in record %s (units: %s)", unit, stage, bench, rec.Name, rowUnits([]records.Row{row}))
+	}
+	return v, rec, nil
+}
+
+// value renders {{#value record= stage= bench= unit= [stat=]}}.
+func (b *builder) value(d directive) (inlineValue, error) {
+	if err := d.allow("record", "stage", "bench", "unit", "stat"); err != nil {
+		return inlineValue{}, err
+	}
+	var args [4]string
+	for i, k := range []string{"record", "stage", "bench", "unit"} {
+		v, err := d.require(k)
+		if err != nil {
+			return inlineValue{}, err
+		}
+		args[i] = v
+	}
+	stat, err := parseStat(d, false)
+	if err != nil {
+		return inlineValue{}, err
+	}
+	v, rec, err := b.lookupValue(args[0], args[1], args[2], args[3], stat)
+	if err != nil {
+		return inlineValue{}, d.errorf("%v", err)
+	}
+	title := fmt.Sprintf("%s.json: %s %s, %s, %s pass (%s)", rec.Name, args[1], args[2], args[3], stat, machineLabel(rec))
+	return inlineValue{Text: FormatValue(v, args[3]), Title: title, Class: "figure"}, nil
+}
+
+// ratio renders {{#ratio record= a=STAGE:BENCH b=STAGE:BENCH unit= [stat=] [record_b=]}}.
+func (b *builder) ratio(d directive) (inlineValue, error) {
+	if err := d.allow("record", "a", "b", "unit", "stat", "record_b"); err != nil {
+		return inlineValue{}, err
+	}
+	recA, err := d.require("record")
+	if err != nil {
+		return inlineValue{}, err
+	}
+	unit, err := d.require("unit")
+	if err != nil {
+		return inlineValue{}, err
+	}
+	stat, err := parseStat(d, false)
+	if err != nil {
+		return inlineValue{}, err
+	}
+	recB := d.arg("record_b", recA)
+	var vals [2]float64
+	var descr [2]string
+	for i, k := range []string{"a", "b"} {
+		arg, err := d.require(k)
+		if err != nil {
+			return inlineValue{}, err
+		}
+		stage, bench, ok := strings.Cut(arg, ":")
+		if !ok || stage == "" || bench == "" {
+			return inlineValue{}, d.errorf("%s=%s: want %s=STAGE:BENCHMARK", k, arg, k)
+		}
+		name := recA
+		if i == 1 {
+			name = recB
+		}
+		v, _, err := b.lookupValue(name, stage, bench, unit, stat)
+		if err != nil {
+			return inlineValue{}, d.errorf("%s=: %v", k, err)
+		}
+		vals[i] = v
+		descr[i] = fmt.Sprintf("%s %s (%s.json) = %s", stage, bench, name, FormatValue(v, unit))
+	}
+	if vals[1] == 0 {
+		return inlineValue{}, d.errorf("b= is zero: the ratio is undefined")
+	}
+	title := fmt.Sprintf("%s ÷ %s, %s, %s pass", descr[0], descr[1], unit, stat)
+	return inlineValue{Text: formatRatio(vals[0] / vals[1]), Title: title, Class: "figure"}, nil
+}
+
+// metaFields lists what {{#meta field=}} can say about a record.
+var metaFields = []string{"label", "machine", "cpu", "cores", "os", "go", "date", "commit", "command", "passes", "rejected", "threshold", "benchtime", "source", "name"}
+
+// meta renders {{#meta record= field=}}.
+func (b *builder) meta(d directive) (inlineValue, error) {
+	if err := d.allow("record", "field"); err != nil {
+		return inlineValue{}, err
+	}
+	name, err := d.require("record")
+	if err != nil {
+		return inlineValue{}, err
+	}
+	field, err := d.require("field")
+	if err != nil {
+		return inlineValue{}, err
+	}
+	rec, err := b.records.get(name)
+	if err != nil {
+		return inlineValue{}, d.errorf("%v", err)
+	}
+	m := rec.Machine
+	var text string
+	switch field {
+	case "label":
+		text = machineLabel(rec)
+	case "machine":
+		var parts []string
+		if m.CPU != "" {
+			parts = append(parts, cpuText(m))
+		}
+		if m.OS != "" {
+			parts = append(parts, osText(m))
+		}
+		if m.Go != "" {
+			parts = append(parts, m.Go)
+		}
+		text = machineLabel(rec)
+		if len(parts) > 0 {
+			text += " (" + strings.Join(parts, ", ") + ")"
+		}
+	case "cpu":
+		text = cpuText(m)
+	case "cores":
+		text = strconv.Itoa(m.Cores)
+	case "os":
+		text = osText(m)
+	case "go":
+		text = m.Go
+	case "date":
+		text = shortDate(rec.Date)
+	case "commit":
+		text = shortCommit(rec.Commit)
+	case "command":
+		if rec.Command == "" {
+			return inlineValue{}, d.errorf("record %s has no command", rec.Name)
+		}
+		return inlineValue{Text: rec.Command, Title: rec.Name + ".json: command", Code: true}, nil
+	case "passes":
+		n := rec.Settings.Passes
+		if n == 0 {
+			for _, c := range rec.Canary {
+				if !c.Rejected {
+					n++
+				}
+			}
+		}
+		text = strconv.Itoa(n)
+	case "rejected":
+		text = strconv.Itoa(rec.Rejected)
+	case "threshold":
+		text = strconv.FormatFloat(rec.Settings.Threshold*100, 'f', -1, 64) + " %"
+	case "benchtime":
+		text = rec.Settings.Benchtime
+	case "source":
+		text = rec.Source
+	case "name":
+		text = rec.Name + ".json"
+	default:
+		return inlineValue{}, d.errorf("unknown field %q (fields: %s)", field, strings.Join(metaFields, ", "))
+	}
+	if text == "" {
+		return inlineValue{}, d.errorf("record %s has no %s", rec.Name, field)
+	}
+	return inlineValue{Text: text, Title: rec.Name + ".json: " + field, Class: "meta"}, nil
+}
+
+func cpuText(m records.Machine) string {
+	if m.Cores > 0 {
+		return fmt.Sprintf("%s, %d cores", m.CPU, m.Cores)
+	}
+	return m.CPU
+}
+
+func osText(m records.Machine) string {
+	if m.Kernel != "" {
+		return m.OS + " " + m.Kernel
+	}
+	return m.OS
+}

@@ -1,0 +1,3 @@
+module softgpu/stage0-mailbox
+
+go 1.26

@@ -1,0 +1,4 @@
+package device
+
+// RingSize is the number of command slots; a power of two.
+const RingSize = 64

@@ -1,0 +1,85 @@
+package book
+
+import "testing"
+
+func TestFormatValue(t *testing.T) {
+	tests := []struct {
+		v    float64
+		unit string
+		want string
+	}{
+		{0.5, "ns/op", "0.500 ns"},
+		{48.2, "ns/op", "48.2 ns"},
+		{999.6, "ns/op", "1.00 µs"}, // rounds up into the next unit
+		{1712.4, "ns/op", "1.71 µs"},
+		{114000, "ns/op", "114 µs"},
+		{2.5e6, "ns/op", "2.50 ms"},
+		{3.2e9, "ns/op", "3.20 s"},
+		{12345e9, "ns/op", "12345 s"},
+		{210000, "p99-ns", "210 µs"},
+		{950, "p50-ns", "950 ns"},
+		{9.2e9, "B/s", "9.20 GB/s"},
+		{469e6, "B/s", "469 MB/s"},
+		{65600, "MB/s", "65.6 GB/s"},
+		{29, "MB/s", "29.0 MB/s"},
+		{52, "GB/s", "52.0 GB/s"},
+		{2.013, "cores", "2.01 cores"},
+		{0.04, "cores", "0.04 cores"},
+		{0.94, "preempts/op", "0.940 preempts/op"},
+		{1234.5, "B/op", "1235 B/op"},
+		{8.7, "us/page", "8.70 µs/page"},
+		{0, "wakeups/op", "0 wakeups/op"},
+	}
+	for _, tt := range tests {
+		if got := FormatValue(tt.v, tt.unit); got != tt.want {
+			t.Errorf("FormatValue(%g, %q) = %q; want %q", tt.v, tt.unit, got, tt.want)
+		}
+	}
+}
+
+func TestFormatTickAndRatio(t *testing.T) {
+	ticks := []struct {
+		v    float64
+		unit string
+		want string
+	}{
+		{1000, "ns/op", "1 µs"},
+		{100, "ns/op", "100 ns"},
+		{2e9, "B/s", "2 GB/s"},
+		{0.5, "cores", "0.5 cores"},
+	}
+	for _, tt := range ticks {
+		if got := formatTick(tt.v, tt.unit); got != tt.want {
+			t.Errorf("formatTick(%g, %q) = %q; want %q", tt.v, tt.unit, got, tt.want)
+		}
+	}
+	ratios := []struct {
+		r    float64
+		want string
+	}{
+		{3.17, "3.2×"}, {0.8421, "0.84×"}, {1, "1.0×"}, {12.4, "12×"}, {35.06, "35×"},
+	}
+	for _, tt := range ratios {
+		if got := formatRatio(tt.r); got != tt.want {
+			t.Errorf("formatRatio(%g) = %q; want %q", tt.r, got, tt.want)
+		}
+	}
+}
+
+func TestTableCell(t *testing.T) {
+	tests := []struct {
+		v    float64
+		unit string
+		want string
+	}{
+		{1712.4, "ns/op", "1.71 µs"},
+		{9.6e9, "B/s", "9.60 GB/s"},
+		{2.013, "cores", "2.01"},
+		{0.5, "wakeups/op", "0.500"},
+	}
+	for _, tt := range tests {
+		if got := tableCell(tt.v, tt.unit); got != tt.want {
+			t.Errorf("tableCell(%g, %q) = %q; want %q", tt.v, tt.unit, got, tt.want)
+		}
+	}
+}
