@@ -119,5 +119,5 @@ func (g *GPU) MemoryInUse() uint64 { return g.drv.MemoryInUse() }
 
 // String describes the device for logs.
 func (g *GPU) String() string {
-	return fmt.Sprintf("softgpu stage0-mailbox (%d bytes of device memory)", len(g.dev.Memory()))
+	return fmt.Sprintf("softgpu (%d bytes of device memory)", len(g.dev.Memory()))
 }

@@ -41,7 +41,7 @@ type CommandError struct {
 }
 
 func (e *CommandError) Error() string {
-	return fmt.Sprintf("softgpu: %v on the %v engine (seq %d): %v", e.Op, e.Engine, e.Seq, e.Status)
+	return fmt.Sprintf("softgpu: %v on the %v engine (seq %d): %s", e.Op, e.Engine, e.Seq, e.Status.String())
 }
 
 func (e *CommandError) Unwrap() error { return e.Status }

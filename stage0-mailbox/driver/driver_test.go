@@ -174,8 +174,8 @@ func TestSubmitReturnsOnlyWhenTheEngineIsDone(t *testing.T) {
 	time.Sleep(100 * time.Microsecond)
 	d.Close()
 	<-done
-	if n := len(leakcheck.Running()); n != 0 {
-		t.Errorf("Submit returned while %d device goroutines still ran", n)
+	if n := len(leakcheck.RunningIn("(*Engine).execute")); n != 0 {
+		t.Errorf("Submit returned while %d engines still ran a command", n)
 	}
 }
 

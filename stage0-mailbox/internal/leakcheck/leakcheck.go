@@ -81,3 +81,18 @@ func ours(stack, prefix string) bool {
 	}
 	return false
 }
+
+// RunningIn returns the stacks Running returns that have a frame in a
+// function whose name contains fn, such as "(*Engine).execute". Right after
+// a sync.WaitGroup reports a goroutine done, Running may still list it: its
+// deferred Done has run, its return has not. A test that asks "is anything
+// still doing fn?" asks RunningIn, which that moment cannot fool.
+func RunningIn(fn string) []string {
+	var out []string
+	for _, g := range Running() {
+		if strings.Contains(g, fn+"(") {
+			out = append(out, g)
+		}
+	}
+	return out
+}

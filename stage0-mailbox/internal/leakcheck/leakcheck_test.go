@@ -25,3 +25,20 @@ func TestRunningSeesAGoroutineUntilItReturns(t *testing.T) {
 		t.Errorf("Running after the goroutine returned = %q; want none", got)
 	}
 }
+
+func TestRunningInNamesTheFunction(t *testing.T) {
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { parked(stop); close(done) }()
+	defer func() { close(stop); <-done }()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(RunningIn("leakcheck.parked")) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("RunningIn(leakcheck.parked) did not report the goroutine blocked there")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got := RunningIn("leakcheck.elsewhere"); len(got) != 0 {
+		t.Errorf("RunningIn(leakcheck.elsewhere) = %q; want none", got)
+	}
+}
