@@ -1,0 +1,3 @@
+module softgpu/stage1-ring
+
+go 1.26.0
