@@ -60,7 +60,7 @@ func ExampleWaitAll() {
 		log.Fatal(err)
 	}
 	kernel := gpu.NewBatch(softgpu.Compute) // meanwhile, on the compute engine
-	kernel.Add32(c, 4096, 1) // not a or b: the engines run concurrently
+	kernel.Add32(c, 4096, 1)                // not a or b: the engines run concurrently
 	computing, err := kernel.Submit()
 	if err != nil {
 		log.Fatal(err)
