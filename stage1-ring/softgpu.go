@@ -124,5 +124,5 @@ func (g *GPU) MemoryInUse() uint64 { return g.drv.MemoryInUse() }
 
 // String describes the device for logs.
 func (g *GPU) String() string {
-	return fmt.Sprintf("softgpu stage1-ring (%d bytes of device memory)", len(g.dev.Memory()))
+	return fmt.Sprintf("softgpu (%d bytes of device memory)", len(g.dev.Memory()))
 }

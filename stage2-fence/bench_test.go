@@ -11,11 +11,11 @@ import (
 	softgpu "softgpu/stage2-fence"
 )
 
-// The benchmarks of stage 1: stage 0's, unchanged, and FillStream. Their
-// names are a contract (DESIGN.md §5): every later stage keeps each one,
-// measuring the same user-visible operation with that stage's default
-// configuration, so benchstat can compare stages row by row. Each reports
-// "cores", the CPU the whole process burned per wall second.
+// The benchmarks of stage 2: stage 1's, unchanged, and FenceSignal and
+// FenceWake. Their names are a contract (DESIGN.md §5): every later stage
+// keeps each one, measuring the same user-visible operation with that
+// stage's default configuration, so benchstat can compare stages row by row.
+// Each reports "cores", the CPU the whole process burned per wall second.
 
 func openBench(b *testing.B, cfg softgpu.Config) *softgpu.GPU {
 	b.Helper()

@@ -1,13 +1,14 @@
-// Package softgpu is the user-facing API of stage 1: what a CUDA-like runtime
+// Package softgpu is the user-facing API of stage 2: what a CUDA-like runtime
 // library gives an application. Open a device, allocate device memory, copy
 // data in and out, fill, copy and run kernels on the engines, close.
 //
 // Every call in this file is synchronous: it returns when the device has
 // finished. Underneath, package driver writes the command into the engine's
-// ring, rings its doorbell with the new tail and spins, holding no lock,
-// until the engine's head passes it. batch.go adds the asynchronous calls
-// that keep many commands in flight, and batches that share one doorbell
-// (see the stage README).
+// ring, rings its doorbell with the new tail, and waits on the fence the
+// command carries — polling, then sleeping until the device's interrupt
+// wakes it (Config.Wait). batch.go adds the asynchronous calls that keep
+// many commands in flight, and batches that share one doorbell; fence.go the
+// fences, WaitAll and the interrupt statistics (see the stage README).
 package softgpu
 
 import (
@@ -138,5 +139,5 @@ func (g *GPU) MemoryInUse() uint64 { return g.drv.MemoryInUse() }
 
 // String describes the device for logs.
 func (g *GPU) String() string {
-	return fmt.Sprintf("softgpu stage1-ring (%d bytes of device memory)", len(g.dev.Memory()))
+	return fmt.Sprintf("softgpu (%d bytes of device memory)", len(g.dev.Memory()))
 }

@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"testing"
 	"time"
-	"unsafe"
 
 	"softgpu/stage2-fence/abi"
 )
@@ -79,8 +78,8 @@ func TestRingConfig(t *testing.T) {
 				t.Errorf("%v engine: ring %d bytes, status %d bytes; want %d and %d", e, len(ring), len(status),
 					tt.want*abi.CommandSize, tt.want*abi.StatusEntrySize)
 			}
-			if p := uintptr(unsafe.Pointer(&ring[0])); p%cacheLine != 0 {
-				t.Errorf("%v engine: ring at %#x is not cache-line aligned", e, p)
+			if !cacheAligned(ring) {
+				t.Errorf("%v engine: ring at %p is not cache-line aligned", e, &ring[0])
 			}
 		}
 		d.Close()
