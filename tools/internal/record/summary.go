@@ -32,7 +32,7 @@ const LimitsFamily = "Baseline"
 // that pass contributes the median of its results.
 //
 // Baseline/... rows go to limits, the rest to rows; both are sorted by
-// stage in the order given, then by name.
+// stage in the order given, each stage's rows in the order they first ran.
 func Summarise(passes []Pass, order []string) (rows, limits []records.Row) {
 	type key struct{ stage, name string }
 	type row struct {

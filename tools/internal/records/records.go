@@ -123,9 +123,10 @@ func (rec *Record) Find(stage, benchmark string) (Row, bool) {
 	return Row{}, false
 }
 
-// Sort puts rows in a stable order: by stage as given in order (unknown
-// stages last, alphabetically), then by benchmark name as first seen is not
-// kept — rows are sorted by name so that output is deterministic.
+// Sort orders rows by stage, in the order given (unknown stages last,
+// alphabetically), keeping each stage's rows in the order they arrived —
+// the order the benchmarks ran, which is their order in the source file and
+// reads naturally (4KiB before 64KiB before 1MiB), and is deterministic.
 func (rec *Record) Sort(order []string) {
 	rank := map[string]int{}
 	for i, s := range order {
@@ -135,14 +136,12 @@ func (rec *Record) Sort(order []string) {
 		ra, oka := rank[a.Stage]
 		rb, okb := rank[b.Stage]
 		switch {
-		case oka && okb && ra != rb:
+		case oka && okb:
 			return ra < rb
 		case oka != okb:
 			return oka
-		case a.Stage != b.Stage:
-			return a.Stage < b.Stage
 		}
-		return a.Benchmark < b.Benchmark
+		return a.Stage < b.Stage
 	}
 	sort.SliceStable(rec.Rows, func(i, j int) bool { return less(rec.Rows[i], rec.Rows[j]) })
 	sort.SliceStable(rec.Limits, func(i, j int) bool { return less(rec.Limits[i], rec.Limits[j]) })
