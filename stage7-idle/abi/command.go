@@ -1,0 +1,108 @@
+// Package abi is the binary contract between the driver and the device: the
+// 64-byte command descriptor, the opcodes, the status codes and the register
+// offsets. Everything here is data with a fixed little-endian layout; nothing
+// here holds a Go pointer, so the same bytes could cross a process boundary or
+// sit in memory the device reads on its own.
+//
+// One place lists every opcode (opcode.go), every status (status.go) and every
+// register (registers.go). The layout tests in abi_test.go pin each offset.
+package abi
+
+import "encoding/binary"
+
+// CommandSize is the size of one command descriptor: one cache line.
+const CommandSize = 64
+
+// ANCHOR: layout
+// Byte offsets of the fields of an encoded command.
+//
+//	 0       1       2               4                               8
+//	+-------+-------+---------------+-------------------------------+
+//	|opcode | flags |   reserved    |           reserved            |
+//	+-------+-------+---------------+-------------------------------+
+//	|                          sequence                             |  8
+//	|                     source address                            | 16
+//	|                  destination address                          | 24
+//	|                          size (bytes)                         | 32
+//	|              value (fill byte, cycles, addend)                | 40
+//	|             fence value (with FlagFence)                      | 48
+//	|                          reserved                             | 56
+//	+---------------------------------------------------------------+ 64
+const (
+	OffOpcode = 0
+	OffFlags  = 1
+	OffSeq    = 8
+	OffSrc    = 16
+	OffDst    = 24
+	OffSize   = 32
+	OffValue  = 40
+	OffFence  = 48 // stage 2: these bytes were reserved (must be zero) until now
+)
+
+// ANCHOR_END: layout
+
+// Command is the decoded form of one descriptor. The driver fills one in,
+// encodes it into the slot the engine reads, and the engine decodes it again:
+// the engine never sees this struct, only its bytes.
+type Command struct {
+	Op    Opcode
+	Flags uint8  // FlagFence, FlagInterrupt; any other bit is StatusBadFlags
+	Seq   uint64 // chosen by the driver (its ring index); the engine does not interpret it
+	Src   uint64 // device address read by COPY and SUM32
+	Dst   uint64 // device address written by FILL, COPY, SUM32, ADD32
+	Size  uint64 // bytes covered by the command
+	Value uint64 // FILL: the byte (low 8 bits); DELAY: cycles; ADD32: the addend (low 32 bits)
+	Fence uint64 // with FlagFence: the value the engine writes to its fence timeline on completion
+}
+
+// Encode writes c into b, which must be at least CommandSize bytes long. The
+// reserved bytes are written as zero so that a slot never carries stale bytes
+// from an earlier command.
+func (c *Command) Encode(b []byte) {
+	_ = b[CommandSize-1] // one bounds check for the whole descriptor
+	b[OffOpcode] = byte(c.Op)
+	b[OffFlags] = c.Flags
+	clear(b[2:OffSeq])
+	binary.LittleEndian.PutUint64(b[OffSeq:], c.Seq)
+	binary.LittleEndian.PutUint64(b[OffSrc:], c.Src)
+	binary.LittleEndian.PutUint64(b[OffDst:], c.Dst)
+	binary.LittleEndian.PutUint64(b[OffSize:], c.Size)
+	binary.LittleEndian.PutUint64(b[OffValue:], c.Value)
+	binary.LittleEndian.PutUint64(b[OffFence:], c.Fence)
+	clear(b[OffFence+8 : CommandSize])
+}
+
+// ReservedZero reports whether every reserved byte of the encoded command in
+// b is zero. The engine refuses a command that breaks this rule (with
+// StatusReserved), so that a later stage can give those bytes a meaning
+// without old garbage in them changing what a command does.
+func ReservedZero(b []byte) bool {
+	_ = b[CommandSize-1]
+	for _, x := range b[2:OffSeq] {
+		if x != 0 {
+			return false
+		}
+	}
+	for _, x := range b[OffFence+8 : CommandSize] {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Decode reads a command from b, which must be at least CommandSize bytes.
+// Reserved bytes are not part of Command; see ReservedZero.
+func Decode(b []byte) Command {
+	_ = b[CommandSize-1]
+	return Command{
+		Op:    Opcode(b[OffOpcode]),
+		Flags: b[OffFlags],
+		Seq:   binary.LittleEndian.Uint64(b[OffSeq:]),
+		Src:   binary.LittleEndian.Uint64(b[OffSrc:]),
+		Dst:   binary.LittleEndian.Uint64(b[OffDst:]),
+		Size:  binary.LittleEndian.Uint64(b[OffSize:]),
+		Value: binary.LittleEndian.Uint64(b[OffValue:]),
+		Fence: binary.LittleEndian.Uint64(b[OffFence:]),
+	}
+}

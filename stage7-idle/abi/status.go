@@ -1,0 +1,42 @@
+package abi
+
+import "fmt"
+
+// Status is what the engine reports for a completed command. A Status other
+// than StatusOK is an error value, so the driver can wrap it and a caller can
+// test for it with errors.Is(err, abi.StatusOutOfRange).
+type Status uint32
+
+const (
+	StatusOK          Status = 0
+	StatusBadOpcode   Status = 1 // the opcode is not defined
+	StatusWrongEngine Status = 2 // the opcode is defined, but this engine does not run it
+	StatusBadFlags    Status = 3 // a flag bit this stage does not define is set
+	StatusOutOfRange  Status = 4 // an address range leaves device memory, or address+size overflows
+	StatusMisaligned  Status = 5 // an address or size breaks the opcode's alignment rule
+	StatusAborted     Status = 6 // the device was closed while the command ran
+	StatusReserved    Status = 7 // a reserved byte of the descriptor is not zero
+	StatusNoDMA       Status = 8 // a bus address that no enabled DMA window entry maps
+)
+
+var statusText = [...]string{
+	StatusOK:          "ok",
+	StatusBadOpcode:   "bad opcode",
+	StatusWrongEngine: "opcode not supported by this engine",
+	StatusBadFlags:    "undefined flag bits",
+	StatusOutOfRange:  "address out of range",
+	StatusMisaligned:  "misaligned address or size",
+	StatusAborted:     "aborted: device closed",
+	StatusReserved:    "reserved bytes not zero",
+	StatusNoDMA:       "bus address not mapped by the DMA window",
+}
+
+func (s Status) String() string {
+	if int(s) < len(statusText) {
+		return statusText[s]
+	}
+	return fmt.Sprintf("status(%d)", uint32(s))
+}
+
+// Error makes a non-OK status usable as an error.
+func (s Status) Error() string { return "softgpu: " + s.String() }

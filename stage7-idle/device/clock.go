@@ -1,0 +1,16 @@
+package device
+
+import "time"
+
+// Clock is the device clock. It ticks at 1 GHz, so one cycle is one
+// nanosecond of the host's monotonic clock since the device was opened. DELAY
+// counts in these cycles, and later stages express budgets (idle spin, time
+// slices) in them, so a figure in cycles reads directly as nanoseconds.
+type Clock struct {
+	start time.Time // carries Go's monotonic reading; never compared as wall time
+}
+
+func newClock() *Clock { return &Clock{start: time.Now()} }
+
+// Now returns the cycles elapsed since the device was opened.
+func (c *Clock) Now() uint64 { return uint64(time.Since(c.start)) }

@@ -1,0 +1,76 @@
+package softgpu_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"testing"
+	"time"
+
+	softgpu "softgpu/stage7-idle"
+)
+
+func TestWaitAllAcrossEngines(t *testing.T) {
+	g := openTest(t)
+	buf := mustAlloc(t, g, 4096)
+	compute := g.NewBatch(softgpu.Compute)
+	compute.Delay(200_000)
+	compute.Add32(buf, 4096, 1)
+	a, err := compute.Submit()
+	must(t, err)
+	b, err := g.FillAsync(buf+8192-4096, 64, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, softgpu.WaitAll(context.Background(), a, b))
+	if !a.Fence().Signaled() || !b.Fence().Signaled() {
+		t.Errorf("after WaitAll: compute fence signalled %v, copy fence %v; want both", a.Fence().Signaled(), b.Fence().Signaled())
+	}
+}
+
+func TestWaitAllGivesUpWithItsContext(t *testing.T) {
+	g := openTest(t)
+	long, err := func() (*softgpu.Pending, error) {
+		batch := g.NewBatch(softgpu.Compute)
+		batch.Delay(1 << 62)
+		return batch.Submit()
+	}()
+	must(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := softgpu.WaitAll(ctx, long); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("WaitAll on a DELAY of centuries = %v; want DeadlineExceeded", err)
+	}
+}
+
+// ExampleWaitAll runs work on both engines at once and waits for both.
+func ExampleWaitAll() {
+	gpu, err := softgpu.Open(softgpu.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer gpu.Close()
+	a, _ := gpu.Alloc(1 << 20)
+	b, _ := gpu.Alloc(1 << 20)
+	c, _ := gpu.Alloc(4096)
+
+	copying, err := gpu.CopyAsync(b, a, 1<<20) // on the copy engine
+	if err != nil {
+		log.Fatal(err)
+	}
+	kernel := gpu.NewBatch(softgpu.Compute) // meanwhile, on the compute engine
+	kernel.Add32(c, 4096, 1)                // not a or b: the engines run concurrently
+	computing, err := kernel.Submit()
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := softgpu.WaitAll(ctx, copying, computing); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(copying.Fence().Signaled(), computing.Fence().Signaled())
+	// Output: true true
+}

@@ -1,0 +1,87 @@
+package softgpu_test
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	softgpu "softgpu/stage7-idle"
+	"softgpu/stage7-idle/abi"
+	"softgpu/stage7-idle/driver"
+	"softgpu/stage7-idle/internal/leakcheck"
+)
+
+func openTest(t *testing.T) *softgpu.GPU {
+	t.Helper()
+	leakcheck.Check(t)
+	g, err := softgpu.Open(softgpu.Config{MemorySize: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
+}
+
+func TestWriteFillCopyRead(t *testing.T) {
+	g := openTest(t)
+	a := mustAlloc(t, g, 1000)
+	b := mustAlloc(t, g, 1000)
+	src := make([]byte, 1000)
+	for i := range src {
+		src[i] = byte(i)
+	}
+	must(t, g.Write(a, src))
+	must(t, g.Fill(a+100, 50, 0xcc))
+	must(t, g.Copy(b, a, 1000))
+	got := make([]byte, 1000)
+	must(t, g.Read(got, b))
+	want := bytes.Clone(src)
+	copy(want[100:150], bytes.Repeat([]byte{0xcc}, 50))
+	if !bytes.Equal(got, want) {
+		t.Errorf("Read after Write, Fill, Copy = %v...; want %v...", got[95:105], want[95:105])
+	}
+}
+
+func TestErrorsReachTheCaller(t *testing.T) {
+	g := openTest(t)
+	p := mustAlloc(t, g, 64)
+	if err := g.Sum32(p+4, p, 8); !errors.Is(err, abi.StatusMisaligned) {
+		t.Errorf("Sum32 with a misaligned result = %v; want StatusMisaligned", err)
+	}
+	if err := g.Fill(p, 1<<40, 0); !errors.Is(err, abi.StatusOutOfRange) {
+		t.Errorf("Fill of 1 TiB = %v; want StatusOutOfRange", err)
+	}
+	if err := g.Free(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Free(p); !errors.Is(err, driver.ErrDoubleFree) {
+		t.Errorf("second Free = %v; want ErrDoubleFree", err)
+	}
+	if got := g.MemoryInUse(); got != 0 {
+		t.Errorf("MemoryInUse after freeing everything = %d; want 0", got)
+	}
+}
+
+func TestCloseEndsEverything(t *testing.T) {
+	g := openTest(t)
+	must(t, g.Close())
+	if err := g.Nop(softgpu.Copy); !errors.Is(err, driver.ErrClosed) {
+		t.Errorf("Nop after Close = %v; want ErrClosed", err)
+	}
+}
+
+func mustAlloc(t testing.TB, g *softgpu.GPU, n uint64) softgpu.Ptr {
+	t.Helper()
+	p, err := g.Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
