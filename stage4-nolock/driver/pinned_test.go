@@ -11,27 +11,16 @@ import (
 
 	"softgpu/stage4-nolock/abi"
 	"softgpu/stage4-nolock/device"
-	"softgpu/stage4-nolock/internal/leakcheck"
 )
 
-// openPinned opens a 4 MiB device and a driver with cfg.
+// openPinned opens a device (4 MiB unless devCfg says) and a driver with
+// cfg, through fence_test.go's openWith.
 func openPinned(t *testing.T, devCfg device.Config, cfg Config) *Driver {
 	t.Helper()
-	leakcheck.Check(t)
 	if devCfg.MemorySize == 0 {
 		devCfg.MemorySize = 4 << 20
 	}
-	dev, err := device.Open(devCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := New(dev, cfg)
-	if err != nil {
-		dev.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d
+	return openWith(t, devCfg, cfg)
 }
 
 // hostAlloc is HostAlloc that fails the test on an error, and frees the
