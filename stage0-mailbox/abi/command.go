@@ -58,15 +58,18 @@ type Command struct {
 // from an earlier command.
 func (c *Command) Encode(b []byte) {
 	_ = b[CommandSize-1] // one bounds check for the whole descriptor
-	b[OffOpcode] = byte(c.Op)
-	b[OffFlags] = c.Flags
-	clear(b[2:OffSeq])
+	// One word store writes the opcode, the flags and, as zero, the six
+	// reserved bytes after them; word stores clear the reserved tail too.
+	// Encode runs once per command, so it avoids byte loops and memclr.
+	binary.LittleEndian.PutUint64(b[OffOpcode:], uint64(c.Op)|uint64(c.Flags)<<(8*OffFlags))
 	binary.LittleEndian.PutUint64(b[OffSeq:], c.Seq)
 	binary.LittleEndian.PutUint64(b[OffSrc:], c.Src)
 	binary.LittleEndian.PutUint64(b[OffDst:], c.Dst)
 	binary.LittleEndian.PutUint64(b[OffSize:], c.Size)
 	binary.LittleEndian.PutUint64(b[OffValue:], c.Value)
-	clear(b[OffValue+8 : CommandSize])
+	for off := OffValue + 8; off < CommandSize; off += 8 {
+		binary.LittleEndian.PutUint64(b[off:], 0)
+	}
 }
 
 // ReservedZero reports whether every reserved byte of the encoded command in
@@ -75,13 +78,14 @@ func (c *Command) Encode(b []byte) {
 // without old garbage in them changing what a command does.
 func ReservedZero(b []byte) bool {
 	_ = b[CommandSize-1]
-	for _, x := range b[2:OffSeq] {
-		if x != 0 {
-			return false
-		}
+	// The engine asks this of every command, so it reads words, not bytes:
+	// bytes 2-7 are the top six bytes of the first word, and the reserved
+	// tail is whole words.
+	if binary.LittleEndian.Uint64(b[OffOpcode:])>>16 != 0 {
+		return false
 	}
-	for _, x := range b[OffValue+8 : CommandSize] {
-		if x != 0 {
+	for off := OffValue + 8; off < CommandSize; off += 8 {
+		if binary.LittleEndian.Uint64(b[off:]) != 0 {
 			return false
 		}
 	}

@@ -102,14 +102,19 @@ func (e *Engine) span(addr, size, align uint64) ([]byte, abi.Status) {
 
 // ANCHOR_END: span
 
-// fill sets every byte of b to v by doubling: write one byte, then copy the
-// filled prefix over the rest, so the work is a few memmoves, not a byte loop.
+// fill sets every byte of b to v. It builds a 64-byte block of v with eight
+// word stores and copies it in, which is all of a small fill; a larger one
+// then doubles, copying the filled prefix over what follows, so it is a few
+// memmoves, not a byte loop. (Doubling from a single byte, as this did at
+// first, spent six memmoves on a 64-byte fill: half the engine's time per
+// command in FillStream.)
 func fill(b []byte, v byte) {
-	if len(b) == 0 {
-		return
+	var block [64]byte
+	word := uint64(v) * 0x0101010101010101 // v in every byte
+	for i := 0; i < len(block); i += 8 {
+		binary.LittleEndian.PutUint64(block[i:], word)
 	}
-	b[0] = v
-	for n := 1; n < len(b); n *= 2 {
+	for n := copy(b, block[:]); n < len(b); n *= 2 {
 		copy(b[n:], b[:n])
 	}
 }
