@@ -66,14 +66,17 @@
 // Categories that are stages or names are drawn as bars, others as lines.
 // log=auto goes logarithmic when the data span more than 1.5 decades.
 //
-//	{{#value record=NAME stage=STAGE bench=NAME unit=UNIT [stat=best|median]}}
+//	{{#value record=NAME stage=STAGE bench=NAME unit=UNIT [stat=best|median|passN]}}
 //	{{#ratio record=NAME a=STAGE:BENCH b=STAGE:BENCH unit=UNIT [stat=...] [record_b=NAME]}}
 //	{{#meta record=NAME field=FIELD}}
 //
 // Inline: one formatted figure ("1.71 µs", "9.60 GB/s", "2.01 cores"); a/b
 // as "3.2×" (b from record_b when given); a fact about the record, FIELD one
 // of label, machine, cpu, cores, os, go, date, commit, command, passes,
-// rejected, threshold, benchtime, source, name. bench is an exact name here.
+// rejected, threshold, benchtime, source, name (passes counts the accepted
+// ones). bench is an exact name here. stat=passN is what accepted pass N
+// measured, so two figures with the same passN come from the same run; it
+// fails if a row lacks a value for some pass.
 //
 // Every table and chart ends with "Source: record NAME.json (machine, date,
 // commit)", linking to the record, which is copied into the site.

@@ -147,8 +147,14 @@ func benchList(rows []records.Row) string {
 // metricValue returns the row's stat for unit. A bandwidth asked for in one
 // unit is found in any of B/s, MB/s and GB/s and converted, since records may
 // store either.
+//
+// stat is "best", "median" or "passN": the value of accepted pass N
+// (1-based), which lookupValue has checked exists.
 func metricValue(row records.Row, unit, stat string) (float64, bool) {
 	pick := func(m records.Metric) float64 {
+		if n, ok := passNumber(stat); ok {
+			return m.Values[n-1]
+		}
 		if stat == "median" {
 			return m.Median
 		}
@@ -206,6 +212,17 @@ func parseStat(d directive, allowBoth bool) (string, error) {
 		return "", d.errorf("stat=%s: want best, median or both", stat)
 	}
 	return "", d.errorf("stat=%s: want best or median", stat)
+}
+
+// parseValueStat reads stat= for a single figure ({{#value}}, {{#ratio}}):
+// best, median, or passN for what accepted pass N measured — the way to
+// quote "in one run" from a record of several.
+func parseValueStat(d directive) (string, error) {
+	stat := d.arg("stat", "best")
+	if _, ok := passNumber(stat); ok || stat == "best" || stat == "median" {
+		return stat, nil
+	}
+	return "", d.errorf("stat=%s: want best, median or passN (N = 1, 2, ...)", stat)
 }
 
 func splitList(s string) []string {
@@ -294,11 +311,59 @@ func (b *builder) lookupValue(recName, stage, bench, unit, stat string) (float64
 	if !found {
 		return 0, nil, fmt.Errorf("record %s has no benchmark %q in %s (benchmarks: %s)", rec.Name, bench, stage, benchList(rows))
 	}
+	if n, ok := passNumber(stat); ok {
+		if err := checkPass(rec, row, n); err != nil {
+			return 0, nil, err
+		}
+	}
 	v, ok := metricValue(row, unit, stat)
 	if !ok {
 		return 0, nil, fmt.Errorf("unknown unit %q for %s %s in record %s (units: %s)", unit, stage, bench, rec.Name, rowUnits([]records.Row{row}))
 	}
 	return v, rec, nil
+}
+
+// passNumber reads stat=passN, N >= 1.
+func passNumber(stat string) (int, bool) {
+	digits, ok := strings.CutPrefix(stat, "pass")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(digits)
+	return n, err == nil && n >= 1
+}
+
+// checkPass makes sure stat=passN names one accepted pass of rec, and that
+// every metric of row has one value per accepted pass: only then is the
+// N-th value of one row from the same run as the N-th value of another.
+func checkPass(rec *records.Record, row records.Row, n int) error {
+	passes := acceptedPasses(rec)
+	if n > passes {
+		return fmt.Errorf("stat=pass%d: record %s has %d accepted passes", n, rec.Name, passes)
+	}
+	for _, m := range row.Metrics {
+		if len(m.Values) != passes {
+			return fmt.Errorf("stat=pass%d: %s %s has %d values of %s for %d accepted passes, so its passes cannot be told apart", n, row.Stage, row.Benchmark, len(m.Values), m.Unit, passes)
+		}
+	}
+	return nil
+}
+
+// acceptedPasses is the number of passes behind rec's figures: the passes
+// whose canary was not rejected. (Settings.Passes is how many were wanted;
+// a gate that gave up leaves fewer.) A record with no canary, such as a
+// transcription, falls back to the passes wanted, or one.
+func acceptedPasses(rec *records.Record) int {
+	if len(rec.Canary) == 0 {
+		return max(rec.Settings.Passes, 1)
+	}
+	n := 0
+	for _, c := range rec.Canary {
+		if !c.Rejected {
+			n++
+		}
+	}
+	return n
 }
 
 // value renders {{#value record= stage= bench= unit= [stat=]}}.
@@ -314,7 +379,7 @@ func (b *builder) value(d directive) (inlineValue, error) {
 		}
 		args[i] = v
 	}
-	stat, err := parseStat(d, false)
+	stat, err := parseValueStat(d)
 	if err != nil {
 		return inlineValue{}, err
 	}
@@ -339,7 +404,7 @@ func (b *builder) ratio(d directive) (inlineValue, error) {
 	if err != nil {
 		return inlineValue{}, err
 	}
-	stat, err := parseStat(d, false)
+	stat, err := parseValueStat(d)
 	if err != nil {
 		return inlineValue{}, err
 	}
@@ -431,15 +496,7 @@ func (b *builder) meta(d directive) (inlineValue, error) {
 		}
 		return inlineValue{Text: rec.Command, Title: rec.Name + ".json: command", Code: true}, nil
 	case "passes":
-		n := rec.Settings.Passes
-		if n == 0 {
-			for _, c := range rec.Canary {
-				if !c.Rejected {
-					n++
-				}
-			}
-		}
-		text = strconv.Itoa(n)
+		text = strconv.Itoa(acceptedPasses(rec))
 	case "rejected":
 		text = strconv.Itoa(rec.Rejected)
 	case "threshold":

@@ -137,6 +137,7 @@ func TestInlineDirectives(t *testing.T) {
 	}{
 		{"value", "took {{#value record=test stage=stage0-mailbox bench=RoundTrip/engine=copy unit=ns/op}} per trip", ">1.71 µs</span> per trip"},
 		{"value median", "{{#value record=test stage=stage0-mailbox bench=RoundTrip/engine=copy unit=ns/op stat=median}}", ">1.78 µs</span>"},
+		{"value of one pass", "{{#value record=test stage=stage0-mailbox bench=RoundTrip/engine=copy unit=ns/op stat=pass3}}", ">1.87 µs</span>"},
 		{"value from the limits", "{{#value record=test stage=limits bench=Baseline/pingpong unit=ns/op}}", ">115 ns</span>"},
 		{"ratio", "{{#ratio record=test a=stage1-ring:FillStream/size=64B/depth=1 b=stage1-ring:FillStream/size=64B/depth=64 unit=ns/op}}", ">35×</span>"},
 		{"ratio across records", "{{#ratio record=reference a=stage1-ring:H2D/mem=pinned/size=1MiB record_b=test b=stage1-ring:H2D/mem=pinned/size=1MiB unit=B/s}}", ">6.8×</span>"},
@@ -155,5 +156,26 @@ func TestInlineDirectives(t *testing.T) {
 				t.Errorf("%s rendered to\n%s\nwant it to contain %q", tt.src, html, tt.want)
 			}
 		})
+	}
+}
+
+func TestAcceptedPasses(t *testing.T) {
+	tests := []struct {
+		name string
+		rec  records.Record
+		want int
+	}{
+		{"all accepted", records.Record{Settings: records.Settings{Passes: 2}, Canary: []records.Canary{{Pass: 1}, {Pass: 2}}}, 2},
+		// A gate that gave up keeps fewer passes than were wanted; the
+		// book must say how many figures stand behind a row, not how many
+		// were asked for.
+		{"gate gave up", records.Record{Settings: records.Settings{Passes: 3}, Canary: []records.Canary{{Pass: 1, Rejected: true}, {Pass: 2}, {Pass: 3, Rejected: true}}}, 1},
+		{"no canary", records.Record{Settings: records.Settings{Passes: 3}}, 3},
+		{"nothing said", records.Record{}, 1},
+	}
+	for _, tt := range tests {
+		if got := acceptedPasses(&tt.rec); got != tt.want {
+			t.Errorf("acceptedPasses(%s) = %d; want %d", tt.name, got, tt.want)
+		}
 	}
 }
