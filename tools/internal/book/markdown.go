@@ -223,7 +223,9 @@ func plainText(n ast.Node, src []byte) string {
 				b.WriteByte(' ')
 			}
 		case *ast.String:
-			b.Write(c.Value)
+			// The typographer's strings are HTML entities ("&rsquo;");
+			// the text is escaped again where it is written.
+			b.WriteString(stdhtml.UnescapeString(string(c.Value)))
 		case *ast.RawHTML:
 			return ast.WalkSkipChildren, nil
 		}

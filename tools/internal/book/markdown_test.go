@@ -94,3 +94,24 @@ func TestRewriteLinks(t *testing.T) {
 		}
 	}
 }
+
+// TestHeadingTextIsPlain checks the "On this page" text of headings that the
+// typographer rewrites: it must be the characters, not their entities, or
+// the page template escapes the entity a second time ("engine&amp;rsquo;s").
+func TestHeadingTextIsPlain(t *testing.T) {
+	m := &markdown{hl: newHighlighter()}
+	tests := []struct{ src, want string }{
+		{"## The engine's side\n", "The engine’s side"},
+		{"## Why \"7\" -- before 5...\n", "Why “7” – before 5…"},
+		{"## `code` & more\n", "code & more"},
+	}
+	for _, tt := range tests {
+		_, headings, err := m.render([]byte(tt.src), linkMode{chapterPath: "test.md", pagePath: "test.html"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(headings) != 1 || headings[0].Text != tt.want {
+			t.Errorf("render(%q) headings = %+v; want one with text %q", tt.src, headings, tt.want)
+		}
+	}
+}
