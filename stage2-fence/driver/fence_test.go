@@ -11,28 +11,7 @@ import (
 
 	"softgpu/stage2-fence/abi"
 	"softgpu/stage2-fence/device"
-	"softgpu/stage2-fence/internal/leakcheck"
 )
-
-// openWith opens a device and a driver with cfg, closed when the test ends.
-func openWith(t *testing.T, dcfg device.Config, cfg Config) *Driver {
-	t.Helper()
-	leakcheck.Check(t)
-	if dcfg.MemorySize == 0 {
-		dcfg.MemorySize = 1 << 20
-	}
-	dev, err := device.Open(dcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := New(dev, cfg)
-	if err != nil {
-		dev.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d
-}
 
 var (
 	allModes      = []WaitMode{WaitHybrid, WaitPoll, WaitBlock}

@@ -13,14 +13,27 @@ import (
 	"softgpu/stage7-idle/internal/leakcheck"
 )
 
+// openTest opens a 4 MiB device and a driver on it with default settings.
 func openTest(t *testing.T) *Driver {
 	t.Helper()
+	return openWith(t, device.Config{MemorySize: 4 << 20}, Config{})
+}
+
+// openWith opens a device with dcfg (1 MiB of memory unless it says
+// otherwise) and a driver on it with cfg. Both are closed when the test
+// ends, and the test fails if it leaves a goroutine behind. Every test
+// helper that opens a driver goes through here.
+func openWith(t *testing.T, dcfg device.Config, cfg Config) *Driver {
+	t.Helper()
 	leakcheck.Check(t)
-	dev, err := device.Open(device.Config{MemorySize: 4 << 20})
+	if dcfg.MemorySize == 0 {
+		dcfg.MemorySize = 1 << 20
+	}
+	dev, err := device.Open(dcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := New(dev, Config{})
+	d, err := New(dev, cfg)
 	if err != nil {
 		dev.Close()
 		t.Fatal(err)

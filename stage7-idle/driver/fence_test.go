@@ -11,28 +11,7 @@ import (
 
 	"softgpu/stage7-idle/abi"
 	"softgpu/stage7-idle/device"
-	"softgpu/stage7-idle/internal/leakcheck"
 )
-
-// openWith opens a device and a driver with cfg, closed when the test ends.
-func openWith(t *testing.T, dcfg device.Config, cfg Config) *Driver {
-	t.Helper()
-	leakcheck.Check(t)
-	if dcfg.MemorySize == 0 {
-		dcfg.MemorySize = 1 << 20
-	}
-	dev, err := device.Open(dcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := New(dev, cfg)
-	if err != nil {
-		dev.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d
-}
 
 var (
 	allModes      = []WaitMode{WaitHybrid, WaitPoll, WaitBlock}

@@ -12,28 +12,13 @@ import (
 
 	"softgpu/stage7-idle/abi"
 	"softgpu/stage7-idle/device"
-	"softgpu/stage7-idle/internal/leakcheck"
 )
 
 // openRing is openTest with a device configuration of the test's choosing
 // (1 MiB of memory unless it says otherwise).
 func openRing(t *testing.T, cfg device.Config) *Driver {
 	t.Helper()
-	leakcheck.Check(t)
-	if cfg.MemorySize == 0 {
-		cfg.MemorySize = 1 << 20
-	}
-	dev, err := device.Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := New(dev, Config{})
-	if err != nil {
-		dev.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d
+	return openWith(t, cfg, Config{})
 }
 
 func fill(dst, size uint64, v byte) abi.Command {
