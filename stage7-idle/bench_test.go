@@ -240,6 +240,12 @@ func BenchmarkGap(b *testing.B) {
 func BenchmarkQuiet(b *testing.B) {
 	g := openBench(b, softgpu.Config{})
 	defer g.Close()
+	measureQuiet(b)
+}
+
+// measureQuiet sleeps quietSleep per iteration, while whatever device the
+// caller opened sits idle, and reports the process's cores over that time.
+func measureQuiet(b *testing.B) {
 	m := startMeter()
 	for b.Loop() {
 		time.Sleep(quietSleep)
@@ -544,12 +550,7 @@ func BenchmarkIdleQuiet(b *testing.B) {
 		b.Run("idle="+idle.name, func(b *testing.B) {
 			g := openIdle(b, idle.mode, idle.budget)
 			defer g.Close()
-			m := startMeter()
-			for b.Loop() {
-				time.Sleep(quietSleep)
-			}
-			m.report(b)
-			b.ReportMetric(0, "ns/op")
+			measureQuiet(b)
 		})
 	}
 }
@@ -666,14 +667,7 @@ func BenchmarkIdleWake(b *testing.B) {
 // waking from each sleep cost about 45 µs of CPU, under 0.005 cores at 10 ms
 // a sleep): what a quiet device costs is the difference.
 func benchQuietBaseline(b *testing.B) {
-	b.Run("quiet", func(b *testing.B) {
-		m := startMeter()
-		for b.Loop() {
-			time.Sleep(quietSleep)
-		}
-		m.report(b)
-		b.ReportMetric(0, "ns/op")
-	})
+	b.Run("quiet", measureQuiet) // with no device open
 }
 
 // quietSleep is how long Quiet sleeps per iteration. Waking from a sleep
