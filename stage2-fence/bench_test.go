@@ -113,41 +113,37 @@ var copySizes = []struct {
 // BenchmarkH2D copies an ordinary Go slice to device memory.
 func BenchmarkH2D(b *testing.B) {
 	for _, sz := range copySizes {
-		b.Run("mem=pageable/size="+sz.name, func(b *testing.B) {
-			g := openBench(b, softgpu.Config{})
-			defer g.Close()
-			p := mustAlloc(b, g, uint64(sz.n))
-			host := touched(sz.n)
-			b.SetBytes(int64(sz.n))
-			m := startMeter()
-			for b.Loop() {
-				if err := g.Write(p, host); err != nil {
-					b.Fatal(err)
-				}
-			}
-			m.report(b)
-		})
+		b.Run("mem=pageable/size="+sz.name, func(b *testing.B) { benchPageable(b, sz.n, write) })
 	}
 }
 
 // BenchmarkD2H copies device memory to an ordinary Go slice.
 func BenchmarkD2H(b *testing.B) {
 	for _, sz := range copySizes {
-		b.Run("mem=pageable/size="+sz.name, func(b *testing.B) {
-			g := openBench(b, softgpu.Config{})
-			defer g.Close()
-			p := mustAlloc(b, g, uint64(sz.n))
-			host := touched(sz.n)
-			b.SetBytes(int64(sz.n))
-			m := startMeter()
-			for b.Loop() {
-				if err := g.Read(host, p); err != nil {
-					b.Fatal(err)
-				}
-			}
-			m.report(b)
-		})
+		b.Run("mem=pageable/size="+sz.name, func(b *testing.B) { benchPageable(b, sz.n, read) })
 	}
+}
+
+// write and read are the two directions of a copy, as one signature: host
+// memory to device memory at p, and back.
+func write(g *softgpu.GPU, p softgpu.Ptr, host []byte) error { return g.Write(p, host) }
+func read(g *softgpu.GPU, p softgpu.Ptr, host []byte) error  { return g.Read(host, p) }
+
+// benchPageable times one copy between n bytes of device memory and an
+// ordinary Go slice whose pages have been touched.
+func benchPageable(b *testing.B, n int, transfer func(*softgpu.GPU, softgpu.Ptr, []byte) error) {
+	g := openBench(b, softgpu.Config{})
+	defer g.Close()
+	p := mustAlloc(b, g, uint64(n))
+	host := touched(n)
+	b.SetBytes(int64(n))
+	m := startMeter()
+	for b.Loop() {
+		if err := transfer(g, p, host); err != nil {
+			b.Fatal(err)
+		}
+	}
+	m.report(b)
 }
 
 // BenchmarkSubmit has N goroutines each submitting 64-byte fills to its own
