@@ -89,14 +89,11 @@ func (b *builder) chartHTML(d directive, prefix string) (string, error) {
 	if err := d.allow("record", "stage", "bench", "unit", "x", "series", "log", "ref", "title", "stat", "type", "caption"); err != nil {
 		return "", err
 	}
-	name, err := d.require("record")
+	sel, err := b.selectRows(d)
 	if err != nil {
 		return "", err
 	}
-	stageArg, err := d.require("stage")
-	if err != nil {
-		return "", err
-	}
+	rec, ref, stageList := sel.rec, sel.ref, sel.stages
 	unit, err := d.require("unit")
 	if err != nil {
 		return "", err
@@ -105,33 +102,13 @@ func (b *builder) chartHTML(d directive, prefix string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	rec, err := b.records.get(name)
-	if err != nil {
-		return "", d.errorf("%v", err)
-	}
-	var ref *records.Record
-	if refName := d.arg("ref", ""); refName != "" {
-		if ref, err = b.records.get(refName); err != nil {
-			return "", d.errorf("ref=: %v", err)
-		}
-	}
-	re, err := benchRegexp(d.arg("bench", ".*"))
-	if err != nil {
-		return "", d.errorf("%v", err)
-	}
-	stageList := splitList(stageArg)
 	var points []chartPoint
-	var all []records.Row
-	for _, st := range stageList {
-		rows, err := matchRows(rec, st, re)
-		if err != nil {
-			return "", d.errorf("%v", err)
-		}
-		for _, r := range rows {
+	for i, st := range stageList {
+		for _, r := range sel.rows[i] {
 			points = append(points, chartPoint{stage: st, row: r})
 		}
-		all = append(all, rows...)
 	}
+	all := sel.all()
 	if err := checkUnit(all, unit); err != nil {
 		return "", d.errorf("%v", err)
 	}

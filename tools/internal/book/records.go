@@ -529,3 +529,59 @@ func osText(m records.Machine) string {
 	}
 	return m.OS
 }
+
+// selection is what {{#table}} and {{#chart}} both start from: record= and
+// its optional comparison record ref=, the stages named by stage=, and in
+// each stage the rows whose benchmark matches bench= (default: all).
+type selection struct {
+	rec, ref *records.Record
+	stages   []string
+	rows     [][]records.Row // rows[i] are stages[i]'s matching rows, in record order
+}
+
+// all returns every selected row, first stage first.
+func (s selection) all() []records.Row {
+	var all []records.Row
+	for _, rows := range s.rows {
+		all = append(all, rows...)
+	}
+	return all
+}
+
+// selectRows reads record=, ref=, stage= and bench= and finds the rows. A
+// stage with no matching benchmark is an error: a table or chart of nothing
+// is a typo, not a figure.
+func (b *builder) selectRows(d directive) (selection, error) {
+	name, err := d.require("record")
+	if err != nil {
+		return selection{}, err
+	}
+	stageArg, err := d.require("stage")
+	if err != nil {
+		return selection{}, err
+	}
+	var sel selection
+	if sel.rec, err = b.records.get(name); err != nil {
+		return selection{}, d.errorf("%v", err)
+	}
+	if refName := d.arg("ref", ""); refName != "" {
+		if sel.ref, err = b.records.get(refName); err != nil {
+			return selection{}, d.errorf("ref=: %v", err)
+		}
+	}
+	re, err := benchRegexp(d.arg("bench", ".*"))
+	if err != nil {
+		return selection{}, d.errorf("%v", err)
+	}
+	if sel.stages = splitList(stageArg); len(sel.stages) == 0 {
+		return selection{}, d.errorf("empty stage=")
+	}
+	for _, st := range sel.stages {
+		rows, err := matchRows(sel.rec, st, re)
+		if err != nil {
+			return selection{}, d.errorf("%v", err)
+		}
+		sel.rows = append(sel.rows, rows)
+	}
+	return sel, nil
+}

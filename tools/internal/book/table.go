@@ -25,14 +25,11 @@ func (b *builder) tableHTML(d directive, prefix string) (string, error) {
 	if err := d.allow("record", "stage", "bench", "unit", "ref", "stat", "caption"); err != nil {
 		return "", err
 	}
-	name, err := d.require("record")
+	sel, err := b.selectRows(d)
 	if err != nil {
 		return "", err
 	}
-	stageArg, err := d.require("stage")
-	if err != nil {
-		return "", err
-	}
+	rec, ref, stageList := sel.rec, sel.ref, sel.stages
 	unitArg, err := d.require("unit")
 	if err != nil {
 		return "", err
@@ -41,40 +38,19 @@ func (b *builder) tableHTML(d directive, prefix string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	rec, err := b.records.get(name)
-	if err != nil {
-		return "", d.errorf("%v", err)
-	}
-	var ref *records.Record
-	if refName := d.arg("ref", ""); refName != "" {
-		if ref, err = b.records.get(refName); err != nil {
-			return "", d.errorf("ref=: %v", err)
-		}
-	}
-	re, err := benchRegexp(d.arg("bench", ".*"))
-	if err != nil {
-		return "", d.errorf("%v", err)
-	}
-	stageList, units := splitList(stageArg), splitList(unitArg)
-	if len(stageList) == 0 || len(units) == 0 {
-		return "", d.errorf("empty stage= or unit=")
+	units := splitList(unitArg)
+	if len(units) == 0 {
+		return "", d.errorf("empty unit=")
 	}
 
 	// Rows: benchmark names in record order, first stage first.
 	var names []string
 	seen := map[string]bool{}
-	var all []records.Row
-	for _, st := range stageList {
-		rows, err := matchRows(rec, st, re)
-		if err != nil {
-			return "", d.errorf("%v", err)
-		}
-		all = append(all, rows...)
-		for _, r := range rows {
-			if !seen[r.Benchmark] {
-				seen[r.Benchmark] = true
-				names = append(names, r.Benchmark)
-			}
+	all := sel.all()
+	for _, r := range all {
+		if !seen[r.Benchmark] {
+			seen[r.Benchmark] = true
+			names = append(names, r.Benchmark)
 		}
 	}
 	for _, u := range units {
