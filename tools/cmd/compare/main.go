@@ -15,7 +15,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -31,18 +30,8 @@ import (
 )
 
 func main() {
-	ctx, stop := cli.SignalContext()
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	cli.Main(func(ctx context.Context) int { return run(ctx, os.Args[1:], os.Stdout, os.Stderr) })
 }
-
-const (
-	exitOK          = 0
-	exitFailed      = 1
-	exitUsage       = 2
-	exitInterrupted = 130
-)
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
@@ -60,17 +49,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "With one stage, compares its predecessor in build order (base) with it.\nWith two, compares STAGE (base) with OTHER.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, done := cli.ParseFlags(fs, args); done {
+		return code
 	}
-	usage := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "compare: "+format+"\n", a...)
-		fmt.Fprintf(stderr, "run with -h for usage\n")
-		return exitUsage
-	}
+	usage := cli.Misuse(stderr, "compare")
 	if fs.NArg() < 1 || fs.NArg() > 2 {
 		return usage("want one or two stages, got %d arguments", fs.NArg())
 	}
@@ -80,7 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root, err := stages.Root()
 	if err != nil {
 		fmt.Fprintf(stderr, "compare: %v\n", err)
-		return exitFailed
+		return cli.ExitFailed
 	}
 	base, other := "", fs.Arg(0)
 	if fs.NArg() == 2 {
@@ -103,31 +85,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	text, err := measure(ctx, root, base, other, *count, benchrun.Options{Bench: *bench, Benchtime: *benchtime, Env: env}, stderr)
 	if ctx.Err() != nil {
 		fmt.Fprintf(stderr, "compare: interrupted\n")
-		return exitInterrupted
+		return cli.ExitInterrupted
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "compare: %v\n", err)
-		return exitFailed
+		return cli.ExitFailed
 	}
 	input := *save
 	if input == "" {
 		dir, err := os.MkdirTemp("", "softgpu-compare-")
 		if err != nil {
 			fmt.Fprintf(stderr, "compare: %v\n", err)
-			return exitFailed
+			return cli.ExitFailed
 		}
 		defer os.RemoveAll(dir)
 		input = filepath.Join(dir, base+"-vs-"+other+".txt")
 	}
 	if err := records.WriteFileAtomic(input, text); err != nil {
 		fmt.Fprintf(stderr, "compare: %v\n", err)
-		return exitFailed
+		return cli.ExitFailed
 	}
 	if err := benchstat(ctx, root, input, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "compare: %v\n", err)
-		return exitFailed
+		return cli.ExitFailed
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 // measure builds both stages and runs them in alternating rounds, returning

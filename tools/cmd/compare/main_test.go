@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"softgpu/tools/internal/cli"
 	"strings"
 	"testing"
 
@@ -29,8 +30,8 @@ func TestRunUsage(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr strings.Builder
-			if code := run(context.Background(), tt.args, &stdout, &stderr); code != exitUsage || !strings.Contains(stderr.String(), tt.wantText) {
-				t.Errorf("compare %q = exit %d, %q; want exit %d and %q", tt.args, code, stderr.String(), exitUsage, tt.wantText)
+			if code := run(context.Background(), tt.args, &stdout, &stderr); code != cli.ExitUsage || !strings.Contains(stderr.String(), tt.wantText) {
+				t.Errorf("compare %q = exit %d, %q; want exit %d and %q", tt.args, code, stderr.String(), cli.ExitUsage, tt.wantText)
 			}
 		})
 	}
@@ -60,7 +61,7 @@ func TestRunFixture(t *testing.T) {
 	saved := filepath.Join(t.TempDir(), "in.txt")
 	var stdout, stderr strings.Builder
 	args := []string{"-count", "2", "-benchtime", "20x", "-bench", "Fill", "-o", saved, "stage1-ring"}
-	if code := run(context.Background(), args, &stdout, &stderr); code != exitOK {
+	if code := run(context.Background(), args, &stdout, &stderr); code != cli.ExitOK {
 		t.Fatalf("compare %q = exit %d:\n%s", args, code, stderr.String())
 	}
 	out := stdout.String()

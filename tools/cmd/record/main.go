@@ -16,7 +16,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -32,19 +31,8 @@ import (
 )
 
 func main() {
-	ctx, stop := cli.SignalContext()
-	code := run(ctx, os.Args[1:], os.Stderr)
-	stop()
-	os.Exit(code)
+	cli.Main(func(ctx context.Context) int { return run(ctx, os.Args[1:], os.Stderr) })
 }
-
-// Exit codes.
-const (
-	exitOK          = 0
-	exitFailed      = 1
-	exitUsage       = 2
-	exitInterrupted = 130
-)
 
 func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("record", flag.ContinueOnError)
@@ -70,17 +58,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "Runs the benchmarks of the chosen stages in canary-gated passes and writes\nNAME.json and NAME.txt (benchstat format) into book/records.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, done := cli.ParseFlags(fs, args); done {
+		return code
 	}
-	usage := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "record: "+format+"\n", a...)
-		fmt.Fprintf(stderr, "run with -h for usage\n")
-		return exitUsage
-	}
+	usage := cli.Misuse(stderr, "record")
 	switch {
 	case fs.NArg() > 0:
 		return usage("unexpected arguments %q", fs.Args())
@@ -103,7 +84,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	root, err := stages.Root()
 	if err != nil {
 		fmt.Fprintf(stderr, "record: %v\n", err)
-		return exitFailed
+		return cli.ExitFailed
 	}
 	chosen, err := stages.Select(root, *stageList)
 	if err != nil {
@@ -137,12 +118,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	switch {
 	case ctx.Err() != nil:
 		fmt.Fprintf(stderr, "record: interrupted; nothing written\n")
-		return exitInterrupted
+		return cli.ExitInterrupted
 	case err != nil:
 		fmt.Fprintf(stderr, "%v\n", err)
-		return exitFailed
+		return cli.ExitFailed
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 // measure builds the stages, runs the passes and writes the two files.

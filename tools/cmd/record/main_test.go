@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"softgpu/tools/internal/cli"
 	"strings"
 	"testing"
 
@@ -20,14 +21,14 @@ func TestRunUsage(t *testing.T) {
 		wantCode int
 		wantText string
 	}{
-		{"no name", []string{}, exitUsage, "-name is required"},
-		{"name with directory", []string{"-name", "a/b"}, exitUsage, "plain file name"},
-		{"unknown stage", []string{"-name", "x", "-stages", "stage42"}, exitUsage, "stages are: stage0-mailbox, stage1-ring"},
-		{"missing stage", []string{"-name", "x", "-stages", "stage1-ring"}, exitUsage, "existing stages: stage0-mailbox"},
-		{"bad env", []string{"-name", "x", "-env", "NOVALUE"}, exitUsage, "KEY=VALUE"},
-		{"zero passes", []string{"-name", "x", "-passes", "0"}, exitUsage, "-passes 0"},
-		{"unknown flag", []string{"-name", "x", "-fast"}, exitUsage, "flag provided but not defined"},
-		{"help", []string{"-h"}, exitOK, "usage: go run ./tools/cmd/record"},
+		{"no name", []string{}, cli.ExitUsage, "-name is required"},
+		{"name with directory", []string{"-name", "a/b"}, cli.ExitUsage, "plain file name"},
+		{"unknown stage", []string{"-name", "x", "-stages", "stage42"}, cli.ExitUsage, "stages are: stage0-mailbox, stage1-ring"},
+		{"missing stage", []string{"-name", "x", "-stages", "stage1-ring"}, cli.ExitUsage, "existing stages: stage0-mailbox"},
+		{"bad env", []string{"-name", "x", "-env", "NOVALUE"}, cli.ExitUsage, "KEY=VALUE"},
+		{"zero passes", []string{"-name", "x", "-passes", "0"}, cli.ExitUsage, "-passes 0"},
+		{"unknown flag", []string{"-name", "x", "-fast"}, cli.ExitUsage, "flag provided but not defined"},
+		{"help", []string{"-h"}, cli.ExitOK, "usage: go run ./tools/cmd/record"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -53,7 +54,7 @@ func TestRunFixture(t *testing.T) {
 	args := []string{"-passes", "2", "-benchtime", "20x", "-canary-benchtime", "20x", "-canary-count", "2",
 		"-threshold", "1e9", "-env", "FIXTURE=1", "-name", "smoke", "-out", out}
 	var stderr strings.Builder
-	if code := run(context.Background(), args, &stderr); code != exitOK {
+	if code := run(context.Background(), args, &stderr); code != cli.ExitOK {
 		t.Fatalf("record %q = exit %d:\n%s", args, code, stderr.String())
 	}
 	rec, err := records.Load(filepath.Join(out, "smoke.json"))

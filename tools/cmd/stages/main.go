@@ -25,18 +25,8 @@ import (
 )
 
 func main() {
-	ctx, stop := cli.SignalContext()
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	cli.Main(func(ctx context.Context) int { return run(ctx, os.Args[1:], os.Stdout, os.Stderr) })
 }
-
-const (
-	exitOK          = 0
-	exitFailed      = 1
-	exitUsage       = 2
-	exitInterrupted = 130
-)
 
 const usageText = `usage: go run ./tools/cmd/stages COMMAND [flags] [args]
 
@@ -52,17 +42,17 @@ commands:
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usageText)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	cmd, args := args[0], args[1:]
 	if cmd == "-h" || cmd == "-help" || cmd == "--help" || cmd == "help" {
 		fmt.Fprint(stdout, usageText)
-		return exitOK
+		return cli.ExitOK
 	}
 	root, err := stages.Root()
 	if err != nil {
 		fmt.Fprintf(stderr, "stages: %v\n", err)
-		return exitFailed
+		return cli.ExitFailed
 	}
 	c := &command{ctx: ctx, root: root, stdout: stdout, stderr: stderr}
 	switch cmd {
@@ -78,7 +68,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return c.check(args)
 	}
 	fmt.Fprintf(stderr, "stages: unknown command %q\n\n%s", cmd, usageText)
-	return exitUsage
+	return cli.ExitUsage
 }
 
 type command struct {
@@ -112,15 +102,15 @@ func (c *command) parse(fs *flag.FlagSet, args []string, minArgs, maxArgs int) (
 func (c *command) fail(err error) int {
 	if c.ctx.Err() != nil {
 		fmt.Fprintf(c.stderr, "stages: interrupted\n")
-		return exitInterrupted
+		return cli.ExitInterrupted
 	}
 	fmt.Fprintf(c.stderr, "%v\n", err)
-	return exitFailed
+	return cli.ExitFailed
 }
 
 func (c *command) list(args []string) int {
 	if _, ok := c.parse(flag.NewFlagSet("list", flag.ContinueOnError), args, 0, 0); !ok {
-		return exitUsage
+		return cli.ExitUsage
 	}
 	exists := map[string]bool{}
 	for _, s := range stages.Existing(c.root) {
@@ -139,7 +129,7 @@ func (c *command) list(args []string) int {
 		fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", s.Build, s.Dir, pred, have)
 	}
 	w.Flush()
-	return exitOK
+	return cli.ExitOK
 }
 
 func (c *command) diff(args []string) int {
@@ -147,7 +137,7 @@ func (c *command) diff(args []string) int {
 	stat := fs.Bool("stat", false, "print a diffstat instead of the diff")
 	rest, ok := c.parse(fs, args, 1, 2)
 	if !ok {
-		return exitUsage
+		return cli.ExitUsage
 	}
 	a, b := "", rest[len(rest)-1]
 	if len(rest) == 2 {
@@ -156,14 +146,14 @@ func (c *command) diff(args []string) int {
 		s, ok := stages.Lookup(b)
 		if !ok || s.Predecessor == "" {
 			fmt.Fprintf(c.stderr, "stages diff: %s has no predecessor in build order; name both stages: diff A B\n", b)
-			return exitUsage
+			return cli.ExitUsage
 		}
 		a = s.Predecessor
 	}
 	for _, s := range []string{a, b} {
 		if err := stages.CheckExists(c.root, s); err != nil {
 			fmt.Fprintf(c.stderr, "stages diff: %v\n", err)
-			return exitUsage
+			return cli.ExitUsage
 		}
 	}
 	d, err := stages.DiffStages(c.root, a, b)
@@ -175,13 +165,13 @@ func (c *command) diff(args []string) int {
 	} else {
 		fmt.Fprint(c.stdout, d.Unified)
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 func (c *command) newStage(args []string) int {
 	rest, ok := c.parse(flag.NewFlagSet("new", flag.ContinueOnError), args, 1, 1)
 	if !ok {
-		return exitUsage
+		return cli.ExitUsage
 	}
 	n, err := stages.NewStage(c.ctx, c.root, rest[0])
 	if err != nil {
@@ -190,7 +180,7 @@ func (c *command) newStage(args []string) int {
 	s, _ := stages.Lookup(rest[0])
 	fmt.Fprintf(c.stdout, "stages: made %s from %s (%d files, module path renamed to %s) and added it to go.work\n",
 		s.Dir, s.Predecessor, n, stages.ModulePath(s.Dir))
-	return exitOK
+	return cli.ExitOK
 }
 
 func (c *command) forward(args []string) int {
@@ -198,7 +188,7 @@ func (c *command) forward(args []string) int {
 	check := fs.Bool("check", false, "only report what would not apply; change nothing")
 	rest, ok := c.parse(fs, args, 1, 1)
 	if !ok {
-		return exitUsage
+		return cli.ExitUsage
 	}
 	results, err := stages.Forward(c.ctx, c.root, rest[0], *check)
 	if err != nil {
@@ -206,7 +196,7 @@ func (c *command) forward(args []string) int {
 	}
 	if len(results) == 0 {
 		fmt.Fprintf(c.stdout, "stages: no existing stage comes after %s in build order; nothing to do\n", rest[0])
-		return exitOK
+		return cli.ExitOK
 	}
 	verb := "applied"
 	if *check {
@@ -226,14 +216,14 @@ func (c *command) forward(args []string) int {
 	}
 	if failed > 0 {
 		fmt.Fprintf(c.stderr, "stages forward: %d of %d later stages need the change by hand (see above)\n", failed, len(results))
-		return exitFailed
+		return cli.ExitFailed
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 func (c *command) check(args []string) int {
 	if _, ok := c.parse(flag.NewFlagSet("check", flag.ContinueOnError), args, 0, 0); !ok {
-		return exitUsage
+		return cli.ExitUsage
 	}
 	problems, err := stages.Check(c.ctx, c.root, c.stderr)
 	if err != nil {
@@ -247,10 +237,10 @@ func (c *command) check(args []string) int {
 		for _, p := range problems {
 			fmt.Fprintf(c.stdout, "  %s\n", p)
 		}
-		return exitFailed
+		return cli.ExitFailed
 	}
 	fmt.Fprintf(c.stdout, "stages check: ok (%d stages)\n", len(stages.Existing(c.root)))
-	return exitOK
+	return cli.ExitOK
 }
 
 func plural(n int, one, many string) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"softgpu/tools/internal/cli"
 	"strings"
 	"testing"
 
@@ -20,34 +21,34 @@ func TestRun(t *testing.T) {
 		wantStderr []string
 		slow       bool // builds fixture stages
 	}{
-		{name: "no command", stages: []string{"stage0-mailbox"}, wantCode: exitUsage, wantStderr: []string{"usage:"}},
-		{name: "unknown command", stages: []string{"stage0-mailbox"}, args: []string{"frob"}, wantCode: exitUsage, wantStderr: []string{`unknown command "frob"`}},
-		{name: "help", stages: []string{"stage0-mailbox"}, args: []string{"help"}, wantCode: exitOK, wantStdout: []string{"forward [-check] STAGE"}},
+		{name: "no command", stages: []string{"stage0-mailbox"}, wantCode: cli.ExitUsage, wantStderr: []string{"usage:"}},
+		{name: "unknown command", stages: []string{"stage0-mailbox"}, args: []string{"frob"}, wantCode: cli.ExitUsage, wantStderr: []string{`unknown command "frob"`}},
+		{name: "help", stages: []string{"stage0-mailbox"}, args: []string{"help"}, wantCode: cli.ExitOK, wantStdout: []string{"forward [-check] STAGE"}},
 		{
-			name: "list", stages: []string{"stage0-mailbox", "stage1-ring"}, args: []string{"list"}, wantCode: exitOK,
+			name: "list", stages: []string{"stage0-mailbox", "stage1-ring"}, args: []string{"list"}, wantCode: cli.ExitOK,
 			wantStdout: []string{"1      stage0-mailbox  -               yes", "2      stage1-ring     stage0-mailbox  yes", "6      stage7-idle     stage4-nolock   no"},
 		},
-		{name: "list takes no arguments", stages: []string{"stage0-mailbox"}, args: []string{"list", "x"}, wantCode: exitUsage, wantStderr: []string{"wrong number of arguments"}},
+		{name: "list takes no arguments", stages: []string{"stage0-mailbox"}, args: []string{"list", "x"}, wantCode: cli.ExitUsage, wantStderr: []string{"wrong number of arguments"}},
 		{
-			name: "diff stat, flag last", stages: []string{"stage0-mailbox", "stage1-ring"}, args: []string{"diff", "stage0-mailbox", "stage1-ring", "-stat"}, wantCode: exitOK,
+			name: "diff stat, flag last", stages: []string{"stage0-mailbox", "stage1-ring"}, args: []string{"diff", "stage0-mailbox", "stage1-ring", "-stat"}, wantCode: cli.ExitOK,
 			wantStdout: []string{"bench_test.go | ", "1 file changed"},
 		},
 		{
-			name: "diff against the predecessor", stages: []string{"stage0-mailbox", "stage1-ring"}, args: []string{"diff", "stage1-ring"}, wantCode: exitOK,
+			name: "diff against the predecessor", stages: []string{"stage0-mailbox", "stage1-ring"}, args: []string{"diff", "stage1-ring"}, wantCode: cli.ExitOK,
 			wantStdout: []string{"+func BenchmarkFillStream(b *testing.B) {"},
 		},
-		{name: "diff first stage alone", stages: []string{"stage0-mailbox"}, args: []string{"diff", "stage0-mailbox"}, wantCode: exitUsage, wantStderr: []string{"no predecessor"}},
-		{name: "diff unknown stage", stages: []string{"stage0-mailbox"}, args: []string{"diff", "stage0-mailbox", "stage1"}, wantCode: exitUsage, wantStderr: []string{"stages are: stage0-mailbox, stage1-ring"}},
-		{name: "diff missing stage", stages: []string{"stage0-mailbox"}, args: []string{"diff", "stage1-ring"}, wantCode: exitUsage, wantStderr: []string{"stage1-ring does not exist"}},
+		{name: "diff first stage alone", stages: []string{"stage0-mailbox"}, args: []string{"diff", "stage0-mailbox"}, wantCode: cli.ExitUsage, wantStderr: []string{"no predecessor"}},
+		{name: "diff unknown stage", stages: []string{"stage0-mailbox"}, args: []string{"diff", "stage0-mailbox", "stage1"}, wantCode: cli.ExitUsage, wantStderr: []string{"stages are: stage0-mailbox, stage1-ring"}},
+		{name: "diff missing stage", stages: []string{"stage0-mailbox"}, args: []string{"diff", "stage1-ring"}, wantCode: cli.ExitUsage, wantStderr: []string{"stage1-ring does not exist"}},
 		{
-			name: "new", stages: []string{"stage0-mailbox"}, args: []string{"new", "stage1-ring"}, wantCode: exitOK,
+			name: "new", stages: []string{"stage0-mailbox"}, args: []string{"new", "stage1-ring"}, wantCode: cli.ExitOK,
 			wantStdout: []string{"made stage1-ring from stage0-mailbox (3 files, module path renamed to softgpu/stage1-ring)"},
 		},
-		{name: "new existing", stages: []string{"stage0-mailbox"}, args: []string{"new", "stage0-mailbox"}, wantCode: exitFailed, wantStderr: []string{"no predecessor"}},
-		{name: "forward without git", stages: []string{"stage0-mailbox", "stage1-ring"}, args: []string{"forward", "stage0-mailbox"}, wantCode: exitFailed, wantStderr: []string{"git diff HEAD"}},
-		{name: "check ok", stages: []string{"stage0-mailbox", "stage1-ring"}, args: []string{"check"}, wantCode: exitOK, wantStdout: []string{"stages check: ok (2 stages)"}, slow: true},
+		{name: "new existing", stages: []string{"stage0-mailbox"}, args: []string{"new", "stage0-mailbox"}, wantCode: cli.ExitFailed, wantStderr: []string{"no predecessor"}},
+		{name: "forward without git", stages: []string{"stage0-mailbox", "stage1-ring"}, args: []string{"forward", "stage0-mailbox"}, wantCode: cli.ExitFailed, wantStderr: []string{"git diff HEAD"}},
+		{name: "check ok", stages: []string{"stage0-mailbox", "stage1-ring"}, args: []string{"check"}, wantCode: cli.ExitOK, wantStdout: []string{"stages check: ok (2 stages)"}, slow: true},
 		{
-			name: "check fails", stages: []string{"stage0-mailbox", "stage1-ring", "stage2-fence"}, args: []string{"check"}, wantCode: exitFailed,
+			name: "check fails", stages: []string{"stage0-mailbox", "stage1-ring", "stage2-fence"}, args: []string{"check"}, wantCode: cli.ExitFailed,
 			wantStdout: []string{"stages check: 1 problem:", "stage2-fence: benchmark Fill/size=64B of its predecessor stage1-ring is missing"}, slow: true,
 		},
 	}
@@ -84,7 +85,7 @@ func TestRunNoRoot(t *testing.T) {
 	}
 	t.Chdir(filepath.Join(dir, "empty"))
 	var stdout, stderr strings.Builder
-	if code := run(context.Background(), []string{"list"}, &stdout, &stderr); code != exitFailed || !strings.Contains(stderr.String(), "no go.work") {
-		t.Errorf("stages list outside a repository = exit %d, %q; want exit %d and a go.work message", code, stderr.String(), exitFailed)
+	if code := run(context.Background(), []string{"list"}, &stdout, &stderr); code != cli.ExitFailed || !strings.Contains(stderr.String(), "no go.work") {
+		t.Errorf("stages list outside a repository = exit %d, %q; want exit %d and a go.work message", code, stderr.String(), cli.ExitFailed)
 	}
 }

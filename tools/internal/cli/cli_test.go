@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"flag"
+	"io"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -38,5 +41,37 @@ func TestEnvFlag(t *testing.T) {
 	}
 	if want := (EnvFlag{"SOFTGPU_IDLE=spin", "EMPTY="}); !reflect.DeepEqual(e, want) {
 		t.Errorf("after Set: %q; want %q", e, want)
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantDone bool
+	}{
+		{"flags parse", []string{"-n", "3"}, ExitOK, false},
+		{"help", []string{"-h"}, ExitOK, true},
+		{"unknown flag", []string{"-nosuch"}, ExitUsage, true},
+		{"bad value", []string{"-n", "three"}, ExitUsage, true},
+	}
+	for _, tt := range tests {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		fs.Int("n", 0, "a number")
+		code, done := ParseFlags(fs, tt.args)
+		if code != tt.wantCode || done != tt.wantDone {
+			t.Errorf("ParseFlags(%s: %q) = %d, %v; want %d, %v", tt.name, tt.args, code, done, tt.wantCode, tt.wantDone)
+		}
+	}
+}
+
+func TestMisuse(t *testing.T) {
+	var out strings.Builder
+	code := Misuse(&out, "record")("-passes %d: want at least 1", 0)
+	want := "record: -passes 0: want at least 1\nrun with -h for usage\n"
+	if code != ExitUsage || out.String() != want {
+		t.Errorf("Misuse = %d, %q; want %d, %q", code, out.String(), ExitUsage, want)
 	}
 }
