@@ -150,21 +150,29 @@ func BenchmarkGap(b *testing.B) {
 		b.Run("gap="+gap.name, func(b *testing.B) {
 			g := openBench(b, softgpu.Config{})
 			defer g.Close()
-			p := mustAlloc(b, g, 64)
-			var lat latencies
-			m := startMeter()
-			for b.Loop() {
-				idleFor(gap.d)
-				start := time.Now()
-				if err := g.Fill(p, 64, 1); err != nil {
-					b.Fatal(err)
-				}
-				lat = append(lat, time.Since(start))
-			}
-			m.report(b)
-			lat.report(b)
+			measureGap(b, g, gap.d)
 		})
 	}
+}
+
+// measureGap lets the device sit quiet for gap before each 64-byte fill,
+// times the fill, and reports the latencies and the process's cores. It
+// returns how many fills it timed.
+func measureGap(b *testing.B, g *softgpu.GPU, gap time.Duration) int {
+	p := mustAlloc(b, g, 64)
+	var lat latencies
+	m := startMeter()
+	for b.Loop() {
+		idleFor(gap)
+		start := time.Now()
+		if err := g.Fill(p, 64, 1); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	m.report(b)
+	lat.report(b)
+	return len(lat)
 }
 
 // BenchmarkQuiet keeps an open device idle, quietSleep per iteration; the
