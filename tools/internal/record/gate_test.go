@@ -35,32 +35,3 @@ func TestGate(t *testing.T) {
 		})
 	}
 }
-
-func TestBestAndMedian(t *testing.T) {
-	tests := []struct {
-		name       string
-		unit       string
-		values     []float64
-		wantBest   float64
-		wantMedian float64
-	}{
-		{"time: lowest", "ns/op", []float64{300, 100, 200}, 100, 200},
-		{"bandwidth: highest", "B/s", []float64{3e9, 5e9, 4e9}, 5e9, 4e9},
-		{"MB/s is a rate too", "MB/s", []float64{1, 2}, 2, 1.5},
-		{"cores: lowest", "cores", []float64{2.0, 1.9, 2.1, 2.0}, 1.9, 2.0},
-		{"custom rate", "ops/s", []float64{10, 30}, 30, 20},
-		{"custom count: lowest", "preempts/op", []float64{0.9, 0.1, 0.5}, 0.1, 0.5},
-		{"one value", "p99-ns", []float64{7}, 7, 7},
-		{"no values", "ns/op", nil, 0, 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := Best(tt.unit, tt.values); got != tt.wantBest {
-				t.Errorf("Best(%s, %v) = %v; want %v", tt.unit, tt.values, got, tt.wantBest)
-			}
-			if got := Median(tt.values); got != tt.wantMedian {
-				t.Errorf("Median(%v) = %v; want %v", tt.values, got, tt.wantMedian)
-			}
-		})
-	}
-}

@@ -2,7 +2,6 @@ package record
 
 import (
 	"slices"
-	"sort"
 
 	"softgpu/tools/internal/benchfmt"
 	"softgpu/tools/internal/records"
@@ -77,12 +76,7 @@ func Summarise(passes []Pass, order []string) (rows, limits []records.Row) {
 		out := records.Row{Stage: k.stage, Benchmark: k.name}
 		for _, unit := range r.units {
 			vs := r.values[unit]
-			out.Metrics = append(out.Metrics, records.Metric{
-				Unit:   unit,
-				Best:   Best(unit, vs),
-				Median: Median(vs),
-				Values: vs,
-			})
+			out.Metrics = append(out.Metrics, records.NewMetric(unit, vs))
 		}
 		b := benchfmt.Bench{Name: k.name}
 		if b.Family() == LimitsFamily {
@@ -96,29 +90,5 @@ func Summarise(passes []Pass, order []string) (rows, limits []records.Row) {
 	return rec.Rows, rec.Limits
 }
 
-// Best returns the best of values for unit: the highest for a rate, the
-// lowest otherwise.
-func Best(unit string, values []float64) float64 {
-	if len(values) == 0 {
-		return 0
-	}
-	if records.HigherIsBetter(unit) {
-		return slices.Max(values)
-	}
-	return slices.Min(values)
-}
-
-// Median returns the median of values (the mean of the middle two for an
-// even count); 0 for none.
-func Median(values []float64) float64 {
-	if len(values) == 0 {
-		return 0
-	}
-	s := slices.Clone(values)
-	sort.Float64s(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
+// Median is records.Median: the lower middle value for an even count.
+func Median(values []float64) float64 { return records.Median(values) }

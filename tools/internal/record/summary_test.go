@@ -32,7 +32,8 @@ func TestSummarise(t *testing.T) {
 				"BenchmarkH2D/size=1MiB-2 10 30000 ns/op 30000 MB/s 2.1 cores\n")},
 			{Stage: "stage0-mailbox", Output: output(t, "pkg: softgpu/stage0-mailbox\n"+
 				"BenchmarkBaseline/pingpong-2 100 110 ns/op\n"+
-				// Reported twice in one pass: the pass contributes the median.
+				// Reported twice in one pass: the pass contributes the median
+				// (the lower middle of the two).
 				"BenchmarkH2D/size=1MiB-2 10 60000 ns/op 18000 MB/s 2.0 cores\n"+
 				"BenchmarkH2D/size=1MiB-2 10 70000 ns/op 16000 MB/s 2.2 cores\n")},
 		}},
@@ -41,19 +42,19 @@ func TestSummarise(t *testing.T) {
 
 	wantRows := []records.Row{
 		{Stage: "stage0-mailbox", Benchmark: "H2D/size=1MiB", Metrics: []records.Metric{
-			{Unit: "ns/op", Best: 50000, Median: 57500, Values: []float64{50000, 65000}},
-			{Unit: "B/s", Best: 20000e6, Median: 18500e6, Values: []float64{20000e6, 17000e6}},
-			{Unit: "cores", Best: 2.0, Median: 2.05, Values: []float64{2.0, 2.1}},
+			{Unit: "ns/op", Best: 50000, Median: 50000, Min: 50000, Max: 60000, Values: []float64{50000, 60000}},
+			{Unit: "B/s", Best: 20000e6, Median: 16000e6, Min: 16000e6, Max: 20000e6, Values: []float64{20000e6, 16000e6}},
+			{Unit: "cores", Best: 2.0, Median: 2.0, Min: 2.0, Max: 2.0, Values: []float64{2.0, 2.0}},
 		}},
 		{Stage: "stage1-ring", Benchmark: "H2D/size=1MiB", Metrics: []records.Metric{
-			{Unit: "ns/op", Best: 30000, Median: 35000, Values: []float64{40000, 30000}},
-			{Unit: "B/s", Best: 30000e6, Median: 27500e6, Values: []float64{25000e6, 30000e6}},
-			{Unit: "cores", Best: 1.9, Median: 2.0, Values: []float64{1.9, 2.1}},
+			{Unit: "ns/op", Best: 30000, Median: 30000, Min: 30000, Max: 40000, Values: []float64{40000, 30000}},
+			{Unit: "B/s", Best: 30000e6, Median: 25000e6, Min: 25000e6, Max: 30000e6, Values: []float64{25000e6, 30000e6}},
+			{Unit: "cores", Best: 1.9, Median: 1.9, Min: 1.9, Max: 2.1, Values: []float64{1.9, 2.1}},
 		}},
 	}
 	wantLimits := []records.Row{
 		{Stage: "stage0-mailbox", Benchmark: "Baseline/pingpong", Metrics: []records.Metric{
-			{Unit: "ns/op", Best: 110, Median: 115, Values: []float64{120, 110}},
+			{Unit: "ns/op", Best: 110, Median: 110, Min: 110, Max: 120, Values: []float64{120, 110}},
 		}},
 	}
 	if !approxRows(rows, wantRows) {
@@ -77,7 +78,8 @@ func approxRows(got, want []records.Row) bool {
 		}
 		for j := range g.Metrics {
 			gm, wm := g.Metrics[j], w.Metrics[j]
-			if gm.Unit != wm.Unit || !approx(gm.Best, wm.Best) || !approx(gm.Median, wm.Median) || len(gm.Values) != len(wm.Values) {
+			if gm.Unit != wm.Unit || !approx(gm.Best, wm.Best) || !approx(gm.Median, wm.Median) ||
+				!approx(gm.Min, wm.Min) || !approx(gm.Max, wm.Max) || len(gm.Values) != len(wm.Values) {
 				return false
 			}
 			for k := range gm.Values {

@@ -3,10 +3,58 @@
 // tools/cmd/record. One record is one run of the record tool (or, for the
 // reference machine, one transcription of seed 004's tables).
 //
-// A record says where its figures came from (machine, date, commit, the exact
-// command) and how they were selected (canary-gated passes, best pass per row,
-// median beside it), so that a figure in the book can always be traced back to
-// a command that reproduces it.
+// A record says where its figures came from (machine, date, commit, whether
+// the tree was dirty, the exact command) and how they were measured, so that
+// a figure in the book can always be traced back to a command that
+// reproduces it.
+//
+// # Schema 2 (written by this version)
+//
+//	{
+//	  "schema": 2,
+//	  "name": "stages",                      file name without .json
+//	  "machine": {"label", "cpu", "cores", "os", "kernel", "go"},
+//	  "reference": false,                    true for transcribed reference figures
+//	  "date": "2026-11-30T20:22:00Z",        RFC 3339, when the run started
+//	  "commit": "<40 hex digits>",           git rev-parse HEAD of the measured tree
+//	  "dirty": true,                         present only when made with -allow-dirty
+//	  "command": "go run ./tools/cmd/record -name stages",
+//	  "source", "notes",                     free text
+//	  "settings": {"stages", "bench", "benchtime", "passes",
+//	               "canary_tolerance", "max_reruns", "env"},
+//	  "canary": [{"pass", "before_ns", "after_ns"}],   the pass-level canary, one per pass
+//	  "rejected": 0,                         schema 1 only (passes its gate threw away)
+//	  "rows_rerun": 3,                       rows re-run at least once because their canary moved
+//	  "limits": [Row],                       Baseline/... rows: the machine's own limits
+//	  "rows":   [Row]                        every other benchmark of every stage
+//	}
+//
+//	Row:    {"stage", "benchmark", "metrics": [Metric],
+//	         "canary": [{"pass", "before_ns", "after_ns"}],  one per pass the row ran in
+//	         "reruns": 2,                    re-runs of this row over all passes (omitted when 0)
+//	         "unsteady": true}               some pass kept a value whose canary moved (omitted when false)
+//	Metric: {"unit", "best", "median", "min", "max", "values": [one per pass]}
+//
+// Values are in pass order; a row's canary[i] and every metric's values[i]
+// come from the same run of the row. Best is the lowest value (the highest
+// for rates such as B/s); median is the lower middle value for an even
+// count, so it is always a value that was observed; min and max bound the
+// values. Bandwidth is in B/s.
+//
+// The per-row canary is a bare two-thread ping-pong the benchmark process
+// measures right before the row opens its device and right after it closes
+// it. When the two disagree by more than settings.canary_tolerance (max/min),
+// the machine moved between placement clusters during the row, and the
+// record tool re-ran the row; RowCanary.Steady tells a reader which values
+// were measured in one placement.
+//
+// # Schema 1
+//
+// Load still reads schema 1 (no min/max, no per-row canary, a pass-level
+// gate, "+dirty" appended to the commit): it fills Min and Max from Values
+// and sets Dirty from the "+dirty" suffix, leaving Schema at 1 so a reader
+// can tell. A schema-1 median of an even count is the mean of the middle
+// two, as that version computed it.
 package records
 
 import (
@@ -19,9 +67,17 @@ import (
 	"strings"
 )
 
-// SchemaVersion is bumped whenever a field changes meaning. Load refuses a
-// record written with a different version rather than misreading it.
-const SchemaVersion = 1
+// SchemaVersion is the schema this package writes. It is bumped whenever a
+// field changes meaning; Load reads this version and the ones listed in
+// readable, and refuses any other rather than misreading it.
+const SchemaVersion = 2
+
+// readable are the schema versions Load understands.
+var readable = []int{1, SchemaVersion}
+
+// DefaultCanaryTolerance is the largest max/min ratio of a row's two
+// canaries for which the row counts as measured in one placement.
+const DefaultCanaryTolerance = 1.3
 
 // Record is one record file.
 type Record struct {
@@ -32,16 +88,18 @@ type Record struct {
 	// (seed 004), false for figures measured by this project's own tools.
 	Reference bool   `json:"reference,omitempty"`
 	Date      string `json:"date"`             // RFC 3339, when the run started
-	Commit    string `json:"commit,omitempty"` // git commit of the measured tree ("+dirty" if modified)
+	Commit    string `json:"commit,omitempty"` // git commit of the measured tree (schema 1: "+dirty" if modified)
+	Dirty     bool   `json:"dirty,omitempty"`  // the tree had uncommitted changes (record -allow-dirty)
 	Command   string `json:"command"`          // the exact command that produced the record
 	Source    string `json:"source,omitempty"` // for transcriptions: the document the figures came from
 	Notes     string `json:"notes,omitempty"`
 
-	Settings Settings `json:"settings"`
-	Canary   []Canary `json:"canary,omitempty"` // one entry per pass attempted, accepted or not
-	Rejected int      `json:"rejected"`         // passes rejected by the canary gate
-	Limits   []Row    `json:"limits,omitempty"` // the machine's own limits (Baseline/...), best over the run
-	Rows     []Row    `json:"rows"`             // one per stage and benchmark
+	Settings  Settings `json:"settings"`
+	Canary    []Canary `json:"canary,omitempty"` // the pass-level canary, one entry per pass
+	Rejected  int      `json:"rejected"`         // schema 1: passes its canary gate rejected; 0 from schema 2
+	RowsRerun int      `json:"rows_rerun"`       // rows re-run at least once because their own canary moved
+	Limits    []Row    `json:"limits,omitempty"` // the machine's own limits (Baseline/...)
+	Rows      []Row    `json:"rows"`             // one per stage and benchmark
 }
 
 // Machine describes the computer a record was made on.
@@ -56,36 +114,53 @@ type Machine struct {
 
 // Settings are the knobs of the run that made the record.
 type Settings struct {
-	Stages    []string `json:"stages,omitempty"`
-	Bench     string   `json:"bench,omitempty"`     // -bench regexp
-	Benchtime string   `json:"benchtime,omitempty"` // -benchtime
-	Passes    int      `json:"passes,omitempty"`    // accepted passes wanted
-	Threshold float64  `json:"threshold,omitempty"` // canary gate: reject a pass whose canary exceeds best × (1+Threshold)
-	Env       []string `json:"env,omitempty"`       // environment overrides, e.g. SOFTGPU_IDLE=spin
+	Stages          []string `json:"stages,omitempty"`
+	Bench           string   `json:"bench,omitempty"`            // -bench regexp
+	Benchtime       string   `json:"benchtime,omitempty"`        // -benchtime
+	Passes          int      `json:"passes,omitempty"`           // passes run (schema 1: accepted passes wanted)
+	Threshold       float64  `json:"threshold,omitempty"`        // schema 1: its pass gate's allowed slowdown over the best canary
+	CanaryTolerance float64  `json:"canary_tolerance,omitempty"` // largest max/min of a row's canaries counted as steady
+	MaxReruns       int      `json:"max_reruns,omitempty"`       // re-runs allowed per row and pass
+	Env             []string `json:"env,omitempty"`              // environment overrides, e.g. SOFTGPU_IDLE=spin
 }
 
-// Canary is the canary measured around one pass.
+// Canary is the pass-level canary: Baseline/pingpong measured in its own
+// process before and after one pass. From schema 2 it is informational (it
+// shows how the machine drifted over the run); rows carry their own canary.
 type Canary struct {
-	Pass     int     `json:"pass"`            // 1-based attempt number
-	Stage    string  `json:"stage,omitempty"` // stage whose run the canary bracketed, if per stage
-	Before   float64 `json:"before_ns"`       // Baseline/pingpong ns/op before the pass
-	After    float64 `json:"after_ns"`        // and after it
-	Rejected bool    `json:"rejected,omitempty"`
+	Pass     int     `json:"pass"`               // 1-based pass (schema 1: attempt) number
+	Stage    string  `json:"stage,omitempty"`    // stage whose run the canary bracketed, if per stage
+	Before   float64 `json:"before_ns"`          // Baseline/pingpong ns/op before the pass
+	After    float64 `json:"after_ns"`           // and after it
+	Rejected bool    `json:"rejected,omitempty"` // schema 1: the gate threw this pass away
 }
 
 // Row is one benchmark of one stage, with every metric it reported.
 type Row struct {
-	Stage     string   `json:"stage"`     // stage directory, e.g. "stage1-ring"
-	Benchmark string   `json:"benchmark"` // full name without "Benchmark" and the -N suffix, e.g. "FillStream/size=64B/depth=16"
-	Metrics   []Metric `json:"metrics"`
+	Stage     string      `json:"stage"`     // stage directory, e.g. "stage1-ring"
+	Benchmark string      `json:"benchmark"` // full name without "Benchmark" and the -N suffix, e.g. "FillStream/size=64B/depth=16"
+	Metrics   []Metric    `json:"metrics"`
+	Canary    []RowCanary `json:"canary,omitempty"`   // one per pass the row ran in, aligned with each metric's Values
+	Reruns    int         `json:"reruns,omitempty"`   // re-runs over all passes because the canary moved
+	Unsteady  bool        `json:"unsteady,omitempty"` // in some pass no attempt kept the canary still
 }
 
-// Metric is one unit of one row across the accepted passes.
+// RowCanary is the canary measured in the row's own process around the run
+// that gave one pass's values: before the device opened and after it closed.
+type RowCanary struct {
+	Pass   int     `json:"pass"`      // 1-based pass number
+	Before float64 `json:"before_ns"` // ns per ping-pong round trip
+	After  float64 `json:"after_ns"`
+}
+
+// Metric is one unit of one row across the passes.
 type Metric struct {
 	Unit   string    `json:"unit"`   // as go test prints it: "ns/op", "B/s", "cores", "p99-ns", ...
 	Best   float64   `json:"best"`   // best pass (lowest, or highest for rates such as B/s and MB/s)
-	Median float64   `json:"median"` // median of Values
-	Values []float64 `json:"values"` // one per accepted pass, in pass order
+	Median float64   `json:"median"` // the lower middle of Values: always an observed value
+	Min    float64   `json:"min"`
+	Max    float64   `json:"max"`
+	Values []float64 `json:"values"` // one per pass, in pass order
 }
 
 // HigherIsBetter reports whether larger values of unit are better (rates);
@@ -123,6 +198,15 @@ func (rec *Record) Find(stage, benchmark string) (Row, bool) {
 	return Row{}, false
 }
 
+// CanaryTolerance is the tolerance the record was made with, or
+// DefaultCanaryTolerance for a record that does not say.
+func (rec *Record) CanaryTolerance() float64 {
+	if rec.Settings.CanaryTolerance > 0 {
+		return rec.Settings.CanaryTolerance
+	}
+	return DefaultCanaryTolerance
+}
+
 // Sort orders rows by stage, in the order given (unknown stages last,
 // alphabetically), keeping each stage's rows in the order they arrived —
 // the order the benchmarks ran, which is their order in the source file and
@@ -147,10 +231,13 @@ func (rec *Record) Sort(order []string) {
 	sort.SliceStable(rec.Limits, func(i, j int) bool { return less(rec.Limits[i], rec.Limits[j]) })
 }
 
-// ErrSchema is returned by Load for a record of another schema version.
+// ErrSchema is returned by Load for a record of a schema version it cannot
+// read.
 var ErrSchema = errors.New("records: unsupported schema version")
 
-// Load reads and checks one record file.
+// Load reads one record file, upgrading a schema-1 record in memory (see the
+// package comment). It checks the schema and the name, not the values: the
+// book calls Validate for that.
 func Load(path string) (*Record, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -160,13 +247,36 @@ func Load(path string) (*Record, error) {
 	if err := json.Unmarshal(data, &rec); err != nil {
 		return nil, fmt.Errorf("records: %s: %w", path, err)
 	}
-	if rec.Schema != SchemaVersion {
-		return nil, fmt.Errorf("%w: %s has schema %d, this tool reads %d", ErrSchema, path, rec.Schema, SchemaVersion)
+	switch rec.Schema {
+	case 1:
+		upgrade1(&rec)
+	case SchemaVersion:
+	default:
+		return nil, fmt.Errorf("%w: %s has schema %d, this tool reads %v", ErrSchema, path, rec.Schema, readable)
 	}
 	if rec.Name == "" {
 		return nil, fmt.Errorf("records: %s: no name", path)
 	}
 	return &rec, nil
+}
+
+// upgrade1 fills what schema 1 did not store: Min and Max from Values, and
+// Dirty from the "+dirty" the commit then carried (the commit is kept as
+// written, so the record still names exactly what it named).
+func upgrade1(rec *Record) {
+	for _, rows := range [][]Row{rec.Rows, rec.Limits} {
+		for i := range rows {
+			for j := range rows[i].Metrics {
+				m := &rows[i].Metrics[j]
+				if len(m.Values) > 0 {
+					m.Min, m.Max = minMax(m.Values)
+				}
+			}
+		}
+	}
+	if strings.HasSuffix(rec.Commit, "+dirty") {
+		rec.Dirty = true
+	}
 }
 
 // LoadDir reads every *.json record in dir, keyed by record name.
@@ -186,30 +296,20 @@ func LoadDir(dir string) (map[string]*Record, error) {
 	return out, nil
 }
 
-// Save writes rec as indented JSON to path atomically: it writes a temporary
-// file in the same directory and renames it, so an interrupted run never
-// leaves a half-written record behind.
-func Save(path string, rec *Record) error {
+// Marshal returns rec as the indented JSON a record file holds.
+func Marshal(rec *Record) ([]byte, error) {
 	data, err := json.MarshalIndent(rec, "", "  ")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return WriteFileAtomic(path, append(data, '\n'))
+	return append(data, '\n'), nil
 }
 
-// WriteFileAtomic writes data to path through a temporary file and a rename.
-func WriteFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+// Save writes rec as indented JSON to path atomically (WriteFileAtomic).
+func Save(path string, rec *Record) error {
+	data, err := Marshal(rec)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return WriteFileAtomic(path, data)
 }
