@@ -21,6 +21,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -201,4 +202,30 @@ func configLine(text string) (key, val string, ok bool) {
 		return "", "", false // "key:value" is not a config line; "url:..." in log output
 	}
 	return key, strings.TrimSpace(val), true
+}
+
+// Without returns the result line l with the values of the given units
+// taken out, and the values taken. Its Text is rebuilt from the line's own
+// fields, tab-separated as go test separates them, so every value kept is
+// written with the digits it was printed with. A line that is not a result,
+// or has none of the units, is returned as it is.
+func (l Line) Without(units ...string) (Line, []Value) {
+	if l.Kind != Result || !slices.ContainsFunc(l.Bench.Values, func(v Value) bool { return slices.Contains(units, v.Unit) }) {
+		return l, nil
+	}
+	fields := strings.Fields(l.Text)
+	kept := []string{fields[0], fields[1]}
+	bench := *l.Bench
+	bench.Values = nil
+	var taken []Value
+	for i, pair := 0, fields[2:]; i+1 < len(pair); i += 2 {
+		v := l.Bench.Values[i/2]
+		if slices.Contains(units, v.Unit) {
+			taken = append(taken, v)
+			continue
+		}
+		kept = append(kept, pair[i]+" "+pair[i+1])
+		bench.Values = append(bench.Values, v)
+	}
+	return Line{Kind: Result, Text: strings.Join(kept, "\t"), Bench: &bench}, taken
 }

@@ -156,3 +156,55 @@ func parseFile(t *testing.T, path string) *Output {
 	}
 	return out
 }
+
+func TestLineWithout(t *testing.T) {
+	tests := []struct {
+		name      string
+		text      string
+		units     []string
+		wantText  string
+		wantTaken []Value
+	}{
+		{
+			name:      "canary taken out",
+			text:      "BenchmarkGap/gap=30us-2   \t    5000\t     41230 ns/op\t        60.5 canary-before-ns\t   0.98 cores\t        330.0 canary-after-ns",
+			units:     []string{"canary-before-ns", "canary-after-ns"},
+			wantText:  "BenchmarkGap/gap=30us-2\t5000\t41230 ns/op\t0.98 cores",
+			wantTaken: []Value{{60.5, "canary-before-ns"}, {330, "canary-after-ns"}},
+		},
+		{
+			name:     "nothing to take",
+			text:     "BenchmarkFill/size=64B-2 \t 1000\t 812.0 ns/op",
+			units:    []string{"canary-before-ns"},
+			wantText: "BenchmarkFill/size=64B-2 \t 1000\t 812.0 ns/op",
+		},
+		{
+			name:     "not a result",
+			text:     "goos: linux",
+			units:    []string{"canary-before-ns"},
+			wantText: "goos: linux",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := ParseLine(tt.text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, taken := l.Without(tt.units...)
+			if got.Text != tt.wantText || !reflect.DeepEqual(taken, tt.wantTaken) {
+				t.Errorf("Without(%q) = %q, %v; want %q, %v", tt.text, got.Text, taken, tt.wantText, tt.wantTaken)
+			}
+			again, err := ParseLine(got.Text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Kind == Result && !reflect.DeepEqual(again.Bench, got.Bench) {
+				t.Errorf("Without(%q).Bench = %+v; but its text parses as %+v", tt.text, got.Bench, again.Bench)
+			}
+			if l.Kind == Result && len(tt.wantTaken) > 0 && len(l.Bench.Values) == len(got.Bench.Values) {
+				t.Errorf("Without changed its receiver's values")
+			}
+		})
+	}
+}

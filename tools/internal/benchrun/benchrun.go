@@ -12,13 +12,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"softgpu/tools/internal/benchfmt"
+	"softgpu/tools/internal/cli"
 )
 
 // Binary is a built test binary of one stage.
@@ -33,7 +32,7 @@ type Binary struct {
 func Build(ctx context.Context, stageDir, outDir string) (*Binary, error) {
 	stage := filepath.Base(stageDir)
 	path := filepath.Join(outDir, stage+".test")
-	cmd := exec.CommandContext(ctx, "go", "test", "-c", "-o", path, ".")
+	cmd := cli.ExecGroup(ctx, "go", "test", "-c", "-o", path, ".")
 	cmd.Dir = stageDir
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -74,12 +73,11 @@ var ErrNoResults = errors.New("no benchmark results (does -bench match any bench
 
 // Run runs the benchmarks o selects and returns the parsed output. A failed
 // benchmark (non-zero exit) is an error carrying the end of its output. If
-// ctx is cancelled the process is killed.
+// ctx is cancelled the process is killed, with anything it started.
 func (b *Binary) Run(ctx context.Context, o Options) (*benchfmt.Output, error) {
-	cmd := exec.CommandContext(ctx, b.Path, o.Args()...)
+	cmd := cli.ExecGroup(ctx, b.Path, o.Args()...)
 	cmd.Dir = b.Dir
 	cmd.Env = append(os.Environ(), o.Env...)
-	cmd.WaitDelay = 5 * time.Second
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

@@ -1,15 +1,23 @@
 // Package cli holds what the tools' commands (record, compare, stages)
-// share: their exit codes, flag parsing with -h, the way they report misuse,
-// the repeatable -env flag, a context that ends on SIGINT or SIGTERM, and
-// the shell-quoted command line a record keeps.
+// share, so that they behave alike:
+//
+//   - exit codes: 0 done, 1 the work failed, 2 misuse (nothing was done),
+//     128+n stopped by signal n (130 for Ctrl-C);
+//   - flag parsing (Command): flags anywhere among the arguments, -h and
+//     -help print the usage on stdout and exit 0, misuse is one line on
+//     stderr naming the bad input, prefixed once with the command's name;
+//   - signals (Main, SignalContext): SIGINT, SIGTERM and SIGHUP end the
+//     command's context, which kills its children's process groups
+//     (ExecGroup); a tool started by `go run` also stops when the go
+//     command is killed;
+//   - the repeatable -env flag and the shell-quoted command line a record
+//     keeps.
 package cli
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -21,40 +29,65 @@ const (
 	ExitOK          = 0   // done
 	ExitFailed      = 1   // the work itself failed
 	ExitUsage       = 2   // bad flags or arguments: nothing was done
-	ExitInterrupted = 130 // SIGINT or SIGTERM: nothing was written
+	ExitInterrupted = 130 // stopped by a signal (Main turns it into 128 + the signal's number)
 )
 
-// Main runs a command's body with a context that SIGINT or SIGTERM ends,
-// and exits with the code the body returns.
+// Main runs a command's body with a context that SIGINT, SIGTERM or SIGHUP
+// ends, and exits with the code the body returns; ExitInterrupted becomes
+// 128 + the number of the signal that arrived, as a shell reports it.
 func Main(run func(ctx context.Context) int) {
+	followGoRun()
 	ctx, stop := SignalContext()
 	code := run(ctx)
+	if code == ExitInterrupted {
+		code = InterruptedCode(ctx)
+	}
 	stop()
 	os.Exit(code)
 }
 
-// ParseFlags parses args with fs (made with flag.ContinueOnError). When it
-// returns done, the command returns code at once: ExitOK after -h printed
-// the usage, ExitUsage after the flag package printed what was wrong.
-func ParseFlags(fs *flag.FlagSet, args []string) (code int, done bool) {
-	err := fs.Parse(args)
-	switch {
-	case err == nil:
-		return ExitOK, false
-	case errors.Is(err, flag.ErrHelp):
-		return ExitOK, true
+// Signals are the signals that stop a command cleanly.
+var Signals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+
+// SignalError is the cause of a context that SignalContext ended.
+type SignalError struct{ Signal os.Signal }
+
+func (e *SignalError) Error() string { return "stopped by " + e.Signal.String() }
+
+// SignalContext returns a context ended, with a *SignalError cause, by the
+// first of Signals to arrive. After that first signal the signals are
+// handled by default again, so a second Ctrl-C kills the command outright
+// should cleaning up ever hang. Children started with ExecGroup are killed
+// when the context ends.
+func SignalContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, Signals...)
+	go func() {
+		select {
+		case sig := <-ch:
+			signal.Stop(ch)
+			cancel(&SignalError{Signal: sig})
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(ch)
+		cancel(context.Canceled)
 	}
-	return ExitUsage, true
 }
 
-// Misuse returns how command name reports a bad invocation: it prints
-// "name: message" and a pointer to -h on w, and returns ExitUsage.
-func Misuse(w io.Writer, name string) func(format string, a ...any) int {
-	return func(format string, a ...any) int {
-		fmt.Fprintf(w, name+": "+format+"\n", a...)
-		fmt.Fprintf(w, "run with -h for usage\n")
-		return ExitUsage
+// InterruptedCode is the exit code for a command whose context ended:
+// 128 + the signal's number when a signal ended it, ExitInterrupted
+// otherwise.
+func InterruptedCode(ctx context.Context) int {
+	var se *SignalError
+	if errors.As(context.Cause(ctx), &se) {
+		if s, ok := se.Signal.(syscall.Signal); ok {
+			return 128 + int(s)
+		}
 	}
+	return ExitInterrupted
 }
 
 // EnvFlag collects repeated -env KEY=VALUE flags.
@@ -70,12 +103,6 @@ func (e *EnvFlag) Set(kv string) error {
 	}
 	*e = append(*e, kv)
 	return nil
-}
-
-// SignalContext returns a context cancelled by SIGINT or SIGTERM. Children
-// started with exec.CommandContext are killed when it ends.
-func SignalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
 // CommandLine renders a command as a shell would need it typed: prefix

@@ -1,11 +1,13 @@
 package cli
 
 import (
-	"flag"
-	"io"
+	"context"
+	"os"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestQuote(t *testing.T) {
@@ -44,34 +46,54 @@ func TestEnvFlag(t *testing.T) {
 	}
 }
 
-func TestParseFlags(t *testing.T) {
+// TestSignalContext sends each stopping signal to the test process itself
+// and checks the context ends with that signal as its cause and the exit
+// code a shell would report.
+func TestSignalContext(t *testing.T) {
 	tests := []struct {
-		name     string
-		args     []string
+		sig      syscall.Signal
 		wantCode int
-		wantDone bool
 	}{
-		{"flags parse", []string{"-n", "3"}, ExitOK, false},
-		{"help", []string{"-h"}, ExitOK, true},
-		{"unknown flag", []string{"-nosuch"}, ExitUsage, true},
-		{"bad value", []string{"-n", "three"}, ExitUsage, true},
+		{syscall.SIGINT, 130},
+		{syscall.SIGTERM, 143},
+		{syscall.SIGHUP, 129},
 	}
 	for _, tt := range tests {
-		fs := flag.NewFlagSet("t", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		fs.Int("n", 0, "a number")
-		code, done := ParseFlags(fs, tt.args)
-		if code != tt.wantCode || done != tt.wantDone {
-			t.Errorf("ParseFlags(%s: %q) = %d, %v; want %d, %v", tt.name, tt.args, code, done, tt.wantCode, tt.wantDone)
-		}
+		t.Run(tt.sig.String(), func(t *testing.T) {
+			ctx, stop := SignalContext()
+			defer stop()
+			if err := syscall.Kill(os.Getpid(), tt.sig); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(5 * time.Second):
+				t.Fatalf("%v did not end the context", tt.sig)
+			}
+			if code := InterruptedCode(ctx); code != tt.wantCode {
+				t.Errorf("InterruptedCode after %v = %d; want %d (cause %v)", tt.sig, code, tt.wantCode, context.Cause(ctx))
+			}
+		})
+	}
+	ctx, stop := SignalContext()
+	stop()
+	if code := InterruptedCode(ctx); code != ExitInterrupted {
+		t.Errorf("InterruptedCode after stop = %d; want %d", code, ExitInterrupted)
 	}
 }
 
-func TestMisuse(t *testing.T) {
-	var out strings.Builder
-	code := Misuse(&out, "record")("-passes %d: want at least 1", 0)
-	want := "record: -passes 0: want at least 1\nrun with -h for usage\n"
-	if code != ExitUsage || out.String() != want {
-		t.Errorf("Misuse = %d, %q; want %d, %q", code, out.String(), ExitUsage, want)
+func TestCommandLine(t *testing.T) {
+	got := CommandLine("go run ./tools/cmd/record", []string{"-name", "x", "-bench", "^BenchmarkGap$"})
+	if want := "go run ./tools/cmd/record -name x -bench '^BenchmarkGap$'"; got != want {
+		t.Errorf("CommandLine = %s; want %s", got, want)
+	}
+}
+
+func TestOneLine(t *testing.T) {
+	if got := oneLine("a\n  b\tc\n"); got != "a b c" {
+		t.Errorf("oneLine = %q; want %q", got, "a b c")
+	}
+	if got := strings.Count(oneLine("x\ny"), "\n"); got != 0 {
+		t.Errorf("oneLine kept %d newlines", got)
 	}
 }

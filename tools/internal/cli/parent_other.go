@@ -1,0 +1,9 @@
+//go:build !linux
+
+package cli
+
+import "syscall"
+
+func followGoRun() {}
+
+func setDeathSignal(*syscall.SysProcAttr) {}
