@@ -3,17 +3,18 @@
 //	go run ./tools/cmd/stages list                      stages in build order, predecessors, which exist
 //	go run ./tools/cmd/stages diff stage4-nolock stage7-idle   normalised diff (module paths set aside)
 //	go run ./tools/cmd/stages diff -stat stage7-idle    its predecessor vs it, as a diffstat
+//	go run ./tools/cmd/stages diff stage7-idle driver   only the files under driver/
 //	go run ./tools/cmd/stages new stage2-fence          start a stage as a renamed copy of its predecessor
 //	go run ./tools/cmd/stages forward stage1-ring       apply stage1-ring's uncommitted change to later stages
 //	go run ./tools/cmd/stages check                     the rules CI enforces (go.mod, go.work, benchmark names)
 //
-// See tools/README.md.
+// Flags may come before or after the arguments. -h prints a sub-command's
+// usage. See tools/README.md.
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -31,92 +32,142 @@ func main() {
 const usageText = `usage: go run ./tools/cmd/stages COMMAND [flags] [args]
 
 commands:
-  list                   stages in build order, each with its predecessor and whether it exists
-  diff [-stat] [A] B     normalised diff from A to B (default A: B's predecessor in build order)
-  new STAGE              create STAGE as a copy of its predecessor, module path renamed; add it to go.work
-  forward [-check] STAGE apply STAGE's uncommitted change (git diff HEAD) to every later stage;
-                         -check only reports what would not apply
-  check                  go.mod files, go.work, and benchmark names kept from stage to stage
+  list                    stages in build order, each with its predecessor and whether it exists
+  diff [-stat] [-path P]... [A] B [P...]
+                          normalised diff from A to B (default A: B's predecessor in build order),
+                          limited to the files under the paths P if any are given
+  new STAGE               create STAGE as a copy of its predecessor, module path and README title
+                          renamed; add it to go.work
+  forward [-check] STAGE  apply STAGE's uncommitted change (git diff HEAD) to every later stage;
+                          -check only reports what would not apply
+  check                   go.mod files, go.work, and benchmark names kept from stage to stage
+
+Flags may come before or after the arguments. Run "stages COMMAND -h" for a command's details.
 `
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usageText)
-		return cli.ExitUsage
+// subcommands, in the order the usage lists them.
+var subcommands = []struct {
+	name  string
+	usage string
+	run   func(*command, []string) int
+}{
+	{"list", `usage: go run ./tools/cmd/stages list
+
+Prints the ten stages in build order, each with its predecessor and whether
+its directory exists.
+`, (*command).list},
+	{"diff", `usage: go run ./tools/cmd/stages diff [-stat] [-path PATH]... [A] B [PATH...]
+
+Prints the diff from stage A to stage B (A defaults to B's predecessor in
+build order), each stage's module path set aside so that only the mechanism
+shows. PATHs (with -path, or after the stages) limit it to those files or
+directories, relative to the stage: "driver", "README.md". It refuses to run
+while either stage holds a file git neither tracks nor ignores.
+`, (*command).diff},
+	{"new", `usage: go run ./tools/cmd/stages new STAGE
+
+Creates STAGE as a copy of its predecessor in build order, with the module
+path renamed everywhere and the README's title naming STAGE, and adds it to
+go.work.
+`, (*command).newStage},
+	{"forward", `usage: go run ./tools/cmd/stages forward [-check] STAGE
+
+Applies STAGE's uncommitted change (git diff HEAD; add new files with git add
+or git add -N) to every later existing stage in build order, each with its own
+module path. Hunks that do not apply are listed and left in .rej files. It
+refuses to run while STAGE holds a file git neither tracks nor ignores.
+`, (*command).forward},
+	{"check", `usage: go run ./tools/cmd/stages check
+
+Checks the rules CI enforces: every stage's go.mod stands alone, go.work
+uses every stage, and every benchmark name of a stage exists in its
+successor.
+`, (*command).check},
+}
+
+func subcommandNames() string {
+	var names []string
+	for _, s := range subcommands {
+		names = append(names, s.name)
 	}
-	cmd, args := args[0], args[1:]
-	if cmd == "-h" || cmd == "-help" || cmd == "--help" || cmd == "help" {
-		fmt.Fprint(stdout, usageText)
+	return strings.Join(names, ", ")
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	top := cli.NewCommand("stages", usageText, stdout, stderr)
+	if len(args) == 0 {
+		return top.Misuse("no command given; want one of %s", subcommandNames())
+	}
+	name, args := args[0], args[1:]
+	switch name {
+	case "-h", "-help", "--help", "help":
+		top.PrintUsage(stdout)
 		return cli.ExitOK
+	}
+	for _, sub := range subcommands {
+		if sub.name == name {
+			c := &command{Command: cli.NewCommand("stages "+name, sub.usage, stdout, stderr), ctx: ctx}
+			return sub.run(c, args)
+		}
+	}
+	return top.Misuse("unknown command %q; want one of %s", name, subcommandNames())
+}
+
+// command is one sub-command being run.
+type command struct {
+	*cli.Command
+	ctx  context.Context
+	root string
+}
+
+// parse parses the sub-command's flags (defined on c.Flags beforehand),
+// checks the count of the other arguments and finds the repository root.
+// When done, the sub-command returns code.
+func (c *command) parse(args []string, minArgs, maxArgs int, want string) (rest []string, code int, done bool) {
+	rest, code, done = c.Parse(args)
+	if done {
+		return nil, code, true
+	}
+	if len(rest) < minArgs || maxArgs >= 0 && len(rest) > maxArgs {
+		return nil, c.Misuse("want %s, got %s", want, describeArgs(rest)), true
 	}
 	root, err := stages.Root()
 	if err != nil {
-		fmt.Fprintf(stderr, "stages: %v\n", err)
-		return cli.ExitFailed
+		return nil, c.Fail(err), true
 	}
-	c := &command{ctx: ctx, root: root, stdout: stdout, stderr: stderr}
-	switch cmd {
-	case "list":
-		return c.list(args)
-	case "diff":
-		return c.diff(args)
-	case "new":
-		return c.newStage(args)
-	case "forward":
-		return c.forward(args)
-	case "check":
-		return c.check(args)
-	}
-	fmt.Fprintf(stderr, "stages: unknown command %q\n\n%s", cmd, usageText)
-	return cli.ExitUsage
+	c.root = root
+	return rest, cli.ExitOK, false
 }
 
-type command struct {
-	ctx            context.Context
-	root           string
-	stdout, stderr io.Writer
+func describeArgs(args []string) string {
+	if len(args) == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%q", args)
 }
 
-// parse parses flags given anywhere among the arguments ("diff A B -stat"
-// as well as "diff -stat A B") and checks the count of the others.
-func (c *command) parse(fs *flag.FlagSet, args []string, minArgs, maxArgs int) ([]string, bool) {
-	fs.SetOutput(c.stderr)
-	var flags, rest []string
-	for _, a := range args {
-		if strings.HasPrefix(a, "-") {
-			flags = append(flags, a)
-		} else {
-			rest = append(rest, a)
-		}
-	}
-	if err := fs.Parse(flags); err != nil {
-		return nil, false
-	}
-	if len(rest) < minArgs || len(rest) > maxArgs {
-		fmt.Fprintf(c.stderr, "stages %s: wrong number of arguments %q\n\n%s", fs.Name(), rest, usageText)
-		return nil, false
-	}
-	return rest, true
-}
-
+// fail reports an error from the work: misuse if it is about what the user
+// typed, an interruption if ctx ended, a failure otherwise.
 func (c *command) fail(err error) int {
-	if c.ctx.Err() != nil {
-		fmt.Fprintf(c.stderr, "stages: interrupted\n")
+	switch {
+	case c.ctx.Err() != nil:
+		c.Printf("interrupted")
 		return cli.ExitInterrupted
+	case errors.Is(err, stages.ErrName), errors.Is(err, stages.ErrPath):
+		return c.Misuse("%v", err)
 	}
-	fmt.Fprintf(c.stderr, "%v\n", err)
-	return cli.ExitFailed
+	return c.Fail(err)
 }
 
 func (c *command) list(args []string) int {
-	if _, ok := c.parse(flag.NewFlagSet("list", flag.ContinueOnError), args, 0, 0); !ok {
-		return cli.ExitUsage
+	if _, code, done := c.parse(args, 0, 0, "no arguments"); done {
+		return code
 	}
 	exists := map[string]bool{}
 	for _, s := range stages.Existing(c.root) {
 		exists[s.Dir] = true
 	}
-	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	w := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "build\tstage\tpredecessor\texists")
 	for _, s := range stages.Order {
 		pred, have := s.Predecessor, "no"
@@ -132,70 +183,101 @@ func (c *command) list(args []string) int {
 	return cli.ExitOK
 }
 
-func (c *command) diff(args []string) int {
-	fs := flag.NewFlagSet("diff", flag.ContinueOnError)
-	stat := fs.Bool("stat", false, "print a diffstat instead of the diff")
-	rest, ok := c.parse(fs, args, 1, 2)
-	if !ok {
-		return cli.ExitUsage
+// pathList is a repeatable -path flag.
+type pathList []string
+
+func (p *pathList) String() string     { return strings.Join(*p, " ") }
+func (p *pathList) Set(s string) error { *p = append(*p, s); return nil }
+
+// looksLikeStage reports whether a diff argument after the first is meant
+// as a stage rather than a path: one of the ten names, or a misspelling of
+// one ("stage1-rng"), which then gets "unknown stage" rather than "no such
+// path".
+func looksLikeStage(arg string) bool {
+	if _, ok := stages.Lookup(arg); ok {
+		return true
 	}
-	a, b := "", rest[len(rest)-1]
-	if len(rest) == 2 {
-		a = rest[0]
+	return strings.HasPrefix(arg, "stage") && !strings.ContainsAny(arg, "/.")
+}
+
+func (c *command) diff(args []string) int {
+	stat := c.Flags.Bool("stat", false, "print a diffstat instead of the diff")
+	var paths pathList
+	c.Flags.Var(&paths, "path", "only files under `PATH`, a file or directory relative to the stage (repeatable)")
+	rest, code, done := c.parse(args, 1, -1, "[A] B [PATH...]")
+	if done {
+		return code
+	}
+	stageArgs := rest[:1]
+	if len(rest) > 1 && looksLikeStage(rest[1]) {
+		stageArgs = rest[:2]
+	}
+	paths = append(paths, rest[len(stageArgs):]...)
+	for _, s := range stageArgs {
+		if err := stages.CheckKnown(s); err != nil {
+			return c.Misuse("%v", err)
+		}
+	}
+	a, b := "", stageArgs[len(stageArgs)-1]
+	if len(stageArgs) == 2 {
+		a = stageArgs[0]
 	} else {
-		s, ok := stages.Lookup(b)
-		if !ok || s.Predecessor == "" {
-			fmt.Fprintf(c.stderr, "stages diff: %s has no predecessor in build order; name both stages: diff A B\n", b)
-			return cli.ExitUsage
+		s, _ := stages.Lookup(b)
+		if s.Predecessor == "" {
+			return c.Misuse("%s is the first stage in build order and has no predecessor; name both stages: diff A B", b)
 		}
 		a = s.Predecessor
 	}
 	for _, s := range []string{a, b} {
 		if err := stages.CheckExists(c.root, s); err != nil {
-			fmt.Fprintf(c.stderr, "stages diff: %v\n", err)
-			return cli.ExitUsage
+			return c.Misuse("%v", err)
 		}
 	}
-	d, err := stages.DiffStages(c.root, a, b)
+	if err := stages.CheckTracked(c.ctx, c.root, a, b); err != nil {
+		return c.fail(err)
+	}
+	d, err := stages.DiffPaths(c.root, a, b, paths)
 	if err != nil {
 		return c.fail(err)
 	}
 	if *stat {
-		fmt.Fprint(c.stdout, d.Stat())
+		fmt.Fprint(c.Stdout, d.Stat())
 	} else {
-		fmt.Fprint(c.stdout, d.Unified)
+		fmt.Fprint(c.Stdout, d.Unified)
 	}
 	return cli.ExitOK
 }
 
 func (c *command) newStage(args []string) int {
-	rest, ok := c.parse(flag.NewFlagSet("new", flag.ContinueOnError), args, 1, 1)
-	if !ok {
-		return cli.ExitUsage
+	rest, code, done := c.parse(args, 1, 1, "one stage")
+	if done {
+		return code
 	}
 	n, err := stages.NewStage(c.ctx, c.root, rest[0])
 	if err != nil {
 		return c.fail(err)
 	}
 	s, _ := stages.Lookup(rest[0])
-	fmt.Fprintf(c.stdout, "stages: made %s from %s (%d files, module path renamed to %s) and added it to go.work\n",
+	fmt.Fprintf(c.Stdout, "stages: made %s from %s (%d files, module path renamed to %s, README retitled) and added it to go.work\n",
 		s.Dir, s.Predecessor, n, stages.ModulePath(s.Dir))
 	return cli.ExitOK
 }
 
 func (c *command) forward(args []string) int {
-	fs := flag.NewFlagSet("forward", flag.ContinueOnError)
-	check := fs.Bool("check", false, "only report what would not apply; change nothing")
-	rest, ok := c.parse(fs, args, 1, 1)
-	if !ok {
-		return cli.ExitUsage
+	check := c.Flags.Bool("check", false, "only report what would not apply; change nothing")
+	rest, code, done := c.parse(args, 1, 1, "one stage")
+	if done {
+		return code
+	}
+	if err := stages.CheckExists(c.root, rest[0]); err != nil {
+		return c.Misuse("%v", err)
 	}
 	results, err := stages.Forward(c.ctx, c.root, rest[0], *check)
 	if err != nil {
 		return c.fail(err)
 	}
 	if len(results) == 0 {
-		fmt.Fprintf(c.stdout, "stages: no existing stage comes after %s in build order; nothing to do\n", rest[0])
+		fmt.Fprintf(c.Stdout, "stages: no existing stage comes after %s in build order; nothing to do\n", rest[0])
 		return cli.ExitOK
 	}
 	verb := "applied"
@@ -205,41 +287,38 @@ func (c *command) forward(args []string) int {
 	failed := 0
 	for _, r := range results {
 		if len(r.Problems) == 0 {
-			fmt.Fprintf(c.stdout, "%s: %s cleanly\n", r.Stage, verb)
+			fmt.Fprintf(c.Stdout, "%s: %s cleanly\n", r.Stage, verb)
 			continue
 		}
 		failed++
-		fmt.Fprintf(c.stdout, "%s: %d %s did not apply:\n", r.Stage, len(r.Problems), plural(len(r.Problems), "hunk or file", "hunks or files"))
+		fmt.Fprintf(c.Stdout, "%s: %d %s did not apply:\n", r.Stage, len(r.Problems), plural(len(r.Problems), "hunk or file", "hunks or files"))
 		for _, p := range r.Problems {
-			fmt.Fprintf(c.stdout, "  %s\n", p)
+			fmt.Fprintf(c.Stdout, "  %s\n", p)
 		}
 	}
 	if failed > 0 {
-		fmt.Fprintf(c.stderr, "stages forward: %d of %d later stages need the change by hand (see above)\n", failed, len(results))
+		c.Printf("%d of %d later stages need the change by hand (see above)", failed, len(results))
 		return cli.ExitFailed
 	}
 	return cli.ExitOK
 }
 
 func (c *command) check(args []string) int {
-	if _, ok := c.parse(flag.NewFlagSet("check", flag.ContinueOnError), args, 0, 0); !ok {
-		return cli.ExitUsage
+	if _, code, done := c.parse(args, 0, 0, "no arguments"); done {
+		return code
 	}
-	problems, err := stages.Check(c.ctx, c.root, c.stderr)
+	problems, err := stages.Check(c.ctx, c.root, c.Stderr)
 	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			return c.fail(err)
-		}
-		return c.fail(fmt.Errorf("stages check: %w", err))
+		return c.fail(err)
 	}
 	if len(problems) > 0 {
-		fmt.Fprintf(c.stdout, "stages check: %d %s:\n", len(problems), plural(len(problems), "problem", "problems"))
+		fmt.Fprintf(c.Stdout, "stages check: %d %s:\n", len(problems), plural(len(problems), "problem", "problems"))
 		for _, p := range problems {
-			fmt.Fprintf(c.stdout, "  %s\n", p)
+			fmt.Fprintf(c.Stdout, "  %s\n", p)
 		}
 		return cli.ExitFailed
 	}
-	fmt.Fprintf(c.stdout, "stages check: ok (%d stages)\n", len(stages.Existing(c.root)))
+	fmt.Fprintf(c.Stdout, "stages check: ok (%d stages)\n", len(stages.Existing(c.root)))
 	return cli.ExitOK
 }
 

@@ -2,6 +2,9 @@ package stages
 
 import (
 	"fmt"
+	"path"
+	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -33,6 +36,15 @@ type Diff struct {
 // DiffStages returns the normalised diff from stage a to stage b, both
 // directories under root.
 func DiffStages(root, a, b string) (*Diff, error) {
+	return DiffPaths(root, a, b, nil)
+}
+
+// DiffPaths is DiffStages limited to the files under paths: each a file or
+// a directory relative to the stage ("driver", "driver/ring.go",
+// "README.md"), matched whole element by whole element, as git matches a
+// pathspec. No paths means every file. A path that names no file of either
+// stage is an ErrPath error, so a typo does not pass for "no change".
+func DiffPaths(root, a, b string, paths []string) (*Diff, error) {
 	filesA, err := readTree(root, a)
 	if err != nil {
 		return nil, err
@@ -40,6 +52,23 @@ func DiffStages(root, a, b string) (*Diff, error) {
 	filesB, err := readTree(root, b)
 	if err != nil {
 		return nil, err
+	}
+	if len(paths) > 0 {
+		clean := make([]string, len(paths))
+		for i, p := range paths {
+			clean[i] = cleanPath(p)
+		}
+		for i, p := range clean {
+			if !slices.ContainsFunc(filesA, func(f treeFile) bool { return under(f.Path, p) }) &&
+				!slices.ContainsFunc(filesB, func(f treeFile) bool { return under(f.Path, p) }) {
+				return nil, &inputError{kind: ErrPath, msg: fmt.Sprintf("path %q matches no file of %s or %s", paths[i], a, b)}
+			}
+		}
+		outside := func(f treeFile) bool {
+			return !slices.ContainsFunc(clean, func(p string) bool { return under(f.Path, p) })
+		}
+		filesA = slices.DeleteFunc(filesA, outside)
+		filesB = slices.DeleteFunc(filesB, outside)
 	}
 	d := &Diff{A: a, B: b}
 	var out strings.Builder
@@ -116,6 +145,17 @@ func diffFile(out *strings.Builder, fa *treeFile, dirA string, fb *treeFile, dir
 	fmt.Fprintf(out, "--- %s\n+++ %s\n", nameA, nameB)
 	writeHunks(out, linesA, linesB, script)
 	return fd, true
+}
+
+// cleanPath turns a path as a user typed it ("./driver/", "driver//x")
+// into the slash form tree paths use; "." stays ".", meaning everything.
+func cleanPath(p string) string {
+	return path.Clean(filepath.ToSlash(p))
+}
+
+// under reports whether the tree path file is dir itself or lies under it.
+func under(file, dir string) bool {
+	return dir == "." || file == dir || strings.HasPrefix(file, dir+"/")
 }
 
 // Stat summarises the diff as `git diff --stat` does: one line per file

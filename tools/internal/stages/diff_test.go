@@ -1,6 +1,7 @@
 package stages
 
 import (
+	"errors"
 	"flag"
 	"os"
 	"os/exec"
@@ -152,5 +153,54 @@ func golden(t *testing.T, path, got string) {
 	}
 	if got != string(want) {
 		t.Errorf("output differs from %s (go test -update rewrites it):\ngot:\n%s\nwant:\n%s", path, got, want)
+	}
+}
+
+func TestDiffPaths(t *testing.T) {
+	root := copyTree(t, "testdata/tree")
+	tests := []struct {
+		name      string
+		paths     []string
+		wantFiles []string
+		wantErr   string
+	}{
+		{"everything", nil, []string{"README.md", "driver/driver.go", "driver/ring.go", "old.go"}, ""},
+		{"a directory", []string{"driver"}, []string{"driver/driver.go", "driver/ring.go"}, ""},
+		{"a directory, typed with slashes", []string{"./driver/"}, []string{"driver/driver.go", "driver/ring.go"}, ""},
+		{"a file added", []string{"driver/ring.go"}, []string{"driver/ring.go"}, ""},
+		{"a file removed", []string{"old.go"}, []string{"old.go"}, ""},
+		{"two paths", []string{"README.md", "old.go"}, []string{"README.md", "old.go"}, ""},
+		{"an unchanged file", []string{"softgpu.go"}, nil, ""},
+		{"whole elements only", []string{"drive"}, nil, `path "drive" matches no file of stage0-mailbox or stage1-ring`},
+		{"no such path", []string{"driver", "nosuch.go"}, nil, `path "nosuch.go" matches no file`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := DiffPaths(root, "stage0-mailbox", "stage1-ring", tt.paths)
+			if tt.wantErr != "" {
+				if !errors.Is(err, ErrPath) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("DiffPaths(%q) error = %v; want ErrPath %q", tt.paths, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, f := range d.Files {
+				got = append(got, f.Path)
+			}
+			if !reflect.DeepEqual(got, tt.wantFiles) {
+				t.Errorf("DiffPaths(%q) files = %q; want %q", tt.paths, got, tt.wantFiles)
+			}
+			for _, f := range got {
+				if !strings.Contains(d.Unified, "diff --git a/"+f+" ") {
+					t.Errorf("DiffPaths(%q).Unified lacks %s", tt.paths, f)
+				}
+			}
+			if strings.Count(d.Unified, "diff --git") != len(got) {
+				t.Errorf("DiffPaths(%q).Unified has files outside the paths:\n%s", tt.paths, d.Unified)
+			}
+		})
 	}
 }

@@ -4,17 +4,20 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"softgpu/tools/internal/cli"
 )
 
 // Forward carries a fix forward (DESIGN §8): the uncommitted change in one
 // stage is applied to every later existing stage in build order.
 //
-// The change is what `git diff HEAD` shows for the stage directory, plus any
-// untracked, not ignored files in it (as new files). Its paths are made
+// The change is what `git diff HEAD` shows for the stage directory. A new
+// file is part of it once git knows it (`git add`, or `git add -N` to keep it
+// unstaged); while the stage holds an untracked, not ignored file, Forward
+// refuses (UntrackedError) rather than guess whether that file is part of
+// the fix or a stray benchmark output. Its paths are made
 // relative to the stage and its module path replaced by Placeholder; for each
 // later stage the placeholder becomes that stage's module path and the patch
 // is applied with `git apply --reject`, which applies every hunk it can and
@@ -32,23 +35,23 @@ type ForwardResult struct {
 // stage. With check set it only reports what would not apply (git apply
 // --check) and changes nothing.
 func Forward(ctx context.Context, root, dir string, check bool) ([]ForwardResult, error) {
-	stage, ok := Lookup(dir)
-	if !ok {
-		return nil, fmt.Errorf("stages forward: unknown stage %q; stages are: %s", dir, strings.Join(Dirs(Order), ", "))
-	}
 	if err := CheckExists(root, dir); err != nil {
-		return nil, fmt.Errorf("stages forward: %w", err)
+		return nil, err
 	}
+	stage, _ := Lookup(dir)
 	patch, err := uncommittedPatch(ctx, root, dir)
 	if err != nil {
-		return nil, fmt.Errorf("stages forward: %w", err)
+		return nil, err
+	}
+	if err := CheckTracked(ctx, root, dir); err != nil {
+		return nil, err
 	}
 	if patch == "" {
-		return nil, fmt.Errorf("stages forward: %s has no uncommitted change to forward", dir)
+		return nil, fmt.Errorf("%s has no uncommitted change to forward", dir)
 	}
 	top, err := git(ctx, root, "rev-parse", "--show-toplevel")
 	if err != nil {
-		return nil, fmt.Errorf("stages forward: %w", err)
+		return nil, err
 	}
 	top = strings.TrimSpace(top)
 
@@ -59,18 +62,18 @@ func Forward(ctx context.Context, root, dir string, check bool) ([]ForwardResult
 		}
 		rel, err := relPath(top, filepath.Join(root, later.Dir))
 		if err != nil {
-			return results, fmt.Errorf("stages forward: %w", err)
+			return results, err
 		}
 		args := []string{"apply", "--reject", "--whitespace=nowarn", "--directory=" + rel, "-"}
 		if check {
 			args = []string{"apply", "--check", "--whitespace=nowarn", "--directory=" + rel, "-"}
 		}
-		cmd := exec.CommandContext(ctx, "git", args...)
+		cmd := cli.ExecGroup(ctx, "git", args...)
 		cmd.Dir = top
 		cmd.Stdin = strings.NewReader(Rename(patch, Placeholder, ModulePath(later.Dir)))
 		out, runErr := cmd.CombinedOutput()
 		if ctx.Err() != nil {
-			return results, fmt.Errorf("stages forward: %w", ctx.Err())
+			return results, ctx.Err()
 		}
 		res := ForwardResult{Stage: later.Dir, Output: string(out)}
 		if runErr != nil {
@@ -84,38 +87,15 @@ func Forward(ctx context.Context, root, dir string, check bool) ([]ForwardResult
 	return results, nil
 }
 
-// uncommittedPatch returns the normalised patch of the change in dir.
+// uncommittedPatch returns the normalised patch of the change in dir: what
+// `git diff HEAD` shows, new files added with git add -N included.
 func uncommittedPatch(ctx context.Context, root, dir string) (string, error) {
 	stageDir := filepath.Join(root, dir)
 	tracked, err := git(ctx, stageDir, "diff", "HEAD", "--binary", "--no-color", "--no-ext-diff", "--src-prefix=a/", "--dst-prefix=b/", "--relative", "--", ".")
 	if err != nil {
 		return "", fmt.Errorf("%w (forward diffs against the last commit; is %s in a git repository with one?)", err, dir)
 	}
-	untracked, err := git(ctx, stageDir, "ls-files", "-z", "--others", "--exclude-standard", "--", ".")
-	if err != nil {
-		return "", err
-	}
-	var out strings.Builder
-	out.WriteString(tracked)
-	for _, name := range strings.Split(untracked, "\x00") {
-		if name == "" {
-			continue
-		}
-		p := filepath.Join(stageDir, filepath.FromSlash(name))
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return "", err
-		}
-		info, err := os.Stat(p)
-		if err != nil {
-			return "", err
-		}
-		if isBinary(data) {
-			return "", fmt.Errorf("untracked binary file %s/%s: git add it (git diff HEAD then carries it) or remove it", dir, name)
-		}
-		diffFile(&out, nil, dir, &treeFile{Path: name, Mode: info.Mode(), Data: data}, dir)
-	}
-	return Normalise(out.String(), dir), nil
+	return Normalise(tracked, dir), nil
 }
 
 // applyProblems turns git apply's messages into one line per failure.
@@ -148,7 +128,7 @@ func applyProblems(out string, check bool) []string {
 
 // git runs git in dir and returns its standard output.
 func git(ctx context.Context, dir string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd := cli.ExecGroup(ctx, "git", args...)
 	cmd.Dir = dir
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -2,6 +2,8 @@ package stages
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,7 +25,8 @@ func notes(module, a, z string) string {
 }
 
 // forwardRepo makes a git repository with three stages, commits it, then
-// edits stage0-mailbox (both ends of notes.go, and a new untracked file).
+// edits stage0-mailbox (both ends of notes.go, and a new file added with
+// git add -N).
 // stage2-fence has its own value of A, so the top hunk cannot apply there.
 func forwardRepo(t *testing.T) string {
 	t.Helper()
@@ -47,6 +50,7 @@ func forwardRepo(t *testing.T) string {
 
 	writeFile(t, root, "stage0-mailbox/notes.go", notes("softgpu/stage0-mailbox", "2", "27"))
 	writeFile(t, root, "stage0-mailbox/fix.go", "package softgpu\n\nimport _ \"softgpu/stage0-mailbox/abi\"\n")
+	runGit(t, root, "add", "-N", "stage0-mailbox/fix.go") // a new file of the fix: known to git, not staged
 	writeFile(t, root, "stage0-mailbox/fix.test", "ignored: not forwarded")
 	return root
 }
@@ -129,6 +133,32 @@ func TestForwardErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if _, err := Forward(context.Background(), root, tt.dir, false); err == nil {
 				t.Errorf("Forward(%s) = nil error; want one", tt.dir)
+			}
+		})
+	}
+}
+
+// TestForwardUntracked checks that a stray file (a benchmark output saved
+// in the stage) stops Forward, with and without -check, before anything is
+// applied, and that the message names it.
+func TestForwardUntracked(t *testing.T) {
+	for _, check := range []bool{false, true} {
+		t.Run(fmt.Sprintf("check=%v", check), func(t *testing.T) {
+			root := forwardRepo(t)
+			writeFile(t, root, "stage0-mailbox/s0.txt", "BenchmarkFill/size=64B-2 1000 812 ns/op\n")
+			_, err := Forward(context.Background(), root, "stage0-mailbox", check)
+			var untracked *UntrackedError
+			if !errors.As(err, &untracked) || !reflect.DeepEqual(untracked.Files, []string{"stage0-mailbox/s0.txt"}) {
+				t.Fatalf("Forward(stage0-mailbox) with a stray s0.txt = %v; want an UntrackedError naming stage0-mailbox/s0.txt", err)
+			}
+			if !strings.Contains(err.Error(), "untracked file stage0-mailbox/s0.txt") {
+				t.Errorf("error %q does not name the file plainly", err)
+			}
+			if got, want := readFile(t, root, "stage1-ring/notes.go"), notes("softgpu/stage1-ring", "1", "26"); got != want {
+				t.Errorf("a refused Forward changed stage1-ring/notes.go")
+			}
+			if _, err := os.Stat(filepath.Join(root, "stage1-ring/s0.txt")); !os.IsNotExist(err) {
+				t.Errorf("the stray file was forwarded (err %v)", err)
 			}
 		})
 	}

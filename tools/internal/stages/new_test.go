@@ -2,9 +2,11 @@ package stages
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -69,8 +71,29 @@ func TestNewStageErrors(t *testing.T) {
 	root := copyTree(t, "testdata/tree")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := NewStage(context.Background(), root, tt.dir); err == nil {
-				t.Errorf("NewStage(%s) = nil error; want one", tt.dir)
+			_, err := NewStage(context.Background(), root, tt.dir)
+			if !errors.Is(err, ErrName) || !strings.Contains(err.Error(), tt.dir) {
+				t.Errorf("NewStage(%s) = %v; want an ErrName error naming it", tt.dir, err)
+			}
+		})
+	}
+}
+
+func TestRetitle(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+	}{
+		{"title is the stage", "# stage3-pinned\n\nA copy of stage3-pinned.\n", "# stage4-nolock\n\nA copy of stage3-pinned.\n"},
+		{"title names the stage", "# stage3-pinned: pinned memory\r\ntext\r\n", "# stage4-nolock: pinned memory\r\ntext\r\n"},
+		{"title without the name", "# Pinned memory\n\n## stage3-pinned\n", "# stage4-nolock\n\n## stage3-pinned\n"},
+		{"only the first heading", "intro\n# stage3-pinned\n# stage3-pinned again\n", "intro\n# stage4-nolock\n# stage3-pinned again\n"},
+		{"no heading", "stage3-pinned\n", "stage3-pinned\n"},
+		{"no newline at the end", "# stage3-pinned", "# stage4-nolock"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Retitle(tt.in, "stage3-pinned", "stage4-nolock"); got != tt.want {
+				t.Errorf("Retitle(%q) = %q; want %q", tt.in, got, tt.want)
 			}
 		})
 	}

@@ -79,14 +79,14 @@ func ModulePath(dir string) string { return ModulePrefix + dir }
 
 // ErrNoRoot is returned by Root when no go.work is found above the
 // working directory.
-var ErrNoRoot = errors.New("stages: no go.work in this directory or above it (run from inside the softgpu repository)")
+var ErrNoRoot = errors.New("no go.work in this directory or above it (run from inside the softgpu repository)")
 
 // Root walks up from the working directory to the directory that holds
 // go.work, the repository root.
 func Root() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
-		return "", fmt.Errorf("stages: %w", err)
+		return "", err
 	}
 	for {
 		if fi, err := os.Stat(filepath.Join(dir, "go.work")); err == nil && !fi.IsDir() {
@@ -112,15 +112,40 @@ func Existing(root string) []Stage {
 	return out
 }
 
+// Errors in what a user typed, which the commands report as misuse (exit
+// 2). Their messages name the bad input and carry no "stages:" prefix, so a
+// command can prefix its own name once.
+var (
+	// ErrName: a stage name that is not one of the ten stages, not made
+	// yet, already made, or lacking the predecessor an operation needs.
+	ErrName = errors.New("bad stage name")
+	// ErrPath: a path filter that names no file of the stages compared.
+	ErrPath = errors.New("path matches no file")
+)
+
+// inputError is an error in user input of a kind (ErrName, ErrPath).
+type inputError struct {
+	kind error
+	msg  string
+}
+
+func (e *inputError) Error() string        { return e.msg }
+func (e *inputError) Is(target error) bool { return target == e.kind }
+
+func nameErrorf(format string, a ...any) error {
+	return &inputError{kind: ErrName, msg: fmt.Sprintf(format, a...)}
+}
+
 // Select resolves a comma-separated list of stage directories against the
 // stages that exist under root; an empty list means every existing stage.
 // The result is in build order whatever order the list gave. An unknown or
-// missing stage is an error that lists the valid ones.
+// missing stage, or a list that names no stage at all (",,"), is an
+// ErrName error that lists the valid ones.
 func Select(root, list string) ([]Stage, error) {
 	existing := Existing(root)
 	if strings.TrimSpace(list) == "" {
 		if len(existing) == 0 {
-			return nil, fmt.Errorf("stages: no stage directory under %s", root)
+			return nil, fmt.Errorf("no stage directory under %s", root)
 		}
 		return existing, nil
 	}
@@ -135,6 +160,9 @@ func Select(root, list string) ([]Stage, error) {
 		}
 		want[name] = true
 	}
+	if len(want) == 0 {
+		return nil, nameErrorf("%q names no stage; existing stages: %s", list, orNone(Dirs(existing)))
+	}
 	var out []Stage
 	for _, s := range existing {
 		if want[s.Dir] {
@@ -144,18 +172,27 @@ func Select(root, list string) ([]Stage, error) {
 	return out, nil
 }
 
-// CheckExists returns nil if dir names a stage whose directory exists under
-// root, and otherwise an error naming the valid choices.
-func CheckExists(root, dir string) error {
+// CheckKnown returns nil if dir is one of the ten stages, and otherwise an
+// ErrName error naming it and the valid choices.
+func CheckKnown(dir string) error {
 	if _, ok := Lookup(dir); !ok {
-		return fmt.Errorf("stages: unknown stage %q; stages are: %s", dir, strings.Join(Dirs(Order), ", "))
+		return nameErrorf("unknown stage %q; stages are: %s", dir, strings.Join(Dirs(Order), ", "))
+	}
+	return nil
+}
+
+// CheckExists returns nil if dir names a stage whose directory exists under
+// root, and otherwise an ErrName error naming it and the valid choices.
+func CheckExists(root, dir string) error {
+	if err := CheckKnown(dir); err != nil {
+		return err
 	}
 	for _, s := range Existing(root) {
 		if s.Dir == dir {
 			return nil
 		}
 	}
-	return fmt.Errorf("stages: stage %s does not exist under %s yet; existing stages: %s",
+	return nameErrorf("stage %s does not exist under %s yet; existing stages: %s",
 		dir, root, orNone(Dirs(Existing(root))))
 }
 
