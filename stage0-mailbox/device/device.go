@@ -2,27 +2,32 @@
 // a 1 GHz clock, a register space, and two engines — compute and copy — each
 // a goroutine that executes 64-byte commands.
 //
-// In stage 0 each engine has a mailbox, three cache lines the driver and the
-// engine share:
+// Each engine serves one channel, and a channel is a mailbox: a command slot in host-visible memory and three registers the
+// driver and the engine share (mailbox.go):
 //
 //	driver                                   engine (pollLoop, spinning)
 //	------                                   ---------------------------
 //	encode command into the slot  ──┐
-//	store seq → RegDoorbell ────────┼──────► load RegDoorbell; changed?
-//	                                └──────► decode the slot, execute
-//	load RegCompletedSeq == seq? ◄────────── store status → RegCompletedStatus
-//	load RegCompletedStatus      ◄────────── store seq → RegCompletedSeq
+//	store seq → RegDoorbell ────────┼──────► fetch: load RegDoorbell; moved by one?
+//	                                └──────► copy the slot out; execute it
+//	load RegCompletedSeq == seq? ◄────────── complete: store status → RegCompletedStatus
+//	load RegCompletedStatus      ◄────────── complete: store seq → RegCompletedSeq
 //
-// The driver reaches the device only through Registers, CommandSlot and
-// Memory — what a real driver has through its BARs. Nothing outside this
-// package touches an engine's internals.
+// What the driver may use of a device is written down as an interface in
+// package driver (driver.Hardware): the register space, device memory, the
+// command slots and the trace. Nothing outside this package touches an
+// engine's internals, and the engines trust nothing the driver writes: a
+// bad command is a Status, a doorbell out of protocol faults its channel
+// (and only it), and no value read from a register ever becomes a pointer.
 //
 // Invariants:
-//   - each shared cache line has one writer: the slot and RegDoorbell are
-//     written only by the driver, the completion line only by the engine;
+//   - each shared cache line has one writer (abi.Table says which);
 //   - an engine never writes outside the byte range its current command
-//     names, and never panics on a bad command: it reports a Status;
-//   - after Close returns, no engine goroutine is running.
+//     names, and never panics on anything in a slot or a register: it
+//     reports a Status, or faults the channel;
+//   - RegDeviceState reads DeviceStopped only after every engine has
+//     stopped; after Close returns, no engine goroutine is running and
+//     device memory is unmapped.
 package device
 
 import (
@@ -32,6 +37,8 @@ import (
 	"sync/atomic"
 
 	"softgpu/stage0-mailbox/abi"
+	"softgpu/stage0-mailbox/mmio"
+	"softgpu/stage0-mailbox/trace"
 )
 
 // Config sizes the device.
@@ -40,8 +47,15 @@ type Config struct {
 	MemorySize uint64
 	// YieldEvery is how many empty polls an engine makes between calls to
 	// runtime.Gosched. Zero means the default, 64; a negative value means
-	// never yield. See pollLoop for why yielding matters on two cores.
+	// never yield. See pause in engine.go for why yielding matters on two
+	// cores.
 	YieldEvery int
+	// Start is the sequence number both sides start from: the doorbell's
+	// and the completion's value at reset. Zero is normal; tests start
+	// just below 2^64 to run the numbers across the wrap.
+	Start uint64
+	// Trace, if not nil, receives the device's events (package trace).
+	Trace *trace.Buffer
 }
 
 // DefaultMemorySize is the device memory of a zero Config.
@@ -50,29 +64,32 @@ const DefaultMemorySize = 64 << 20
 // DefaultYieldEvery is the yield interval of a zero Config.
 const DefaultYieldEvery = 64
 
-// maxMemorySize keeps device addresses far from overflow and the arena
-// allocatable on a small machine.
-const maxMemorySize = 16 << 30
+// MaxMemorySize keeps device addresses far from overflow.
+const MaxMemorySize = 16 << 30
 
 // ErrConfig reports an unusable Config.
-var ErrConfig = errors.New("device: bad config")
+var ErrConfig = errors.New("softgpu: bad config")
+
+// ErrNoMemory reports that the host could not reserve the device memory.
+var ErrNoMemory = errors.New("softgpu: cannot reserve device memory")
 
 // Device is one softgpu: memory, clock, registers and the engines.
 type Device struct {
 	cfg   Config
 	clock *Clock
-	regs  *Registers
-	mem   []byte // device memory; host-visible in full (the "aperture")
+	regs  *mmio.Registers
+	mem   []byte // device memory, mapped by Open, unmapped by Close; host-visible in full (the "aperture")
+	trace *trace.Buffer
 
-	// slots[e] is engine e's command slot: host-visible memory the driver
-	// writes and the engine reads after the doorbell.
-	slots [abi.NumEngines][]byte
+	// slots[c] is channel c's command slot: host-visible memory the
+	// driver writes and the engine reads after the doorbell.
+	slots [abi.NumChannels][]byte
 
 	engines [abi.NumEngines]*Engine
 
-	stopping atomic.Bool    // set by Close; engines return when they see it
-	running  sync.WaitGroup // one count per engine goroutine
-	stopOnce sync.Once
+	running   sync.WaitGroup // one count per engine goroutine
+	live      atomic.Int32   // engines not yet stopped; the last to stop publishes DeviceStopped
+	closeOnce sync.Once
 }
 
 // Open creates a device and starts its engines.
@@ -80,24 +97,29 @@ func Open(cfg Config) (*Device, error) {
 	if cfg.MemorySize == 0 {
 		cfg.MemorySize = DefaultMemorySize
 	}
-	if cfg.MemorySize > maxMemorySize {
-		return nil, fmt.Errorf("%w: MemorySize %d exceeds the %d-byte limit", ErrConfig, cfg.MemorySize, maxMemorySize)
+	if cfg.MemorySize > MaxMemorySize {
+		return nil, fmt.Errorf("%w: MemorySize %d exceeds the %d-byte limit", ErrConfig, cfg.MemorySize, uint64(MaxMemorySize))
 	}
 	if cfg.YieldEvery == 0 {
 		cfg.YieldEvery = DefaultYieldEvery
 	}
-	d := &Device{
-		cfg:   cfg,
-		clock: newClock(),
-		regs:  newRegisters(abi.RegSpaceSize),
-		mem:   alignedBytes(int(cfg.MemorySize)),
+	mem, err := mapMemory(cfg.MemorySize)
+	if err != nil {
+		return nil, err
 	}
+	d := &Device{cfg: cfg, clock: newClock(), mem: mem, trace: cfg.Trace}
+	d.regs = mmio.NewRegisters(alignedWords(abi.RegSpaceSize/8), d.clock.Now)
 	d.regs.Store(abi.RegID, abi.DeviceID)
 	d.regs.Store(abi.RegMemSize, cfg.MemorySize)
+	for c := range abi.Channel(abi.NumChannels) {
+		d.slots[c] = alignedBytes(abi.CommandSize)
+		d.regs.Store(abi.DoorbellPage(c)+abi.RegDoorbell, cfg.Start)
+		d.regs.Store(abi.ChannelStatusPage(c)+abi.RegCompletedSeq, cfg.Start)
+	}
 	for e := range abi.Engine(abi.NumEngines) {
-		d.slots[e] = alignedBytes(abi.CommandSize)
 		d.engines[e] = newEngine(d, e)
 	}
+	d.live.Store(abi.NumEngines)
 	for _, eng := range d.engines {
 		d.running.Add(1)
 		go eng.pollLoop()
@@ -106,26 +128,35 @@ func Open(cfg Config) (*Device, error) {
 }
 
 // Registers returns the register space.
-func (d *Device) Registers() *Registers { return d.regs }
+func (d *Device) Registers() *mmio.Registers { return d.regs }
 
-// CommandSlot returns engine e's 64-byte command slot.
-func (d *Device) CommandSlot(e abi.Engine) []byte { return d.slots[e] }
+// CommandSlot returns channel c's 64-byte command slot, or nil if c is not
+// a channel of the device.
+func (d *Device) CommandSlot(c abi.Channel) []byte {
+	if !c.Valid() {
+		return nil
+	}
+	return d.slots[c]
+}
 
 // Memory returns device memory. All of it is host-visible in this model, as
 // if the whole of it sat behind a large BAR: the driver copies ordinary Go
-// slices in and out with the CPU.
+// slices in and out with the CPU. It must not be touched after Close.
 func (d *Device) Memory() []byte { return d.mem }
 
-// Clock returns the device clock.
-func (d *Device) Clock() *Clock { return d.clock }
+// Trace returns the buffer the device records its events in, or nil when
+// tracing is off.
+func (d *Device) Trace() *trace.Buffer { return d.trace }
 
-// Close stops the engines and waits for their goroutines to return. A command
-// that is running finishes (a DELAY is cut short and reports StatusAborted);
-// a doorbell rung after that is never answered, which the driver detects by
-// its own closed flag. Close is idempotent.
+// Close powers the device off: it stops the engines as ControlStop does,
+// waits for their goroutines to return, and unmaps device memory. The
+// caller must be done with Memory (the driver is, once its Close has
+// returned). Close is idempotent.
 func (d *Device) Close() {
-	d.stopOnce.Do(func() {
-		d.stopping.Store(true) // every engine loop loads it; see pollLoop and delay
+	d.closeOnce.Do(func() {
+		d.regs.Store(abi.RegControl, abi.ControlStop) // every engine loop loads it; see stopRequested
 		d.running.Wait()
+		unmapMemory(d.mem)
+		d.mem = nil
 	})
 }

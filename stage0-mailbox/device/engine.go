@@ -4,38 +4,55 @@ import (
 	"runtime"
 
 	"softgpu/stage0-mailbox/abi"
+	"softgpu/stage0-mailbox/mmio"
+	"softgpu/stage0-mailbox/trace"
 )
 
-// Engine is one of the device's engines: a goroutine that polls its mailbox
-// and executes the command it finds there.
+// Engine is one of the device's engines: a goroutine that polls the
+// doorbell of the channel it serves and executes the commands it announces.
 type Engine struct {
-	dev  *Device
-	id   abi.Engine
-	bank uint64 // base of this engine's registers, abi.EngineRegs(id)
-	slot []byte // the command slot, written by the driver
+	dev   *Device
+	id    abi.Engine
+	regs  *mmio.Registers
+	trace *trace.Buffer // nil when tracing is off
 
-	yieldEvery int    // empty polls between yields; < 0 means never
-	seen       uint64 // the last doorbell value fetched (private to the engine goroutine)
+	// The channel this engine serves: its pages in the register space
+	// and its command slot, written by the driver.
+	channel  abi.Channel
+	doorbell uint64 // abi.DoorbellPage(channel)
+	status   uint64 // abi.ChannelStatusPage(channel)
+	slot     []byte
+
+	yieldEvery int // empty polls between yields; < 0 means never
+
+	// Private to the engine goroutine.
+	seen    uint64 // the last doorbell value taken
+	faulted bool   // the channel is faulted: RegChannelFault is set, and the engine no longer serves it
+	job     job    // the command being executed (execute.go)
 }
 
 func newEngine(d *Device, id abi.Engine) *Engine {
-	return &Engine{dev: d, id: id, bank: abi.EngineRegs(id), slot: d.slots[id], yieldEvery: d.cfg.YieldEvery}
+	c := abi.DefaultChannel(id)
+	return &Engine{dev: d, id: id, regs: d.regs, trace: d.trace, channel: c,
+		doorbell: abi.DoorbellPage(c), status: abi.ChannelStatusPage(c), slot: d.slots[c],
+		yieldEvery: d.cfg.YieldEvery, seen: d.cfg.Start}
 }
 
 // ANCHOR: pollloop
 // pollLoop is the engine's whole life: fetch the next command, execute it,
 // publish its completion; when there is nothing to fetch, idle; until the
-// device closes. Later stages replace the pieces, not the loop: stage 1
-// fetches from a ring, stage 7 idles by sleeping.
+// driver (or Close) stops the device. A ring instead of a mailbox, or
+// sleeping instead of spinning, replaces the pieces, not the loop.
 func (e *Engine) pollLoop() {
 	defer e.dev.running.Done()
+	defer e.stop()
 	for polls := 1; ; polls++ {
-		if desc, seq, ok := e.fetch(); ok {
-			e.complete(seq, e.execute(desc))
+		if e.fetch() {
+			e.complete(e.execute(&e.job))
 			polls = 0
 			continue
 		}
-		if e.dev.stopping.Load() {
+		if e.stopRequested() {
 			return
 		}
 		e.idle(polls)
@@ -44,36 +61,38 @@ func (e *Engine) pollLoop() {
 
 // ANCHOR_END: pollloop
 
-// ANCHOR: mailbox
-// fetch returns the command in the slot if the driver has rung the doorbell
-// since the last fetch, with the sequence number the doorbell carried.
-func (e *Engine) fetch() (desc []byte, seq uint64, ok bool) {
-	// This load pairs with the driver's store to RegDoorbell in
-	// driver.pushLocked: seeing the new value means the slot writes that
-	// preceded that store are visible, so the slot can be decoded.
-	seq = e.dev.regs.Load(e.bank + abi.RegDoorbell)
-	if seq == e.seen {
-		return nil, 0, false
+// stopRequested reports whether the driver has stored ControlStop. The load
+// is of a line the driver writes once in the device's life, so it stays in
+// the engine's cache: polling it costs a few nanoseconds.
+func (e *Engine) stopRequested() bool {
+	return e.regs.Load(abi.RegControl) == abi.ControlStop
+}
+
+// stop publishes that this engine has stopped, and, if it is the last one,
+// that the device has. The stores come after the engine's last write to a
+// completion or to memory, so a driver that reads DeviceStopped knows every
+// completion is final.
+func (e *Engine) stop() {
+	if e.trace != nil {
+		e.trace.Record(trace.Event{Kind: trace.KindStop, Start: e.dev.clock.Now(), Engine: e.id})
 	}
-	e.seen = seq
-	return e.slot, seq, true
+	e.regs.Store(abi.EngineStatusPage(e.id)+abi.RegEngineState, abi.EngineStopped)
+	if e.dev.live.Add(-1) == 0 {
+		e.regs.Store(abi.RegDeviceState, abi.DeviceStopped)
+	}
 }
-
-// complete publishes the status of command seq.
-func (e *Engine) complete(seq uint64, status abi.Status) {
-	regs := e.dev.regs
-	regs.Store(e.bank+abi.RegCompletedStatus, uint64(status))
-	// This store publishes the status stored just above; the driver's load
-	// of RegCompletedSeq in waitLocked pairs with it and reads the status
-	// only after seeing seq here.
-	regs.Store(e.bank+abi.RegCompletedSeq, seq)
-}
-
-// ANCHOR_END: mailbox
 
 // ANCHOR: idle
-// idle is what the engine does between empty polls: it spins, yielding now
-// and then.
+// idle is what the engine does after an empty poll; polls counts the empty
+// polls since the engine last ran a command (1 for the first). In this
+// stage it spins, yielding now and then.
+func (e *Engine) idle(polls int) { e.pause(polls) }
+
+// ANCHOR_END: idle
+
+// ANCHOR: pause
+// pause is what a spinning engine does between empty polls: it yields the
+// P on every yieldEvery-th one.
 //
 // Two spinning engines and a host thread do not fit on a 2-core machine. An
 // engine that never yields holds its P until the Go scheduler preempts it
@@ -83,13 +102,23 @@ func (e *Engine) complete(seq uint64, status abi.Status) {
 // nanoseconds when nothing else wants it. The engine goroutine is not locked
 // to an OS thread: on a locked thread each yield is a trip through the kernel
 // (~20 µs here), which is worse than not yielding at all.
-func (e *Engine) idle(polls int) { e.pause(polls) }
-
-// pause yields the P on every yieldEvery-th poll of a spin loop.
 func (e *Engine) pause(polls int) {
 	if e.yieldEvery > 0 && polls%e.yieldEvery == 0 {
 		runtime.Gosched()
 	}
 }
 
-// ANCHOR_END: idle
+// ANCHOR_END: pause
+
+// fault stops serving the engine's channel: it publishes why (the value
+// first, then the fault, which the driver polls) and never reads the
+// channel's slot or doorbell again. The other channels are not affected.
+func (e *Engine) fault(f abi.ChannelFault, value uint64) {
+	e.faulted = true
+	e.regs.Store(e.status+abi.RegChannelFaultValue, value)
+	e.regs.Store(e.status+abi.RegChannelFault, uint64(f))
+	if e.trace != nil {
+		e.trace.Record(trace.Event{Kind: trace.KindFault, Start: e.dev.clock.Now(), Engine: e.id,
+			Channel: e.channel, Arg: uint64(f), Seq: value})
+	}
+}

@@ -296,18 +296,8 @@ func TestNewRejectsANonDevice(t *testing.T) {
 // would return early at seq 0 (2^64-1 >= 0), before the engine had run the
 // fill, and the memory check below would catch it.
 func TestSequenceComparisonIsWrapSafe(t *testing.T) {
-	d := openTest(t)
-	bank := abi.EngineRegs(abi.EngineCopy)
 	const start = 1<<64 - 3
-	// Put driver and device in the state they would reach after 2^64-3
-	// commands: ring the doorbell with that sequence (the slot holds no
-	// command yet, so the engine reports a bad opcode) and wait until the
-	// engine has completed it, as Submit would have.
-	d.lastSeq[abi.EngineCopy] = start
-	d.regs.Store(bank+abi.RegDoorbell, start)
-	for d.regs.Load(bank+abi.RegCompletedSeq) != start {
-		time.Sleep(time.Microsecond)
-	}
+	d := openWith(t, device.Config{Start: start}, Config{})
 	for i := range 6 {
 		if err := d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: 8192, Size: 8, Value: uint64(i)}); err != nil {
 			t.Fatalf("fill %d across the wrap: %v", i, err)
@@ -318,7 +308,82 @@ func TestSequenceComparisonIsWrapSafe(t *testing.T) {
 			t.Fatalf("fill %d across the wrap: memory holds %d; Submit returned before the engine ran it", i, got[0])
 		}
 	}
-	if got := d.regs.Load(bank + abi.RegCompletedSeq); got != 3 {
+	status := abi.ChannelStatusPage(abi.DefaultChannel(abi.EngineCopy))
+	if got := d.regs.Load(status + abi.RegCompletedSeq); got != 3 {
 		t.Errorf("completed sequence after the wrap = %d; want 3", got)
+	}
+}
+
+// TestUndefinedFlagsAreRefusedBeforeSubmitting: a command with a flag bit
+// this stage does not define comes back as StatusBadFlags without reaching
+// the device (the doorbell does not move).
+func TestUndefinedFlagsAreRefusedBeforeSubmitting(t *testing.T) {
+	d := openTest(t)
+	doorbell := abi.DoorbellPage(abi.DefaultChannel(abi.EngineCopy))
+	before := d.regs.Load(doorbell + abi.RegDoorbell)
+	err := d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpNop, Flags: 0x80})
+	if !errors.Is(err, abi.StatusBadFlags) {
+		t.Errorf("Submit with flag 0x80 = %v; want StatusBadFlags", err)
+	}
+	if after := d.regs.Load(doorbell + abi.RegDoorbell); after != before {
+		t.Errorf("the doorbell moved from %d to %d: the command reached the device", before, after)
+	}
+}
+
+// TestNewRefusesWhatItCannotDrive: a device that has stopped, and one whose
+// channel an earlier driver left faulted, are refused with an error that
+// says so — a new driver never serves a channel the device has given up.
+func TestNewRefusesWhatItCannotDrive(t *testing.T) {
+	t.Run("stopped", func(t *testing.T) {
+		leakcheck.Check(t)
+		dev, err := device.Open(device.Config{MemorySize: 1 << 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dev.Close()
+		first, err := New(dev, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first.Close()
+		if _, err := New(dev, Config{}); !errors.Is(err, ErrClosed) {
+			t.Errorf("New on a stopped device = %v; want ErrClosed", err)
+		}
+	})
+	t.Run("faulted", func(t *testing.T) {
+		leakcheck.Check(t)
+		dev, err := device.Open(device.Config{MemorySize: 1 << 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dev.Close()
+		c := abi.DefaultChannel(abi.EngineCompute)
+		dev.Registers().Store(abi.DoorbellPage(c)+abi.RegDoorbell, 5) // out of protocol
+		status := abi.ChannelStatusPage(c)
+		for dev.Registers().Load(status+abi.RegChannelFault) == 0 {
+			time.Sleep(10 * time.Microsecond)
+		}
+		_, err = New(dev, Config{})
+		if !errors.Is(err, ErrChannelFaulted) || !errors.Is(err, abi.FaultDoorbell) {
+			t.Errorf("New on a device with a faulted channel = %v; want ErrChannelFaulted wrapping FaultDoorbell", err)
+		}
+	})
+}
+
+// TestSubmitOnAFaultedChannel: a channel that faults under a driver fails
+// its submissions with ErrChannelFaulted, at once, while the other channel
+// keeps working.
+func TestSubmitOnAFaultedChannel(t *testing.T) {
+	d := openTest(t)
+	c := abi.DefaultChannel(abi.EngineCompute)
+	d.regs.Store(abi.DoorbellPage(c)+abi.RegDoorbell, 1<<40) // what a stray write could do
+	for d.regs.Load(abi.ChannelStatusPage(c)+abi.RegChannelFault) == 0 {
+		time.Sleep(10 * time.Microsecond)
+	}
+	if err := d.Submit(abi.EngineCompute, abi.Command{Op: abi.OpNop}); !errors.Is(err, ErrChannelFaulted) {
+		t.Errorf("Submit on the faulted channel = %v; want ErrChannelFaulted", err)
+	}
+	if err := d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpNop}); err != nil {
+		t.Errorf("Submit on the other channel = %v; want nil", err)
 	}
 }
