@@ -1,0 +1,339 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"softgpu/tools/internal/cli"
+	"softgpu/tools/internal/fixture"
+	"softgpu/tools/internal/trace"
+)
+
+// testdata returns the absolute path of a trace in the trace package's
+// testdata. Call it before t.Chdir: the path it returns stays valid after.
+func testdata(t *testing.T, name string) string {
+	t.Helper()
+	path, err := filepath.Abs(filepath.Join("..", "..", "internal", "trace", "testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func runTrace(t *testing.T, args ...string) result {
+	t.Helper()
+	var stdout, stderr strings.Builder
+	code := run(context.Background(), args, &stdout, &stderr)
+	return result{code, stdout.String(), stderr.String()}
+}
+
+func TestRun(t *testing.T) {
+	good, bad := testdata(t, "good/stage7.json"), testdata(t, "bad/fields.json")
+	empty := filepath.Join(t.TempDir(), "empty.json")
+	if err := os.WriteFile(empty, []byte(`{"traceEvents":[]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantStdout string
+		wantStderr string
+	}{
+		{"no command", nil, cli.ExitUsage, "", "trace: no command given; want one of summary, check, svg, make"},
+		{"unknown command", []string{"frob"}, cli.ExitUsage, "", `unknown command "frob"`},
+		{"help", []string{"-h"}, cli.ExitOK, "usage: go run ./tools/cmd/trace COMMAND", ""},
+		{"summary help", []string{"summary", "-h"}, cli.ExitOK, "usage: go run ./tools/cmd/trace summary FILE.json", ""},
+		{"svg help", []string{"svg", "-help"}, cli.ExitOK, "-first US", ""},
+		{"make help", []string{"make", "-h"}, cli.ExitOK, "-allow-dirty", ""},
+
+		{"summary", []string{"summary", good}, cli.ExitOK, "engine copy     750 ns  0.3%", ""},
+		{"summary without a file", []string{"summary"}, cli.ExitUsage, "", "trace summary: want a trace FILE.json"},
+		{"summary of two files", []string{"summary", good, good}, cli.ExitUsage, "", "got 2 arguments"},
+		{"summary of a missing file", []string{"summary", "/nonexistent/trace.json"}, cli.ExitFailed, "", "no such file"},
+		{"summary of an invalid trace", []string{"summary", bad}, cli.ExitFailed, "", "event 1: field dur: -0.5 is negative"},
+		{"summary bad flag", []string{"summary", "-x", good}, cli.ExitUsage, "", "flag provided but not defined: -x"},
+
+		{"check good", []string{"check", good}, cli.ExitOK, "ok (stage7-idle, 15 events on 5 tracks, 0 dropped)", ""},
+		{"check bad", []string{"check", bad}, cli.ExitFailed, "", "9 problems"},
+
+		{"svg", []string{"svg", good}, cli.ExitOK, "<svg xmlns=", ""},
+		{"svg flags after the file", []string{"svg", good, "-first", "5"}, cli.ExitOK, "<svg xmlns=", ""},
+		{"svg to before from", []string{"svg", "-from", "2", "-to", "1", good}, cli.ExitUsage, "", "trace svg: -to 1 is not after -from 2"},
+		{"svg first with from", []string{"svg", "-first", "3", "-from", "1", good}, cli.ExitUsage, "", "give one or the other"},
+		{"svg negative", []string{"svg", "-from", "-1", good}, cli.ExitUsage, "", "want none negative"},
+		{"svg bad number", []string{"svg", "-from", "soon", good}, cli.ExitUsage, "", `invalid value "soon"`},
+		{"svg of no events", []string{"svg", empty}, cli.ExitUsage, "", "the trace has no events"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runTrace(t, tt.args...)
+			if r.code != tt.wantCode {
+				t.Errorf("trace %q = exit %d; want %d\nstdout:\n%s\nstderr:\n%s", tt.args, r.code, tt.wantCode, r.stdout, r.stderr)
+			}
+			if !strings.Contains(r.stdout, tt.wantStdout) {
+				t.Errorf("trace %q stdout lacks %q:\n%s", tt.args, tt.wantStdout, r.stdout)
+			}
+			if !strings.Contains(r.stderr, tt.wantStderr) {
+				t.Errorf("trace %q stderr lacks %q:\n%s", tt.args, tt.wantStderr, r.stderr)
+			}
+			if tt.wantCode == cli.ExitUsage && strings.Count(r.stderr, "\n") != 1 {
+				t.Errorf("trace %q misuse took %d lines; want one:\n%s", tt.args, strings.Count(r.stderr, "\n"), r.stderr)
+			}
+		})
+	}
+}
+
+func TestSVGOutput(t *testing.T) {
+	// A trace with a meta file beside it: the caption comes from the meta.
+	dir := t.TempDir()
+	data, err := os.ReadFile(testdata(t, "good/stage7.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "gap.json")
+	meta := `{"command": "go run ./tools/cmd/trace make -stage stage7-idle -bench X -name gap", "commit": "0123456789abcdef"}`
+	for path, content := range map[string][]byte{file: data, trace.MetaPath(file): []byte(meta)} {
+		if err := os.WriteFile(path, content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := runTrace(t, "svg", "-first", "10", file)
+	if r.code != cli.ExitOK {
+		t.Fatalf("trace svg = exit %d:\n%s", r.code, r.stderr)
+	}
+	var texts []string
+	decoder := xml.NewDecoder(strings.NewReader(r.stdout))
+	inText := false
+	for {
+		token, err := decoder.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("trace svg wrote invalid XML: %v", err)
+		}
+		switch token := token.(type) {
+		case xml.StartElement:
+			inText = token.Name.Local == "text"
+		case xml.EndElement:
+			inText = false
+		case xml.CharData:
+			if inText {
+				texts = append(texts, string(token))
+			}
+		}
+	}
+	joined := strings.Join(texts, " ")
+	for _, want := range []string{"stage7-idle: gap", "Trace gap.json, made by go run", "at commit 0123456789ab."} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("the SVG's texts lack %q: %q", want, texts)
+		}
+	}
+}
+
+func TestMakeMisuse(t *testing.T) {
+	root := fixture.Repo(t, "stage0-mailbox")
+	t.Chdir(root)
+	base := []string{"make", "-stage", "stage0-mailbox", "-bench", "X", "-name", "n"}
+	with := func(extra ...string) []string { return append(slices.Clone(base), extra...) }
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no stage", []string{"make", "-bench", "X", "-name", "n"}, "-stage is required"},
+		{"no bench", []string{"make", "-stage", "stage0-mailbox", "-name", "n"}, "-bench is required"},
+		{"no name", []string{"make", "-stage", "stage0-mailbox", "-bench", "X"}, "-name is required"},
+		{"name with a directory", []string{"make", "-stage", "stage0-mailbox", "-bench", "X", "-name", "a/b"}, "plain file name"},
+		{"name with .json", []string{"make", "-stage", "stage0-mailbox", "-bench", "X", "-name", "a.json"}, "plain file name"},
+		{"argument", with("extra"), `unexpected arguments ["extra"]`},
+		{"trace variable", with("-env", "SOFTGPU_TRACE=/tmp/x"), "make sets SOFTGPU_TRACE itself"},
+		{"bad env", with("-env", "NOVALUE"), "KEY=VALUE"},
+		{"unknown stage", []string{"make", "-stage", "stage42", "-bench", "X", "-name", "n"}, "stage42"},
+		{"missing stage", []string{"make", "-stage", "stage1-ring", "-bench", "X", "-name", "n"}, "stage1-ring does not exist"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runTrace(t, tt.args...)
+			if r.code != cli.ExitUsage || !strings.Contains(r.stderr, tt.want) || strings.Count(r.stderr, "\n") != 1 {
+				t.Errorf("trace %q = exit %d, %q; want exit %d and one line with %q", tt.args, r.code, r.stderr, cli.ExitUsage, tt.want)
+			}
+		})
+	}
+}
+
+// tracedBenchmark is a benchmark added to a fixture stage that does what a
+// traced stage does: it writes a trace to $SOFTGPU_TRACE when its "device"
+// closes, here a copy of the file $FIXTURE_TRACE names, if any.
+const tracedBenchmark = `package softgpu
+
+import (
+	"os"
+	"testing"
+)
+
+func BenchmarkTraced(b *testing.B) {
+	for _, name := range []string{"a", "b"} {
+		b.Run("leaf="+name, func(b *testing.B) {
+			for b.Loop() {
+			}
+			source, target := os.Getenv("FIXTURE_TRACE"), os.Getenv("SOFTGPU_TRACE")
+			if source == "" || target == "" {
+				return
+			}
+			data, err := os.ReadFile(source)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := os.WriteFile(target, data, 0o644); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+`
+
+func TestMake(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs a fixture stage")
+	}
+	root := fixture.Repo(t, "stage0-mailbox")
+	if err := os.WriteFile(filepath.Join(root, "stage0-mailbox", "traced_test.go"), []byte(tracedBenchmark), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	good, bad := testdata(t, "good/stage7.json"), testdata(t, "bad/unsorted.json")
+	t.Chdir(root)
+	out := t.TempDir()
+	args := func(name, source, bench string, extra ...string) []string {
+		return append([]string{"make", "-stage", "stage0-mailbox", "-bench", bench, "-benchtime", "2x",
+			"-env", "FIXTURE_TRACE=" + source, "-name", name, "-out", out}, extra...)
+	}
+
+	// No git in the fixture repository: refused without -allow-dirty.
+	r := runTrace(t, args("nogit", good, "^BenchmarkTraced/leaf=a$")...)
+	if r.code != cli.ExitFailed || !strings.Contains(r.stderr, "-allow-dirty") {
+		t.Errorf("make without a commit = exit %d, %q; want exit 1 naming -allow-dirty", r.code, r.stderr)
+	}
+
+	tests := []struct {
+		name       string
+		source     string
+		bench      string
+		wantCode   int
+		wantStderr string
+		wantRan    []string
+	}{
+		{"one leaf", good, "^BenchmarkTraced/leaf=a$", cli.ExitOK, "wrote", []string{"Traced/leaf=a"}},
+		{"two leaves", good, "^BenchmarkTraced$", cli.ExitOK, "warning: 2 benchmarks ran", []string{"Traced/leaf=a", "Traced/leaf=b"}},
+		{"invalid trace", bad, "^BenchmarkTraced/leaf=a$", cli.ExitFailed, "events must be sorted by ts", nil},
+		{"no trace", "", "^BenchmarkTraced/leaf=a$", cli.ExitFailed, "wrote no trace to SOFTGPU_TRACE", nil},
+		{"no benchmark", good, "^BenchmarkNothing$", cli.ExitFailed, "no benchmark of stage0-mailbox matched", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			name := strings.ReplaceAll(tt.name, " ", "-")
+			r := runTrace(t, args(name, tt.source, tt.bench, "-allow-dirty")...)
+			if r.code != tt.wantCode || !strings.Contains(r.stderr, tt.wantStderr) {
+				t.Fatalf("make %s = exit %d; want %d and stderr with %q\nstderr:\n%s", tt.name, r.code, tt.wantCode, tt.wantStderr, r.stderr)
+			}
+			traceFile := filepath.Join(out, name+".json")
+			if tt.wantCode != cli.ExitOK {
+				if _, err := os.Stat(traceFile); err == nil {
+					t.Errorf("make %s failed but wrote %s", tt.name, traceFile)
+				}
+				return
+			}
+			if _, err := trace.Load(traceFile); err != nil {
+				t.Errorf("the written trace does not load: %v", err)
+			}
+			meta, err := trace.LoadMeta(trace.MetaPath(traceFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if meta.Stage != "stage0-mailbox" || meta.Bench != tt.bench || meta.Benchtime != "2x" || !slices.Equal(meta.Benchmarks, tt.wantRan) ||
+				meta.Machine.Cores < 1 || meta.Machine.Go == "" || meta.Date == "" || !slices.Equal(meta.Env, []string{"FIXTURE_TRACE=" + tt.source}) {
+				t.Errorf("meta = %+v; want stage0-mailbox, bench %q, 2x, benchmarks %q, a machine, a date and the env", meta, tt.bench, tt.wantRan)
+			}
+			if !strings.HasPrefix(meta.Command, "go run ./tools/cmd/trace make -stage stage0-mailbox") {
+				t.Errorf("meta command = %q", meta.Command)
+			}
+			if !strings.Contains(r.stdout, "stage7-idle: 15 events") {
+				t.Errorf("make did not print the summary:\n%s", r.stdout)
+			}
+		})
+	}
+}
+
+// TestMakeCommit checks that make records the commit of a clean tree and
+// refuses a dirty one.
+func TestMakeCommit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs a fixture stage")
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	root := fixture.Repo(t, "stage0-mailbox")
+	if err := os.WriteFile(filepath.Join(root, "stage0-mailbox", "traced_test.go"), []byte(tracedBenchmark), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"}, args...)...)
+		cmd.Dir = root
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %q: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	git("init", "-q")
+	git("add", ".")
+	git("commit", "-q", "-m", "fixture")
+	head := git("rev-parse", "HEAD")
+	source := testdata(t, "good/array.json")
+	t.Chdir(root)
+	out := t.TempDir() // outside the repository, so writing keeps the tree clean
+	args := []string{"make", "-stage", "stage0-mailbox", "-bench", "^BenchmarkTraced/leaf=a$", "-benchtime", "1x",
+		"-env", "FIXTURE_TRACE=" + source, "-name", "clean", "-out", out}
+
+	if r := runTrace(t, args...); r.code != cli.ExitOK {
+		t.Fatalf("make on a clean tree = exit %d:\n%s", r.code, r.stderr)
+	}
+	data, err := os.ReadFile(filepath.Join(out, "clean.meta.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta trace.Meta
+	if err := json.Unmarshal(data, &meta); err != nil || meta.Commit != head {
+		t.Errorf("meta commit = %q (%v); want %s", meta.Commit, err, head)
+	}
+
+	if err := os.WriteFile(filepath.Join(root, "stage0-mailbox", "new.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runTrace(t, args...)
+	if r.code != cli.ExitFailed || !strings.Contains(r.stderr, "uncommitted changes") {
+		t.Errorf("make on a dirty tree = exit %d, %q; want exit 1 about uncommitted changes", r.code, r.stderr)
+	}
+	if r := runTrace(t, append(args, "-allow-dirty")...); r.code != cli.ExitOK {
+		t.Fatalf("make -allow-dirty on a dirty tree = exit %d:\n%s", r.code, r.stderr)
+	}
+	if meta, err := trace.LoadMeta(filepath.Join(out, "clean.meta.json")); err != nil || meta.Commit != head+"+dirty" {
+		t.Errorf("meta commit after -allow-dirty = %v, %v; want %s+dirty", meta, err, head)
+	}
+}

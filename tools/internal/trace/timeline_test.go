@@ -1,0 +1,362 @@
+package trace
+
+import (
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// svgText is what an SVG holds, decoded with encoding/xml: every text
+// element's content and every <title>'s, and how many rects and lines.
+type svgText struct {
+	texts, titles []string
+	rects, lines  int
+}
+
+// decodeSVG parses s as XML, failing the test if it is not well formed.
+func decodeSVG(t *testing.T, s string) svgText {
+	t.Helper()
+	decoder := xml.NewDecoder(strings.NewReader(s))
+	var out svgText
+	var stack []string
+	for {
+		token, err := decoder.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("the SVG is not well-formed XML: %v\n%s", err, s)
+		}
+		switch token := token.(type) {
+		case xml.StartElement:
+			stack = append(stack, token.Name.Local)
+			switch token.Name.Local {
+			case "rect":
+				out.rects++
+			case "line":
+				out.lines++
+			}
+		case xml.EndElement:
+			stack = stack[:len(stack)-1]
+		case xml.CharData:
+			if len(stack) == 0 {
+				continue
+			}
+			switch stack[len(stack)-1] {
+			case "text":
+				out.texts = append(out.texts, string(token))
+			case "title":
+				out.titles = append(out.titles, string(token))
+			}
+		}
+	}
+	if len(stack) != 0 {
+		t.Fatalf("the SVG leaves %v open", stack)
+	}
+	return out
+}
+
+func render(t *testing.T, tr *Trace, opt TimelineOptions) string {
+	t.Helper()
+	svg, err := RenderSVG(tr, opt)
+	if err != nil {
+		t.Fatalf("RenderSVG(%+v) = %v", opt, err)
+	}
+	return svg
+}
+
+func TestRenderSVGLanes(t *testing.T) {
+	tests := []struct {
+		file  string
+		lanes []string
+	}{
+		{"good/stage7.json", []string{"engine compute", "engine copy", "channel 0", "channel 1", "driver"}},
+		{"good/later-stages.json", []string{"engine compute", "channel 0", "driver", "fault buffer"}},
+		{"good/array.json", []string{"engine copy"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			tr := load(t, tt.file)
+			svg := decodeSVG(t, render(t, tr, TimelineOptions{Title: "A title", Caption: "A caption"}))
+			// Lane labels are the texts that name tracks, in lane order.
+			var lanes []string
+			for _, text := range svg.texts {
+				if slices.Contains(tt.lanes, text) {
+					lanes = append(lanes, text)
+				}
+			}
+			if !slices.Equal(lanes, tt.lanes) {
+				t.Errorf("lane labels %q; want %q", lanes, tt.lanes)
+			}
+			for _, want := range []string{"A title", "A caption"} {
+				if !slices.Contains(svg.texts, want) {
+					t.Errorf("the SVG lacks the text %q; texts: %q", want, svg.texts)
+				}
+			}
+		})
+	}
+}
+
+func TestRenderSVGDeterministic(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "good", "later-stages.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first string
+	for i := range 20 {
+		// Parse afresh each time, so map order inside the trace (args)
+		// differs from run to run.
+		tr, err := Parse(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		svg := render(t, tr, TimelineOptions{Title: "later stages"})
+		if i == 0 {
+			first = svg
+		} else if svg != first {
+			t.Fatalf("render %d differs from render 0", i)
+		}
+	}
+}
+
+func TestRenderSVGContent(t *testing.T) {
+	tr := load(t, "good/stage7.json")
+	s := render(t, tr, TimelineOptions{Title: "stage 7"})
+	svg := decodeSVG(t, s)
+	for _, want := range []string{
+		`viewBox="0 0 624 `,
+		`font-size="18"`,
+		"@media (prefers-color-scheme: dark)",
+		`<rect class="sgt-err"`,   // COPY failed
+		`<rect class="sgt-sleep"`, // sleeps
+		`<line class="sgt-doorbell"`,
+		`<line class="sgt-irq"`,
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("the SVG lacks %q", want)
+		}
+	}
+	if strings.Contains(s, " id=") {
+		t.Errorf("the SVG has an id attribute; two timelines in one page would clash")
+	}
+	for _, want := range []string{"command", "command failed", "asleep", "doorbell", "interrupt"} {
+		if !slices.Contains(svg.texts, want) {
+			t.Errorf("the legend lacks %q; texts: %q", want, svg.texts)
+		}
+	}
+	if slices.Contains(svg.texts, "scheduling") {
+		t.Errorf("the legend shows scheduling, which this trace does not have")
+	}
+	wantTitle := "COPY (command) on engine copy at 1.200 µs for 500 ns: channel=1 engine=copy seq=3 size=4096 status=bad address"
+	if !slices.Contains(svg.titles, wantTitle) {
+		t.Errorf("no tooltip %q among %q", wantTitle, svg.titles)
+	}
+	// Axis: 215.05 µs in at most five steps of 1, 2 or 5 × 10^k: 50 µs.
+	for _, want := range []string{"0", "50 µs", "100 µs", "150 µs", "200 µs"} {
+		if !slices.Contains(svg.texts, want) {
+			t.Errorf("the axis lacks the tick %q; texts %q", want, svg.texts)
+		}
+	}
+}
+
+// TestRenderSVGTextSize checks that no text is smaller than 11 px when
+// the figure is drawn 390 px wide, a phone's width.
+func TestRenderSVGTextSize(t *testing.T) {
+	s := render(t, load(t, "good/stage7.json"), TimelineOptions{Title: "t", Caption: "c"})
+	width, _ := strconv.ParseFloat(regexp.MustCompile(`viewBox="0 0 ([0-9.]+) `).FindStringSubmatch(s)[1], 64)
+	for _, m := range regexp.MustCompile(`font-size="([0-9.]+)"`).FindAllStringSubmatch(s, -1) {
+		if size, _ := strconv.ParseFloat(m[1], 64); size*390/width < 11 {
+			t.Errorf("font-size %s in a %v-unit viewBox is %.2f px at 390 px; want at least 11", m[1], width, size*390/width)
+		}
+	}
+}
+
+func TestRenderSVGEscapes(t *testing.T) {
+	tr := load(t, "good/escape.json")
+	s := render(t, tr, TimelineOptions{Title: `<b>"bold" & 'it'</b>`, Caption: "a < b"})
+	for _, raw := range []string{"<b>", "<compute>", "FILL<&>", "\u0007"} {
+		if strings.Contains(s, raw) {
+			t.Errorf("the SVG holds %q unescaped", raw)
+		}
+	}
+	svg := decodeSVG(t, s) // well formed despite the names
+	for _, want := range []string{`<b>"bold" & 'it'</b>`, "engine <compute> & 'co'", `channel "0"`, "a < b"} {
+		if !slices.Contains(svg.texts, want) {
+			t.Errorf("texts lack %q after decoding: %q", want, svg.texts)
+		}
+	}
+	wantTitle := `FILL<&> (command) on engine <compute> & 'co' at 1.000 µs for 2.00 µs: status=err <"bad"> & co`
+	if !slices.Contains(svg.titles, wantTitle) {
+		t.Errorf("no tooltip %q among %q", wantTitle, svg.titles)
+	}
+}
+
+// manyCommands is a trace of n 40 ns commands on one engine, one every
+// 100 ns, with a doorbell before each.
+func manyCommands(t *testing.T, n int) *Trace {
+	t.Helper()
+	events := []string{`{"ph":"M","name":"thread_name","pid":1,"tid":1,"args":{"name":"engine compute"}}`}
+	for i := range n {
+		ts := float64(i) * 0.1
+		events = append(events,
+			fmt.Sprintf(`{"ph":"i","s":"t","cat":"doorbell","name":"doorbell","pid":1,"tid":100,"ts":%.3f}`, ts),
+			fmt.Sprintf(`{"ph":"X","cat":"command","name":"FILL","pid":1,"tid":1,"ts":%.3f,"dur":0.040,"args":{"seq":%d}}`, ts+0.01, i))
+	}
+	tr, err := Parse([]byte(`{"traceEvents":[` + strings.Join(events, ",\n") + `]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func TestRenderSVGMerges(t *testing.T) {
+	tr := manyCommands(t, 10000) // 1 ms: a command is 0.025 units wide
+	s := render(t, tr, TimelineOptions{})
+	svg := decodeSVG(t, s)
+	// One merged rectangle per engine lane plus the band, background and
+	// legend swatch: far fewer than 10000.
+	if svg.rects > 20 {
+		t.Errorf("10000 narrow commands drew %d rects; want them merged", svg.rects)
+	}
+	if len(s) > 20000 {
+		t.Errorf("the SVG of 10000 narrow commands is %d bytes; want under 20000", len(s))
+	}
+	merged := 0
+	for _, title := range svg.titles {
+		if n, ok := strings.CutPrefix(title, ""); ok && strings.Contains(n, " events on engine compute") {
+			count, _ := strconv.Atoi(strings.Fields(n)[0])
+			merged += count
+			if !strings.Contains(n, "FILL ×") {
+				t.Errorf("merged tooltip %q does not count by name", n)
+			}
+		}
+	}
+	if merged != 10000 {
+		t.Errorf("merged tooltips count %d commands; want 10000", merged)
+	}
+	// The commands fill 40% of their run: the rectangle says so.
+	if !strings.Contains(s, `fill-opacity="0.40"`) {
+		t.Errorf("the merged rectangle's opacity is not the 0.40 its commands fill")
+	}
+
+	// Zoomed in to 2 µs, the same commands are each 12 units wide: one
+	// rectangle each.
+	zoomed := decodeSVG(t, render(t, tr, TimelineOptions{From: 100, To: 102}))
+	commands := 0
+	for _, title := range zoomed.titles {
+		if strings.HasPrefix(title, "FILL (command) on engine compute") {
+			commands++
+		}
+	}
+	if commands != 20 { // 100.01 to 101.91; 99.91 ends at 99.95 and 102.01 starts after the window
+		t.Errorf("a 2 µs window drew %d single commands; want 20", commands)
+	}
+}
+
+func TestTimelineWindow(t *testing.T) {
+	tr := load(t, "good/stage7.json") // events from 0 to 215.050 µs
+	tests := []struct {
+		name     string
+		opt      TimelineOptions
+		from, to time.Duration
+		err      string
+	}{
+		{"whole trace", TimelineOptions{}, 0, 215050, ""},
+		{"from", TimelineOptions{From: 100}, 100000, 215050, ""},
+		{"from and to", TimelineOptions{From: 1, To: 2.5}, 1000, 2500, ""},
+		{"first", TimelineOptions{First: 3}, 0, 3000, ""},
+		{"after the end", TimelineOptions{From: 300}, 300000, 301000, ""},
+		{"negative", TimelineOptions{From: -1}, 0, 0, "none negative"},
+		{"first with from", TimelineOptions{First: 3, From: 1}, 0, 0, "one or the other"},
+		{"empty", TimelineOptions{From: 5, To: 5}, 0, 0, "is empty"},
+		{"backwards", TimelineOptions{From: 5, To: 4}, 0, 0, "is empty"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			from, to, err := tt.opt.window(tr)
+			if tt.err != "" {
+				if !errors.Is(err, ErrWindow) || !strings.Contains(err.Error(), tt.err) {
+					t.Errorf("window(%+v) = %v; want ErrWindow saying %q", tt.opt, err, tt.err)
+				}
+				if _, err := RenderSVG(tr, tt.opt); !errors.Is(err, ErrWindow) {
+					t.Errorf("RenderSVG(%+v) = %v; want ErrWindow", tt.opt, err)
+				}
+				return
+			}
+			if err != nil || from != tt.from || to != tt.to {
+				t.Errorf("window(%+v) = %v, %v, %v; want %v, %v", tt.opt, from, to, err, tt.from, tt.to)
+			}
+		})
+	}
+	empty, err := Parse([]byte(`{"traceEvents":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := RenderSVG(empty, TimelineOptions{}); !errors.Is(err, ErrWindow) {
+		t.Errorf("RenderSVG(no events) = %v; want ErrWindow", err)
+	}
+	if _, err := RenderSVG(empty, TimelineOptions{From: 1, To: 2}); err != nil {
+		t.Errorf("RenderSVG(no events, From 1, To 2) = %v; want an empty timeline", err)
+	}
+}
+
+func TestAxisTicks(t *testing.T) {
+	tests := []struct {
+		length time.Duration
+		want   []string
+	}{
+		{3, []string{"0", "1 ns", "2 ns", "3 ns"}},
+		{215050, []string{"0", "50 µs", "100 µs", "150 µs", "200 µs"}},
+		{1100, []string{"0", "0.2 µs", "0.4 µs", "0.6 µs", "0.8 µs", "1 µs"}},
+		{2500, []string{"0", "0.5 µs", "1 µs", "1.5 µs", "2 µs", "2.5 µs"}},
+		{3 * time.Millisecond, []string{"0", "1 ms", "2 ms", "3 ms"}},
+		{12 * time.Second, []string{"0", "5 s", "10 s"}},
+	}
+	for _, tt := range tests {
+		ticks, unit := axisTicks(tt.length)
+		var got []string
+		for _, tick := range ticks {
+			got = append(got, formatTick(tick, unit))
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("axisTicks(%v) = %q; want %q", tt.length, got, tt.want)
+		}
+	}
+}
+
+func TestWrap(t *testing.T) {
+	tests := []struct {
+		s     string
+		width int
+		want  []string
+	}{
+		{"", 10, nil},
+		{"one two three", 7, []string{"one two", "three"}},
+		{"a verylongword b", 5, []string{"a", "verylongword", "b"}},
+	}
+	for _, tt := range tests {
+		if got := wrap(tt.s, tt.width); !slices.Equal(got, tt.want) {
+			t.Errorf("wrap(%q, %d) = %q; want %q", tt.s, tt.width, got, tt.want)
+		}
+	}
+}
+
+func TestMetaCaption(t *testing.T) {
+	m := &Meta{Command: "go run ./tools/cmd/trace make -stage stage7-idle -bench X -name gap", Commit: "0123456789abcdef0123+dirty"}
+	want := "Trace book/traces/gap.json, made by go run ./tools/cmd/trace make -stage stage7-idle -bench X -name gap at commit 0123456789ab (with uncommitted changes)."
+	if got := m.Caption("book/traces/gap.json"); got != want {
+		t.Errorf("Caption = %q; want %q", got, want)
+	}
+	if got, want := MetaPath("book/traces/gap.json"), "book/traces/gap.meta.json"; got != want {
+		t.Errorf("MetaPath = %q; want %q", got, want)
+	}
+}
