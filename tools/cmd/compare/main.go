@@ -4,23 +4,25 @@
 //
 //	go run ./tools/cmd/compare stage1-ring                # its predecessor (stage0-mailbox) vs stage1-ring
 //	go run ./tools/cmd/compare stage4-nolock stage5-vm    # stage4-nolock (base) vs stage5-vm
-//	go run ./tools/cmd/compare -bench '^BenchmarkH2D$' -count 10 stage3-pinned
+//	go run ./tools/cmd/compare stage3-pinned -bench '^BenchmarkH2D$' -count 10
 //
 // The two stages run in alternating rounds (base, other; then other, base;
 // -count rounds), so that drift on a noisy machine falls on both alike. The
 // outputs are written with "pkg:" replaced by "stage: <dir>" and compared
-// with `go tool benchstat -col stage`. See tools/README.md.
+// with `go tool benchstat -col stage`. Flags may come before or after the
+// stages. Before the rounds it says how long they should take, and as they
+// run, how long is left. See tools/README.md.
 package main
 
 import (
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"regexp"
+	"time"
 
 	"softgpu/tools/internal/benchfmt"
 	"softgpu/tools/internal/benchrun"
@@ -33,112 +35,151 @@ func main() {
 	cli.Main(func(ctx context.Context) int { return run(ctx, os.Args[1:], os.Stdout, os.Stderr) })
 }
 
+const usage = `usage: go run ./tools/cmd/compare [flags] STAGE [OTHER] [flags]
+
+With one stage, compares its predecessor in build order (base) with it.
+With two, compares STAGE (base) with OTHER. Both are built once, then run in
+-count alternating rounds; benchstat's table goes to stdout, progress and an
+estimate of the time left to stderr. The default (6 rounds of -benchtime 1s)
+takes 5 to 15 minutes for two adjacent stages; it says how long before the
+rounds start.
+`
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	c := cli.NewCommand("compare", usage, stdout, stderr)
 	var (
-		bench     = fs.String("bench", ".", "benchmarks to run, a -test.bench `regexp`")
-		count     = fs.Int("count", 6, "rounds; each round runs every benchmark once in each stage")
-		benchtime = fs.String("benchtime", "1s", "-test.benchtime of each benchmark")
-		save      = fs.String("o", "", "also keep the benchstat-format input in `FILE`")
+		bench     = c.Flags.String("bench", ".", "benchmarks to run, a -test.bench `regexp`")
+		count     = c.Flags.Int("count", 6, "rounds; each round runs every benchmark once in each stage")
+		benchtime = benchrun.MustBenchtime("1s")
+		save      = c.Flags.String("o", "", "also keep the benchstat-format input in `FILE`")
 		env       cli.EnvFlag
 	)
-	fs.Var(&env, "env", "`KEY=VALUE` for every benchmark process (repeatable)")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: go run ./tools/cmd/compare [flags] STAGE [OTHER]\n\n")
-		fmt.Fprintf(stderr, "With one stage, compares its predecessor in build order (base) with it.\nWith two, compares STAGE (base) with OTHER.\n\nflags:\n")
-		fs.PrintDefaults()
-	}
-	if code, done := cli.ParseFlags(fs, args); done {
+	c.Flags.Var(&benchtime, "benchtime", "-test.benchtime of each benchmark: a `duration` (1s) or a count (100x)")
+	c.Flags.Var(&env, "env", "`KEY=VALUE` for every benchmark process (repeatable)")
+	names, code, done := c.Parse(args)
+	if done {
 		return code
 	}
-	usage := cli.Misuse(stderr, "compare")
-	if fs.NArg() < 1 || fs.NArg() > 2 {
-		return usage("want one or two stages, got %d arguments", fs.NArg())
+	if len(names) < 1 || len(names) > 2 {
+		return c.Misuse("want one or two stages, got %d arguments %q", len(names), names)
 	}
 	if *count < 1 {
-		return usage("-count %d: want at least 1", *count)
+		return c.Misuse("-count %d: want at least 1", *count)
+	}
+	if _, err := regexp.Compile(*bench); err != nil {
+		return c.Misuse("-bench %q: %v", *bench, err)
+	}
+	for _, name := range names {
+		if err := stages.CheckKnown(name); err != nil {
+			return c.Misuse("%v", err)
+		}
 	}
 	root, err := stages.Root()
 	if err != nil {
-		fmt.Fprintf(stderr, "compare: %v\n", err)
-		return cli.ExitFailed
+		return c.Fail(err)
 	}
-	base, other := "", fs.Arg(0)
-	if fs.NArg() == 2 {
-		base, other = fs.Arg(0), fs.Arg(1)
-	} else if s, ok := stages.Lookup(other); ok {
+	base, other := "", names[len(names)-1]
+	if len(names) == 2 {
+		base = names[0]
+	} else {
+		s, _ := stages.Lookup(other)
 		if s.Predecessor == "" {
-			return usage("%s is the first stage in build order; name the stage to compare it with: compare %s OTHER", other, other)
+			return c.Misuse("%s is the first stage in build order; name the stage to compare it with: compare %s OTHER", other, other)
 		}
 		base = s.Predecessor
 	}
 	for _, s := range []string{base, other} {
 		if err := stages.CheckExists(root, s); err != nil {
-			return usage("%v", err)
+			return c.Misuse("%v", err)
 		}
 	}
 	if base == other {
-		return usage("comparing %s with itself", base)
+		return c.Misuse("comparing %s with itself", base)
+	}
+	if *save != "" {
+		if err := records.ProbeFile(*save); err != nil {
+			return c.Misuse("-o %s: %v", *save, err)
+		}
 	}
 
-	text, err := measure(ctx, root, base, other, *count, benchrun.Options{Bench: *bench, Benchtime: *benchtime, Env: env}, stderr)
+	o := benchrun.Options{Bench: *bench, Benchtime: benchtime.String(), Env: env}
+	text, err := measure(ctx, c, root, base, other, *count, o, benchtime)
 	if ctx.Err() != nil {
-		fmt.Fprintf(stderr, "compare: interrupted\n")
+		c.Printf("interrupted; nothing written")
 		return cli.ExitInterrupted
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "compare: %v\n", err)
-		return cli.ExitFailed
+		return c.Fail(err)
 	}
 	input := *save
 	if input == "" {
 		dir, err := os.MkdirTemp("", "softgpu-compare-")
 		if err != nil {
-			fmt.Fprintf(stderr, "compare: %v\n", err)
-			return cli.ExitFailed
+			return c.Fail(err)
 		}
 		defer os.RemoveAll(dir)
 		input = filepath.Join(dir, base+"-vs-"+other+".txt")
 	}
 	if err := records.WriteFileAtomic(input, text); err != nil {
-		fmt.Fprintf(stderr, "compare: %v\n", err)
-		return cli.ExitFailed
+		return c.Fail(err)
 	}
 	if err := benchstat(ctx, root, input, stdout, stderr); err != nil {
-		fmt.Fprintf(stderr, "compare: %v\n", err)
-		return cli.ExitFailed
+		if ctx.Err() != nil {
+			return cli.ExitInterrupted
+		}
+		return c.Fail(err)
 	}
 	return cli.ExitOK
 }
 
-// measure builds both stages and runs them in alternating rounds, returning
-// the benchstat input: every base output first, then every other output,
-// so that benchstat's first column, the one compared against, is base.
-func measure(ctx context.Context, root, base, other string, count int, o benchrun.Options, stderr io.Writer) ([]byte, error) {
+// measure builds both stages, surveys them for an estimate, and runs them
+// in alternating rounds, returning the benchstat input: every base output
+// first, then every other output, so that benchstat's first column, the one
+// compared against, is base.
+func measure(ctx context.Context, c *cli.Command, root, base, other string, count int, o benchrun.Options, bt benchrun.Benchtime) ([]byte, error) {
 	binDir, err := os.MkdirTemp("", "softgpu-compare-bin-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(binDir)
-	bins, err := benchrun.BuildAll(ctx, root, []string{base, other}, binDir, stderr)
+	bins, err := benchrun.BuildAll(ctx, root, []string{base, other}, binDir, c.Printf)
 	if err != nil {
 		return nil, err
 	}
-	outputs := map[string][]*benchfmt.Output{}
+
+	// The steps of the run, in order: count rounds of both stages.
+	var steps []string
 	for round := 1; round <= count; round++ {
-		order := []string{base, other}
-		if round%2 == 0 {
-			order = []string{other, base}
+		if round%2 == 1 {
+			steps = append(steps, base, other)
+		} else {
+			steps = append(steps, other, base)
 		}
-		for _, stage := range order {
-			fmt.Fprintf(stderr, "compare: round %d of %d: %s\n", round, count, stage)
-			out, err := bins.Bench(ctx, stage, o)
-			if err != nil {
-				return nil, err
-			}
-			outputs[stage] = append(outputs[stage], out)
+	}
+	c.Printf("surveying: every selected benchmark once in each stage, to count them and estimate the run")
+	guess := map[string]time.Duration{}
+	benchmarks := map[string]int{}
+	for _, stage := range []string{base, other} {
+		s, err := benchrun.SurveyStage(ctx, bins.Bench, stage, o)
+		if err != nil {
+			return nil, err
 		}
+		guess[stage], benchmarks[stage] = s.Estimate(bt), len(s.Names)
+	}
+	eta := benchrun.NewETA(guess)
+	c.Printf("%s: %s, %s: %s; %d rounds of -benchtime %s: about %s",
+		base, benchmarksOf(benchmarks[base]), other, benchmarksOf(benchmarks[other]), count, bt, benchrun.Approx(eta.Left(steps)))
+
+	outputs := map[string][]*benchfmt.Output{}
+	for i, stage := range steps {
+		c.Printf("round %d of %d: %s (about %s left)", i/2+1, count, stage, benchrun.Approx(eta.Left(steps[i:])))
+		start := time.Now()
+		out, err := bins.Bench(ctx, stage, o)
+		if err != nil {
+			return nil, err
+		}
+		eta.Observe(stage, time.Since(start))
+		outputs[stage] = append(outputs[stage], out)
 	}
 	var text bytes.Buffer
 	for _, stage := range []string{base, other} {
@@ -168,7 +209,7 @@ func benchstat(ctx context.Context, root, input string, stdout, stderr io.Writer
 	if fi.Size() == 0 {
 		return fmt.Errorf("benchstat input %s is empty", input)
 	}
-	cmd := exec.CommandContext(ctx, "go", "tool", "benchstat", "-col", benchfmt.StageKey, input)
+	cmd := cli.ExecGroup(ctx, "go", "tool", "benchstat", "-col", benchfmt.StageKey, input)
 	cmd.Dir = filepath.Join(root, "tools")
 	cmd.Env = append(os.Environ(), "GOWORK=off")
 	cmd.Stdout, cmd.Stderr = stdout, stderr
@@ -176,4 +217,11 @@ func benchstat(ctx context.Context, root, input string, stdout, stderr io.Writer
 		return fmt.Errorf("go tool benchstat: %w", err)
 	}
 	return nil
+}
+
+func benchmarksOf(n int) string {
+	if n == 1 {
+		return "1 benchmark"
+	}
+	return fmt.Sprintf("%d benchmarks", n)
 }

@@ -4,41 +4,77 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"softgpu/tools/internal/cli"
 	"strings"
 	"testing"
 
+	"softgpu/tools/internal/cli"
 	"softgpu/tools/internal/fixture"
 )
 
+const allStages = "stage0-mailbox, stage1-ring, stage2-fence, stage3-pinned, stage4-nolock, stage7-idle, stage5-vm, stage6-runlist, stage8-managed, stage9-chardev"
+
+// TestRunUsage checks every misuse is refused before anything is built,
+// with exit 2 and one line naming the bad input.
 func TestRunUsage(t *testing.T) {
 	root := fixture.Repo(t, "stage0-mailbox", "stage1-ring")
+	file := filepath.Join(root, "a-file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	t.Chdir(root)
 	tests := []struct {
-		name     string
-		args     []string
-		wantText string
+		name       string
+		args       []string
+		wantStderr string // in full
 	}{
-		{"no stage", nil, "want one or two stages"},
-		{"three stages", []string{"stage0-mailbox", "stage1-ring", "stage2-fence"}, "want one or two stages"},
-		{"first stage alone", []string{"stage0-mailbox"}, "first stage in build order"},
-		{"unknown", []string{"stage1-rings"}, "stages are: stage0-mailbox"},
-		{"missing", []string{"stage2-fence"}, "stage2-fence does not exist"},
-		{"itself", []string{"stage1-ring", "stage1-ring"}, "with itself"},
-		{"bad count", []string{"-count", "0", "stage1-ring"}, "-count 0"},
+		{"no stage", nil, "compare: want one or two stages, got 0 arguments []"},
+		{"three stages", []string{"stage0-mailbox", "stage1-ring", "stage2-fence"},
+			`compare: want one or two stages, got 3 arguments ["stage0-mailbox" "stage1-ring" "stage2-fence"]`},
+		{"first stage alone", []string{"stage0-mailbox"},
+			"compare: stage0-mailbox is the first stage in build order; name the stage to compare it with: compare stage0-mailbox OTHER"},
+		{"unknown", []string{"stage9-nope"}, `compare: unknown stage "stage9-nope"; stages are: ` + allStages},
+		{"unknown base", []string{"nosuch", "stage1-ring"}, `compare: unknown stage "nosuch"; stages are: ` + allStages},
+		{"missing", []string{"stage2-fence"}, "compare: stage stage2-fence does not exist under " + root + " yet; existing stages: stage0-mailbox, stage1-ring"},
+		{"itself", []string{"stage1-ring", "stage1-ring"}, "compare: comparing stage1-ring with itself"},
+		{"bad count", []string{"-count", "0", "stage1-ring"}, "compare: -count 0: want at least 1"},
+		{"flag after the stage", []string{"stage1-ring", "-count", "0"}, "compare: -count 0: want at least 1"},
+		{"bad benchtime", []string{"stage1-ring", "-benchtime", "1z"},
+			`compare: invalid value "1z" for flag -benchtime: want a positive duration like 1s or 300ms, or a count of iterations like 100x`},
+		{"zero benchtime", []string{"-benchtime", "0x", "stage1-ring"},
+			`compare: invalid value "0x" for flag -benchtime: want a positive count of iterations like 100x, or a duration like 1s`},
+		{"bad regexp", []string{"-bench", "(", "stage1-ring"}, "compare: -bench \"(\": error parsing regexp: missing closing ): `(`"},
+		{"unknown flag", []string{"stage1-ring", "-fast"}, "compare: flag provided but not defined: -fast"},
+		{"-o a directory", []string{"-o", root, "stage1-ring"}, "compare: -o " + root + ": " + root + " is a directory"},
+		{"-o under a file", []string{"stage1-ring", "-o", filepath.Join(file, "out.txt")},
+			"compare: -o " + filepath.Join(file, "out.txt") + ": cannot write " + filepath.Join(file, "out.txt") + ": " + file + " is not a directory"},
+		{"-o in a missing directory", []string{"stage1-ring", "-o", filepath.Join(root, "nope", "out.txt")},
+			"compare: -o " + filepath.Join(root, "nope", "out.txt") + ": cannot write " + filepath.Join(root, "nope", "out.txt") + ": " + filepath.Join(root, "nope") + ": no such file or directory"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr strings.Builder
-			if code := run(context.Background(), tt.args, &stdout, &stderr); code != cli.ExitUsage || !strings.Contains(stderr.String(), tt.wantText) {
-				t.Errorf("compare %q = exit %d, %q; want exit %d and %q", tt.args, code, stderr.String(), cli.ExitUsage, tt.wantText)
+			code := run(context.Background(), tt.args, &stdout, &stderr)
+			if code != cli.ExitUsage || stderr.String() != tt.wantStderr+"\n" {
+				t.Errorf("compare %q = exit %d, stderr\n%q\nwant exit %d and\n%q", tt.args, code, stderr.String(), cli.ExitUsage, tt.wantStderr+"\n")
 			}
 		})
 	}
 }
 
+func TestRunHelp(t *testing.T) {
+	for _, arg := range []string{"-h", "-help"} {
+		var stdout, stderr strings.Builder
+		code := run(context.Background(), []string{"stage1-ring", arg}, &stdout, &stderr)
+		if code != cli.ExitOK || !strings.HasPrefix(stdout.String(), "usage: go run ./tools/cmd/compare") ||
+			!strings.Contains(stdout.String(), "-benchtime duration") || stderr.Len() != 0 {
+			t.Errorf("compare %s = exit %d, stdout %q, stderr %q; want exit 0 and the usage on stdout", arg, code, stdout.String(), stderr.String())
+		}
+	}
+}
+
 // TestRunFixture compares two fixture stages for real and checks benchstat's
-// table has both stages as columns, base first.
+// table has both stages as columns, base first, and that the run said how
+// long it would take.
 func TestRunFixture(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds fixture stages and benchstat")
@@ -60,7 +96,7 @@ func TestRunFixture(t *testing.T) {
 	t.Chdir(root)
 	saved := filepath.Join(t.TempDir(), "in.txt")
 	var stdout, stderr strings.Builder
-	args := []string{"-count", "2", "-benchtime", "20x", "-bench", "Fill", "-o", saved, "stage1-ring"}
+	args := []string{"stage1-ring", "-count", "2", "-benchtime", "20x", "-bench", "Fill", "-o", saved}
 	if code := run(context.Background(), args, &stdout, &stderr); code != cli.ExitOK {
 		t.Fatalf("compare %q = exit %d:\n%s", args, code, stderr.String())
 	}
@@ -69,11 +105,24 @@ func TestRunFixture(t *testing.T) {
 	if i < 0 || j < i || !strings.Contains(out, "vs base") {
 		t.Errorf("benchstat output should have columns stage0-mailbox, then stage1-ring vs base:\n%s", out)
 	}
+	for _, want := range []string{
+		"compare: stage0-mailbox: 1 benchmark, stage1-ring: 2 benchmarks; 2 rounds of -benchtime 20x: about ",
+		"compare: round 1 of 2: stage0-mailbox (about ",
+		"compare: round 2 of 2: stage0-mailbox (about ",
+		" left)",
+	} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("compare progress lacks %q:\n%s", want, stderr.String())
+		}
+	}
 	text, err := os.ReadFile(saved)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n := strings.Count(string(text), "BenchmarkFill/size=64B"); n != 4 {
 		t.Errorf("-o file has %d Fill results; want 4 (2 rounds × 2 stages)\n%s", n, text)
+	}
+	if fi, err := os.Stat(saved); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("-o file mode = %v, %v; want 0644", fi.Mode().Perm(), err)
 	}
 }

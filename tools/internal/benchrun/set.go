@@ -3,7 +3,6 @@ package benchrun
 import (
 	"context"
 	"fmt"
-	"io"
 	"path/filepath"
 
 	"softgpu/tools/internal/benchfmt"
@@ -13,12 +12,12 @@ import (
 type Set map[string]*Binary
 
 // BuildAll builds every stage under root into binDir, once each, reporting
-// each build on progress (nil for quiet).
-func BuildAll(ctx context.Context, root string, stages []string, binDir string, progress io.Writer) (Set, error) {
+// each build with progress (nil for quiet), a Printf-like function.
+func BuildAll(ctx context.Context, root string, stages []string, binDir string, progress func(format string, a ...any)) (Set, error) {
 	set := Set{}
 	for _, stage := range stages {
 		if progress != nil {
-			fmt.Fprintf(progress, "building %s (go test -c)\n", stage)
+			progress("building %s (go test -c)", stage)
 		}
 		bin, err := Build(ctx, filepath.Join(root, stage), binDir)
 		if err != nil {
