@@ -1,141 +1,173 @@
 // Command record measures stages for the book and writes a record: it runs
-// every chosen stage's benchmarks in several canary-gated passes and writes
-// book/records/NAME.json (machine, date, commit, command, canary per pass,
-// limits, and every row's best and median) and NAME.txt (the accepted
-// passes in benchstat's format, one "stage:" label per stage).
+// every chosen stage's benchmarks in several passes, re-runs each row whose
+// own canary moved while it ran, and writes book/records/NAME.json
+// (machine, date, commit, command, every row's values per pass with best,
+// median, min, max and canary) and NAME.txt (the passes in benchstat's
+// format, one "stage:" label per stage).
 //
 //	go run ./tools/cmd/record -name stages
-//	go run ./tools/cmd/record -stages stage4-nolock,stage7-idle -bench '^BenchmarkGap$' -passes 5 -name gap
+//	go run ./tools/cmd/record -stages stage4-nolock,stage7-idle -bench '^BenchmarkGap$' -name gap
 //	go run ./tools/cmd/record -env SOFTGPU_IDLE=spin -name gate-spin
 //	go tool benchstat -col stage book/records/stages.txt
 //
-// Each stage's test binary is built once (go test -c) and run from the
-// stage directory. An interrupt (Ctrl-C, SIGTERM) kills the benchmark
-// running and writes nothing. See tools/README.md.
+// Before it measures anything it refuses what would waste or spoil the run:
+// a bad flag, an -out it could not write, a tree with uncommitted changes
+// (without -allow-dirty), a committed record of the same name (without
+// -force). Each stage's test binary is built once (go test -c) and run from
+// the stage directory. A signal (Ctrl-C, SIGTERM, SIGHUP) kills the
+// benchmark running and writes nothing. See tools/README.md.
 package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
 	"softgpu/tools/internal/benchrun"
 	"softgpu/tools/internal/cli"
 	"softgpu/tools/internal/record"
+	"softgpu/tools/internal/records"
 	"softgpu/tools/internal/stages"
 )
 
 func main() {
-	cli.Main(func(ctx context.Context) int { return run(ctx, os.Args[1:], os.Stderr) })
+	cli.Main(func(ctx context.Context) int { return run(ctx, os.Args[1:], os.Stdout, os.Stderr) })
 }
 
-func run(ctx context.Context, args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("record", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+const usage = `usage: go run ./tools/cmd/record -name NAME [flags]
+
+Runs the benchmarks of the chosen stages in -passes passes and writes
+NAME.json and NAME.txt (benchstat format) into book/records. Every row reports
+a canary measured in its own process right before and after it; a row whose
+canary moved by more than -canary-tolerance is re-run alone, up to -max-reruns
+times. It says how long the run should take before starting (every stage at the
+defaults: about 30 minutes to an hour) and how long is left as it goes.
+`
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := cli.NewCommand("record", usage, stdout, stderr)
+	fs := c.Flags
 	var (
 		name            = fs.String("name", "", "record name: writes `NAME`.json and NAME.txt (required)")
-		out             = fs.String("out", "", "directory to write into (default: book/records under the repository root)")
+		out             = fs.String("out", "", "`directory` to write into (default: book/records under the repository root)")
 		stageList       = fs.String("stages", "", "comma-separated stage directories (default: every existing stage)")
-		passes          = fs.Int("passes", 3, "accepted passes wanted")
+		passes          = fs.Int("passes", 5, "passes: every row is measured this many times")
 		bench           = fs.String("bench", ".", "benchmarks to run, a -test.bench `regexp`")
-		benchtime       = fs.String("benchtime", "1s", "-test.benchtime of each benchmark in each pass")
-		threshold       = fs.Float64("threshold", 0.5, "reject a pass whose canary is more than this `fraction` slower than the run's best")
-		maxRejects      = fs.Int("max-rejects", 3, "re-run at most this many rejected passes, then give up")
-		strict          = fs.Bool("strict", false, "on giving up, fail and write nothing (default: keep the accepted passes and say so in the record)")
-		canaryCount     = fs.Int("canary-count", 5, "canary runs per measurement; the canary is their median")
-		canaryBenchtime = fs.String("canary-benchtime", "100ms", "-test.benchtime of each canary run")
+		benchtime       = benchrun.MustBenchtime("1s")
+		tolerance       = fs.Float64("canary-tolerance", records.DefaultCanaryTolerance, "re-run a row whose canaries differ by more than this `ratio` (max/min, at least 1)")
+		maxReruns       = fs.Int("max-reruns", 3, "re-run a row whose canary moved at most this many times per pass, then keep its steadiest run and mark it unsteady")
+		canaryCount     = fs.Int("canary-count", 5, "pass canary: runs per measurement; the canary is their median")
+		canaryBenchtime = benchrun.MustBenchtime("100ms")
 		label           = fs.String("label", "this machine", "machine label shown in the book's tables")
+		allowDirty      = fs.Bool("allow-dirty", false, "measure a tree with uncommitted changes; the record is marked dirty")
+		force           = fs.Bool("force", false, "replace a record of the same name that git tracks")
 		env             cli.EnvFlag
 	)
+	fs.Var(&benchtime, "benchtime", "-test.benchtime of each benchmark in each pass: a `duration` (1s) or a count (100x)")
+	fs.Var(&canaryBenchtime, "canary-benchtime", "-test.benchtime of each pass canary run")
 	fs.Var(&env, "env", "`KEY=VALUE` for every benchmark process, recorded in the settings (repeatable)")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: go run ./tools/cmd/record -name NAME [flags]\n\n")
-		fmt.Fprintf(stderr, "Runs the benchmarks of the chosen stages in canary-gated passes and writes\nNAME.json and NAME.txt (benchstat format) into book/records.\n\nflags:\n")
-		fs.PrintDefaults()
-	}
-	if code, done := cli.ParseFlags(fs, args); done {
+	rest, code, done := c.Parse(args)
+	if done {
 		return code
 	}
-	usage := cli.Misuse(stderr, "record")
 	switch {
-	case fs.NArg() > 0:
-		return usage("unexpected arguments %q", fs.Args())
+	case len(rest) > 0:
+		return c.Misuse("unexpected arguments %q (flags only)", rest)
 	case *name == "":
-		return usage("-name is required: the record is written to NAME.json and NAME.txt")
-	case strings.ContainsAny(*name, `/\`) || strings.HasPrefix(*name, "."):
-		return usage("-name %q must be a plain file name, without directories or a leading dot", *name)
+		return c.Misuse("-name is required: the record is written to NAME.json and NAME.txt")
+	case !record.ValidName(*name):
+		return c.Misuse("-name %q must be a plain file name, without directories or a leading dot", *name)
 	case *passes < 1:
-		return usage("-passes %d: want at least 1", *passes)
-	case *threshold < 0:
-		return usage("-threshold %v: want 0 or more", *threshold)
-	case *maxRejects < 0:
-		return usage("-max-rejects %d: want 0 or more", *maxRejects)
+		return c.Misuse("-passes %d: want at least 1", *passes)
+	case *tolerance < 1:
+		return c.Misuse("-canary-tolerance %v: want 1 or more (the slower canary over the faster)", *tolerance)
+	case *maxReruns < 0:
+		return c.Misuse("-max-reruns %d: want 0 or more", *maxReruns)
 	case *canaryCount < 1:
-		return usage("-canary-count %d: want at least 1", *canaryCount)
-	case *benchtime == "" || *canaryBenchtime == "":
-		return usage("-benchtime and -canary-benchtime must not be empty")
+		return c.Misuse("-canary-count %d: want at least 1", *canaryCount)
+	}
+	if _, err := regexp.Compile(*bench); err != nil {
+		return c.Misuse("-bench %q: %v", *bench, err)
 	}
 
 	root, err := stages.Root()
 	if err != nil {
-		fmt.Fprintf(stderr, "record: %v\n", err)
-		return cli.ExitFailed
+		return c.Fail(err)
 	}
 	chosen, err := stages.Select(root, *stageList)
 	if err != nil {
-		return usage("%v", err)
+		return c.Misuse("-stages: %v", err)
 	}
 	dir := *out
 	if dir == "" {
 		dir = filepath.Join(root, "book", "records")
 	}
+	if err := records.ProbeDir(dir); err != nil {
+		return c.Misuse("-out %s: %v", dir, err)
+	}
+	jsonPath, textPath := record.Paths(dir, *name)
+	if tracked := record.Tracked(ctx, jsonPath, textPath); len(tracked) > 0 && !*force {
+		c.Printf("%s %s committed: a new record would replace %s; add -force to re-record it, or choose another -name",
+			strings.Join(tracked, " and "), plural(len(tracked), "is", "are"), plural(len(tracked), "it", "them"))
+		return cli.ExitFailed
+	}
+	commit := record.Commit(ctx, root)
+	changes, known := record.Changes(ctx, root)
+	dirty := known && len(changes) > 0
+	if dirty && !*allowDirty {
+		c.Printf("the tree has uncommitted changes (%s): a record names the commit it measured, so commit or stash them first, or add -allow-dirty (the record is then marked dirty)",
+			summarise(changes, 4))
+		return cli.ExitFailed
+	}
+
 	cfg := record.Config{
 		Stages:          stages.Dirs(chosen),
 		Bench:           *bench,
-		Benchtime:       *benchtime,
+		Benchtime:       benchtime,
 		Passes:          *passes,
-		Threshold:       *threshold,
-		MaxRejects:      *maxRejects,
-		Strict:          *strict,
+		CanaryTolerance: *tolerance,
+		MaxReruns:       *maxReruns,
 		CanaryCount:     *canaryCount,
-		CanaryBenchtime: *canaryBenchtime,
+		CanaryBenchtime: canaryBenchtime,
 		Env:             env,
-		Progress:        stderr,
+		Progress:        c.Printf,
 	}
 	prov := record.Provenance{
 		Date:    time.Now(),
 		Command: cli.CommandLine("go run ./tools/cmd/record", args),
-		Commit:  record.Commit(ctx, root),
+		Commit:  commit,
+		Dirty:   dirty,
 		Machine: record.DetectMachine(ctx, *label),
 	}
-
-	err = measure(ctx, root, dir, *name, cfg, prov, stderr)
+	if dirty {
+		c.Printf("warning: measuring a tree with uncommitted changes (-allow-dirty); the record is marked dirty")
+	}
+	err = measure(ctx, c, root, dir, *name, cfg, prov)
 	switch {
 	case ctx.Err() != nil:
-		fmt.Fprintf(stderr, "record: interrupted; nothing written\n")
+		c.Printf("interrupted; nothing written")
 		return cli.ExitInterrupted
 	case err != nil:
-		fmt.Fprintf(stderr, "%v\n", err)
-		return cli.ExitFailed
+		return c.Fail(err)
 	}
 	return cli.ExitOK
 }
 
 // measure builds the stages, runs the passes and writes the two files.
-func measure(ctx context.Context, root, dir, name string, cfg record.Config, prov record.Provenance, stderr io.Writer) error {
+func measure(ctx context.Context, c *cli.Command, root, dir, name string, cfg record.Config, prov record.Provenance) error {
 	binDir, err := os.MkdirTemp("", "softgpu-record-")
 	if err != nil {
-		return fmt.Errorf("record: %w", err)
+		return err
 	}
 	defer os.RemoveAll(binDir)
-	bins, err := benchrun.BuildAll(ctx, root, cfg.Stages, binDir, stderr)
+	bins, err := benchrun.BuildAll(ctx, root, cfg.Stages, binDir, c.Printf)
 	if err != nil {
-		return fmt.Errorf("record: %w", err)
+		return err
 	}
 	res, err := record.Measure(ctx, cfg, bins)
 	if err != nil {
@@ -144,16 +176,49 @@ func measure(ctx context.Context, root, dir, name string, cfg record.Config, pro
 	rec := record.NewRecord(name, cfg, res, prov)
 	text, err := record.Text(res)
 	if err != nil {
-		return fmt.Errorf("record: %w", err)
+		return err
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	if verr := records.Validate(rec); verr != nil {
+		// Keep the run for inspection, but out of the book.
+		keep, err := os.MkdirTemp("", "softgpu-record-invalid-")
+		if err == nil {
+			err = record.Write(keep, rec, text)
+		}
+		if err != nil {
+			return fmt.Errorf("the record holds impossible values, so nothing was written:\n%v", verr)
+		}
+		return fmt.Errorf("the record holds impossible values, so nothing was written to %s (the run is kept in %s for inspection):\n%v", dir, keep, verr)
+	}
 	if err := record.Write(dir, rec, text); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "record: wrote %s.json and %s.txt: %d rows, %d limits, %d passes accepted, %d rejected\n",
-		filepath.Join(dir, name), filepath.Join(dir, name), len(rec.Rows), len(rec.Limits), len(res.Passes), res.Rejected)
-	fmt.Fprintf(stderr, "record: compare the stages with: go tool benchstat -col stage %s.txt\n", filepath.Join(dir, name))
+	jsonPath, textPath := record.Paths(dir, name)
+	unsteady := 0
+	for _, r := range append(rec.Rows[:len(rec.Rows):len(rec.Rows)], rec.Limits...) {
+		if r.Unsteady {
+			unsteady++
+		}
+	}
+	c.Printf("wrote %s and %s: %d rows, %d limits, %d passes; %d %s re-run (%d re-runs in all), %d unsteady",
+		jsonPath, textPath, len(rec.Rows), len(rec.Limits), len(res.Passes), rec.RowsRerun, plural(rec.RowsRerun, "row", "rows"), res.Reruns, unsteady)
+	c.Printf("compare the stages with: go tool benchstat -col stage %s", textPath)
 	return nil
+}
+
+// summarise lists the first n entries of a list and how many more there are.
+func summarise(entries []string, n int) string {
+	if len(entries) <= n {
+		return strings.Join(entries, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(entries[:n], ", "), len(entries)-n)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

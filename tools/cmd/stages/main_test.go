@@ -73,7 +73,7 @@ func TestRun(t *testing.T) {
 			wantStderr: "stages diff: want [A] B [PATH...], got none\n"},
 		{
 			name: "new", stages: []string{"stage0-mailbox"}, args: []string{"new", "stage1-ring"}, wantCode: cli.ExitOK,
-			wantStdout: []string{"made stage1-ring from stage0-mailbox (4 files, module path renamed to softgpu/stage1-ring, README retitled)"},
+			wantStdout: []string{"made stage1-ring from stage0-mailbox (5 files, module path renamed to softgpu/stage1-ring, README retitled)"},
 		},
 		{name: "new unknown", args: []string{"new", "nosuch"}, wantCode: cli.ExitUsage,
 			wantStderr: "stages new: unknown stage \"nosuch\"; stages are: " + allStages + "\n"},

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"os"
-	"os/exec"
 	"runtime"
 	"strings"
 
@@ -62,33 +61,4 @@ func cpuModel() string {
 		return fallback
 	}
 	return runtime.GOARCH
-}
-
-// Commit returns HEAD's commit in the repository at root, with "+dirty"
-// when the work tree has changes, or "" when there is no git or no commit.
-func Commit(ctx context.Context, root string) string {
-	head := commandIn(ctx, root, "git", "rev-parse", "HEAD")
-	if head == "" {
-		return ""
-	}
-	if commandIn(ctx, root, "git", "status", "--porcelain") != "" {
-		head += "+dirty"
-	}
-	return head
-}
-
-func command(ctx context.Context, name string, args ...string) string {
-	return commandIn(ctx, "", name, args...)
-}
-
-// commandIn runs a command and returns its trimmed output, or "" if it
-// failed.
-func commandIn(ctx context.Context, dir, name string, args ...string) string {
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = dir
-	out, err := cmd.Output()
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(out))
 }

@@ -3,170 +3,185 @@ package record
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	"softgpu/tools/internal/benchrun"
+	"softgpu/tools/internal/records"
 )
 
 func testConfig(stages ...string) Config {
 	return Config{
-		Stages: stages, Bench: ".", Benchtime: "1x", Passes: 2,
-		Threshold: 0.5, MaxRejects: 2, CanaryCount: 3, CanaryBenchtime: "10x",
+		Stages: stages, Bench: ".", Benchtime: benchrun.MustBenchtime("1ms"), Passes: 2,
+		CanaryTolerance: 1.3, MaxReruns: 3, CanaryCount: 3, CanaryBenchtime: benchrun.MustBenchtime("10x"),
 	}
 }
 
-func TestMeasure(t *testing.T) {
+// TestMeasureSteady checks the order of a run with no row to re-run:
+// surveys, then passes bracketed by the pass canary, alternating the stage
+// order; every benchmark run asks for the per-row canary, the user's -env
+// after it; the canary metrics leave the output and land beside each row.
+func TestMeasureSteady(t *testing.T) {
+	cfg := testConfig("stage0-mailbox", "stage1-ring")
+	cfg.Env = []string{"SOFTGPU_IDLE=spin"}
+	fake := &fakeBencher{t: t}
+	res, err := Measure(context.Background(), cfg, fake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"survey stage0-mailbox", "survey stage1-ring",
+		"canary", "stage0-mailbox", "stage1-ring", "canary",
+		"canary", "stage1-ring", "stage0-mailbox", "canary",
+	}
+	if !reflect.DeepEqual(fake.calls, want) {
+		t.Errorf("Measure() ran %q; want %q", fake.calls, want)
+	}
+	for _, env := range fake.envs {
+		if !reflect.DeepEqual(env, []string{CanaryEnv, "SOFTGPU_IDLE=spin"}) {
+			t.Errorf("a benchmark ran with env %q; want %q, then -env", env, CanaryEnv)
+		}
+	}
+	if len(res.Passes) != 2 || len(res.Canary) != 2 || res.Reruns != 0 {
+		t.Fatalf("Measure() = %d passes, %d pass canaries, %d re-runs; want 2, 2, 0", len(res.Passes), len(res.Canary), res.Reruns)
+	}
+	for _, p := range res.Passes {
+		for _, run := range p.Runs {
+			if got, want := run.Rows["Fill/size=64B"], (RowRun{HasCanary: true, Canary: records.RowCanary{Pass: p.Number, Before: 100, After: 100}}); got != want {
+				t.Errorf("pass %d %s Fill row = %+v; want %+v", p.Number, run.Stage, got, want)
+			}
+			if got := run.Rows["Baseline/pingpong"]; got.HasCanary {
+				t.Errorf("pass %d %s Baseline row has a canary: %+v", p.Number, run.Stage, got)
+			}
+		}
+	}
+	text, err := Text(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(text), "canary") || strings.Count(string(text), "BenchmarkFill/size=64B-2\t1000\t") != 4 {
+		t.Errorf("Text() should hold 4 Fill lines and no canary metric:\n%s", text)
+	}
+}
+
+func TestMeasureReruns(t *testing.T) {
+	const fill = "stage0-mailbox Fill/size=64B"
 	tests := []struct {
 		name         string
-		canary       []float64 // two per attempt: before, after
-		passes       int
-		maxRejects   int
-		strict       bool
-		wantAttempts []int // accepted attempt numbers
-		wantRejected int
-		wantNote     bool
-		wantErr      error
+		script       [][2]float64 // the canaries of Fill's runs in stage0-mailbox
+		maxReruns    int
+		wantReruns   int
+		wantUnsteady bool
+		wantCanary   [2]float64
+		wantNs       string // the kept ns/op, which says which run it came from
 	}{
-		{
-			name:         "calm",
-			canary:       []float64{100, 105, 102, 101},
-			passes:       2,
-			maxRejects:   2,
-			wantAttempts: []int{1, 2},
-		},
-		{
-			name:         "slow pass re-run",
-			canary:       []float64{100, 105, 100, 400, 101, 103},
-			passes:       2,
-			maxRejects:   2,
-			wantAttempts: []int{1, 3},
-			wantRejected: 1,
-		},
-		{
-			name:         "early pass rejected by a later best",
-			canary:       []float64{300, 310, 100, 100, 110, 105},
-			passes:       2,
-			maxRejects:   2,
-			wantAttempts: []int{2, 3},
-			wantRejected: 1,
-		},
-		{
-			name:         "gives up, keeps the accepted passes",
-			canary:       []float64{100, 100, 400, 400, 300, 300, 500, 500},
-			passes:       2,
-			maxRejects:   2,
-			wantAttempts: []int{1},
-			wantRejected: 3,
-			wantNote:     true,
-		},
-		{
-			name:         "gives up with none accepted, keeps the closest",
-			canary:       []float64{100, 400, 300, 300},
-			passes:       2,
-			maxRejects:   1,
-			wantAttempts: []int{2},
-			wantRejected: 1,
-			wantNote:     true,
-		},
-		{
-			name:       "gives up, strict",
-			canary:     []float64{100, 100, 400, 400, 300, 300, 500, 500},
-			passes:     2,
-			maxRejects: 2,
-			strict:     true,
-			wantErr:    ErrGaveUp,
-		},
-		{
-			name:         "no re-runs allowed",
-			canary:       []float64{100, 100, 400, 400},
-			passes:       2,
-			maxRejects:   0,
-			wantAttempts: []int{1},
-			wantRejected: 1,
-			wantNote:     true,
-		},
+		{"steady at the tolerance", [][2]float64{{100, 130}}, 3, 0, false, [2]float64{100, 130}, "1001"},
+		{"moved, steady on the first re-run", [][2]float64{{55, 330}, {110, 112}}, 3, 1, false, [2]float64{110, 112}, "1002"},
+		{"moved twice, then steady", [][2]float64{{330, 55}, {110, 330}, {60, 55}}, 3, 2, false, [2]float64{60, 55}, "1003"},
+		{"never steady: the steadiest kept, row unsteady", [][2]float64{{55, 330}, {110, 330}, {100, 200}, {330, 55}}, 3, 3, true, [2]float64{100, 200}, "1003"},
+		{"never steady: the first run was the steadiest", [][2]float64{{100, 150}, {100, 400}, {100, 400}, {100, 400}}, 3, 3, true, [2]float64{100, 150}, "1001"},
+		{"no re-runs allowed", [][2]float64{{55, 330}}, 0, 0, true, [2]float64{55, 330}, "1001"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := testConfig("stage0-mailbox", "stage1-ring")
-			cfg.Passes, cfg.MaxRejects, cfg.Strict = tt.passes, tt.maxRejects, tt.strict
-			fake := &fakeBencher{t: t, canary: tt.canary}
+			cfg.Passes, cfg.MaxReruns = 1, tt.maxReruns
+			fake := &fakeBencher{t: t, rowCanary: map[string][][2]float64{fill: tt.script}}
 			res, err := Measure(context.Background(), cfg, fake)
-			if tt.wantErr != nil {
-				if !errors.Is(err, tt.wantErr) {
-					t.Fatalf("Measure() error = %v; want %v", err, tt.wantErr)
-				}
-				return
-			}
 			if err != nil {
-				t.Fatalf("Measure(): %v", err)
+				t.Fatal(err)
 			}
-			if len(fake.canary) != 0 {
-				t.Errorf("Measure() left canary values %v unused", fake.canary)
+			row := res.Passes[0].Runs[0].Rows["Fill/size=64B"]
+			want := RowRun{HasCanary: true, Reruns: tt.wantReruns, Unsteady: tt.wantUnsteady,
+				Canary: records.RowCanary{Pass: 1, Before: tt.wantCanary[0], After: tt.wantCanary[1]}}
+			if row != want {
+				t.Errorf("Fill row = %+v; want %+v", row, want)
 			}
-			var got []int
-			for _, p := range res.Passes {
-				got = append(got, p.Attempt)
+			if res.Reruns != tt.wantReruns {
+				t.Errorf("Result.Reruns = %d; want %d", res.Reruns, tt.wantReruns)
 			}
-			if !reflect.DeepEqual(got, tt.wantAttempts) {
-				t.Errorf("Measure() accepted attempts %v; want %v", got, tt.wantAttempts)
+			rerun := "rerun stage0-mailbox ^BenchmarkFill$/^size=64B$"
+			if n := count(fake.calls, rerun); n != tt.wantReruns {
+				t.Errorf("%q ran %d times; want %d (calls %q)", rerun, n, tt.wantReruns, fake.calls)
 			}
-			if res.Rejected != tt.wantRejected {
-				t.Errorf("Measure().Rejected = %d; want %d", res.Rejected, tt.wantRejected)
+			// The re-runs come right after the stage's own run, before the next stage.
+			if i := slices.Index(fake.calls, "stage1-ring"); tt.wantReruns > 0 && slices.Index(fake.calls, rerun) > i {
+				t.Errorf("re-runs came after the next stage: %q", fake.calls)
 			}
-			if (res.Note != "") != tt.wantNote {
-				t.Errorf("Measure().Note = %q; want a note: %v", res.Note, tt.wantNote)
+			text, err := Text(res)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if n := len(tt.canary) / 2; len(res.Canary) != n {
-				t.Errorf("Measure() recorded %d canaries; want %d, one per attempt", len(res.Canary), n)
-			}
-			for i, c := range res.Canary {
-				if want := !contains(tt.wantAttempts, i+1); c.Rejected != want || c.Before != tt.canary[2*i] || c.After != tt.canary[2*i+1] {
-					t.Errorf("canary %d = %+v; want before %v after %v rejected %v", i, c, tt.canary[2*i], tt.canary[2*i+1], want)
-				}
+			if want := fmt.Sprintf("BenchmarkFill/size=64B-2\t1000\t%s ns/op", tt.wantNs); !strings.Contains(string(text), want) ||
+				strings.Count(string(text), "BenchmarkFill/size=64B-2") != 2 {
+				t.Errorf("Text() should keep one Fill line per stage, stage0-mailbox's being %q:\n%s", want, text)
 			}
 		})
 	}
 }
 
-// TestMeasureOrder checks that passes alternate the stage order, bracketed
-// by canaries.
-func TestMeasureOrder(t *testing.T) {
-	cfg := testConfig("stage0-mailbox", "stage1-ring", "stage2-fence")
-	fake := &fakeBencher{t: t, canary: []float64{100, 100, 100, 100}}
-	if _, err := Measure(context.Background(), cfg, fake); err != nil {
-		t.Fatal(err)
+func TestMeasureErrors(t *testing.T) {
+	moved := func() map[string][][2]float64 {
+		return map[string][][2]float64{"stage0-mailbox Fill/size=64B": {{55, 330}}}
 	}
-	want := []string{
-		"canary", "stage0-mailbox", "stage1-ring", "stage2-fence", "canary",
-		"canary", "stage2-fence", "stage1-ring", "stage0-mailbox", "canary",
+	tests := []struct {
+		name  string
+		fake  *fakeBencher
+		ctx   func() context.Context
+		cfg   func(*Config)
+		want  string
+		errIs error
+	}{
+		{name: "re-run gives no result", fake: &fakeBencher{rowCanary: moved(), drop: true},
+			want: "stage stage0-mailbox, pass 1: re-running Fill/size=64B (-test.bench ^BenchmarkFill$/^size=64B$) gave no result for it"},
+		{name: "re-run gives no canary", fake: &fakeBencher{rowCanary: moved(), noCanary: true},
+			want: "re-running Fill/size=64B gave no canary-before-ns and canary-after-ns, though its first run did"},
+		{name: "cancelled", fake: &fakeBencher{}, errIs: context.Canceled,
+			ctx: func() context.Context { ctx, cancel := context.WithCancel(context.Background()); cancel(); return ctx }},
+		{name: "tolerance below 1", fake: &fakeBencher{}, cfg: func(c *Config) { c.CanaryTolerance = 0.5 }, want: "canary tolerance 0.5; want 1 or more"},
+		{name: "no stages", fake: &fakeBencher{}, cfg: func(c *Config) { c.Stages = nil }, want: "no stages to measure"},
 	}
-	if !reflect.DeepEqual(fake.calls, want) {
-		t.Errorf("Measure() ran %q; want %q", fake.calls, want)
-	}
-}
-
-func TestMeasureCancelled(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	_, err := Measure(ctx, testConfig("stage0-mailbox"), &fakeBencher{t: t, canary: []float64{100}})
-	if !errors.Is(err, context.Canceled) {
-		t.Errorf("Measure(cancelled) error = %v; want context.Canceled", err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.fake.t = t
+			cfg := testConfig("stage0-mailbox")
+			if tt.cfg != nil {
+				tt.cfg(&cfg)
+			}
+			ctx := context.Background()
+			if tt.ctx != nil {
+				ctx = tt.ctx()
+			}
+			_, err := Measure(ctx, cfg, tt.fake)
+			if err == nil || tt.errIs != nil && !errors.Is(err, tt.errIs) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Measure() error = %v; want %v %q", err, tt.errIs, tt.want)
+			}
+		})
 	}
 }
 
 func TestMeasureProgress(t *testing.T) {
 	var progress strings.Builder
 	cfg := testConfig("stage0-mailbox", "stage1-ring")
-	cfg.Progress = &progress
-	if _, err := Measure(context.Background(), cfg, &fakeBencher{t: t, canary: []float64{100, 100, 100, 100}}); err != nil {
+	cfg.MaxReruns = 1
+	cfg.Progress = func(format string, a ...any) { fmt.Fprintf(&progress, format+"\n", a...) }
+	fake := &fakeBencher{t: t, rowCanary: map[string][][2]float64{"stage1-ring H2D/mem=pinned/size=1MiB": {{55, 330}, {330, 55}}}}
+	if _, err := Measure(context.Background(), cfg, fake); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"pass 1 of 2 (attempt 1): stage0-mailbox (1/2)",
-		"pass 2 of 2 (attempt 2): stage0-mailbox (2/2)",
-		"left",
-		"accepted",
+		"surveying: every selected benchmark once in each stage",
+		"2 stages, 6 benchmarks, 2 passes of -benchtime 1ms: about ",
+		", plus any re-runs",
+		"pass 1 of 2: stage0-mailbox (1/2), canary 100 ns, about ",
+		"pass 2 of 2: stage0-mailbox (2/2), canary 100 ns, about ",
+		"pass 1, stage1-ring H2D/mem=pinned/size=1MiB: canary moved 55 → 330 ns (×6.00, tolerance ×1.3): re-run 1 of 1",
+		"pass 1, stage1-ring H2D/mem=pinned/size=1MiB: unsteady: no run held the canary within ×1.3 in 1 re-run; keeping the steadiest (55 → 330 ns)",
+		"pass 1 of 2 done: pass canary 100 → 100 ns, 1 row re-run",
+		"pass 2 of 2 done: pass canary 100 → 100 ns, no row re-run",
 	} {
 		if !strings.Contains(progress.String(), want) {
 			t.Errorf("progress does not mention %q:\n%s", want, progress.String())
@@ -174,11 +189,12 @@ func TestMeasureProgress(t *testing.T) {
 	}
 }
 
-func contains(xs []int, x int) bool {
+func count(xs []string, x string) int {
+	n := 0
 	for _, v := range xs {
 		if v == x {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
 }

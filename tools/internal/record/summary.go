@@ -7,28 +7,18 @@ import (
 	"softgpu/tools/internal/records"
 )
 
-// StageRun is one stage's benchmark output within a pass.
-type StageRun struct {
-	Stage  string
-	Output *benchfmt.Output
-}
-
-// Pass is one run of every chosen stage.
-type Pass struct {
-	Attempt int        // 1-based attempt number, counting rejected passes
-	Runs    []StageRun // in the order the stages ran
-}
-
 // LimitsFamily is the benchmark family that measures the machine itself; its
 // rows go to a record's Limits, not its Rows.
 const LimitsFamily = "Baseline"
 
 // Summarise reduces passes to one row per stage and benchmark: each metric
-// holds one value per pass (in pass order; MB/s converted to B/s), the best
-// of them (lowest, or highest for rates, records.HigherIsBetter) and their
-// median. Best is chosen per metric: a row's best ns/op and best p99-ns may
-// come from different passes. If a pass reported a benchmark more than once,
-// that pass contributes the median of its results.
+// holds one value per pass (in pass order; MB/s converted to B/s) with its
+// best, median, min and max (records.NewMetric); the row holds its canary
+// per pass, in the same order, its re-runs over all passes, and whether any
+// pass kept an unsteady run. Best is chosen per metric: a row's best ns/op
+// and best p99-ns may come from different passes. If a pass reported a
+// benchmark more than once, that pass contributes the median of its
+// results.
 //
 // Baseline/... rows go to limits, the rest to rows; both are sorted by
 // stage in the order given, each stage's rows in the order they first ran.
@@ -37,6 +27,7 @@ func Summarise(passes []Pass, order []string) (rows, limits []records.Row) {
 	type row struct {
 		units  []string // in first-seen order
 		values map[string][]float64
+		out    records.Row
 	}
 	byKey := map[key]*row{}
 	var keys []key
@@ -50,12 +41,11 @@ func Summarise(passes []Pass, order []string) (rows, limits []records.Row) {
 					perPass[k] = map[string][]float64{}
 					passKeys = append(passKeys, k)
 				}
-				r := byKey[k]
-				if r == nil {
-					r = &row{values: map[string][]float64{}}
-					byKey[k] = r
+				if byKey[k] == nil {
+					byKey[k] = &row{values: map[string][]float64{}, out: records.Row{Stage: k.stage, Benchmark: k.name}}
 					keys = append(keys, k)
 				}
+				r := byKey[k]
 				for _, v := range b.Values {
 					v = benchfmt.Tidy(v)
 					if !slices.Contains(r.units, v.Unit) {
@@ -65,18 +55,26 @@ func Summarise(passes []Pass, order []string) (rows, limits []records.Row) {
 				}
 			}
 			for _, k := range passKeys {
+				r := byKey[k]
 				for unit, vs := range perPass[k] {
-					byKey[k].values[unit] = append(byKey[k].values[unit], Median(vs))
+					r.values[unit] = append(r.values[unit], records.Median(vs))
 				}
+				info := run.Rows[k.name]
+				if info.HasCanary {
+					c := info.Canary
+					c.Pass = p.Number
+					r.out.Canary = append(r.out.Canary, c)
+				}
+				r.out.Reruns += info.Reruns
+				r.out.Unsteady = r.out.Unsteady || info.Unsteady
 			}
 		}
 	}
 	for _, k := range keys {
 		r := byKey[k]
-		out := records.Row{Stage: k.stage, Benchmark: k.name}
+		out := r.out
 		for _, unit := range r.units {
-			vs := r.values[unit]
-			out.Metrics = append(out.Metrics, records.NewMetric(unit, vs))
+			out.Metrics = append(out.Metrics, records.NewMetric(unit, r.values[unit]))
 		}
 		b := benchfmt.Bench{Name: k.name}
 		if b.Family() == LimitsFamily {
@@ -89,6 +87,3 @@ func Summarise(passes []Pass, order []string) (rows, limits []records.Row) {
 	rec.Sort(order)
 	return rec.Rows, rec.Limits
 }
-
-// Median is records.Median: the lower middle value for an even count.
-func Median(values []float64) float64 { return records.Median(values) }

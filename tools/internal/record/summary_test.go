@@ -1,6 +1,8 @@
 package record
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -20,22 +22,26 @@ func output(t *testing.T, text string) *benchfmt.Output {
 
 func TestSummarise(t *testing.T) {
 	passes := []Pass{
-		{Attempt: 1, Runs: []StageRun{
+		{Number: 1, Runs: []StageRun{
 			{Stage: "stage0-mailbox", Output: output(t, "pkg: softgpu/stage0-mailbox\n"+
 				"BenchmarkBaseline/pingpong-2 100 120 ns/op\n"+
-				"BenchmarkH2D/size=1MiB-2 10 50000 ns/op 20000 MB/s 2.0 cores\n")},
+				"BenchmarkH2D/size=1MiB-2 10 50000 ns/op 20000 MB/s 2.0 cores\n"),
+				Rows: map[string]RowRun{"H2D/size=1MiB": {HasCanary: true, Canary: records.RowCanary{Before: 55, After: 60}, Reruns: 2}}},
 			{Stage: "stage1-ring", Output: output(t, "pkg: softgpu/stage1-ring\n"+
-				"BenchmarkH2D/size=1MiB-2 10 40000 ns/op 25000 MB/s 1.9 cores\n")},
+				"BenchmarkH2D/size=1MiB-2 10 40000 ns/op 25000 MB/s 1.9 cores\n"),
+				Rows: map[string]RowRun{"H2D/size=1MiB": {HasCanary: true, Canary: records.RowCanary{Before: 110, After: 112}}}},
 		}},
-		{Attempt: 3, Runs: []StageRun{
+		{Number: 2, Runs: []StageRun{
 			{Stage: "stage1-ring", Output: output(t, "pkg: softgpu/stage1-ring\n"+
-				"BenchmarkH2D/size=1MiB-2 10 30000 ns/op 30000 MB/s 2.1 cores\n")},
+				"BenchmarkH2D/size=1MiB-2 10 30000 ns/op 30000 MB/s 2.1 cores\n"),
+				Rows: map[string]RowRun{"H2D/size=1MiB": {HasCanary: true, Canary: records.RowCanary{Before: 330, After: 110}, Reruns: 3, Unsteady: true}}},
 			{Stage: "stage0-mailbox", Output: output(t, "pkg: softgpu/stage0-mailbox\n"+
 				"BenchmarkBaseline/pingpong-2 100 110 ns/op\n"+
 				// Reported twice in one pass: the pass contributes the median
-				// (the lower middle of the two).
+				// (the lower middle of the two), and its canary once.
 				"BenchmarkH2D/size=1MiB-2 10 60000 ns/op 18000 MB/s 2.0 cores\n"+
-				"BenchmarkH2D/size=1MiB-2 10 70000 ns/op 16000 MB/s 2.2 cores\n")},
+				"BenchmarkH2D/size=1MiB-2 10 70000 ns/op 16000 MB/s 2.2 cores\n"),
+				Rows: map[string]RowRun{"H2D/size=1MiB": {HasCanary: true, Canary: records.RowCanary{Before: 56, After: 57}}}},
 		}},
 	}
 	rows, limits := Summarise(passes, []string{"stage0-mailbox", "stage1-ring"})
@@ -45,12 +51,12 @@ func TestSummarise(t *testing.T) {
 			{Unit: "ns/op", Best: 50000, Median: 50000, Min: 50000, Max: 60000, Values: []float64{50000, 60000}},
 			{Unit: "B/s", Best: 20000e6, Median: 16000e6, Min: 16000e6, Max: 20000e6, Values: []float64{20000e6, 16000e6}},
 			{Unit: "cores", Best: 2.0, Median: 2.0, Min: 2.0, Max: 2.0, Values: []float64{2.0, 2.0}},
-		}},
+		}, Canary: []records.RowCanary{{Pass: 1, Before: 55, After: 60}, {Pass: 2, Before: 56, After: 57}}, Reruns: 2},
 		{Stage: "stage1-ring", Benchmark: "H2D/size=1MiB", Metrics: []records.Metric{
 			{Unit: "ns/op", Best: 30000, Median: 30000, Min: 30000, Max: 40000, Values: []float64{40000, 30000}},
 			{Unit: "B/s", Best: 30000e6, Median: 25000e6, Min: 25000e6, Max: 30000e6, Values: []float64{25000e6, 30000e6}},
 			{Unit: "cores", Best: 1.9, Median: 1.9, Min: 1.9, Max: 2.1, Values: []float64{1.9, 2.1}},
-		}},
+		}, Canary: []records.RowCanary{{Pass: 1, Before: 110, After: 112}, {Pass: 2, Before: 330, After: 110}}, Reruns: 3, Unsteady: true},
 	}
 	wantLimits := []records.Row{
 		{Stage: "stage0-mailbox", Benchmark: "Baseline/pingpong", Metrics: []records.Metric{
@@ -73,7 +79,8 @@ func approxRows(got, want []records.Row) bool {
 	}
 	for i := range got {
 		g, w := got[i], want[i]
-		if g.Stage != w.Stage || g.Benchmark != w.Benchmark || len(g.Metrics) != len(w.Metrics) {
+		if g.Stage != w.Stage || g.Benchmark != w.Benchmark || len(g.Metrics) != len(w.Metrics) ||
+			!reflect.DeepEqual(g.Canary, w.Canary) || g.Reruns != w.Reruns || g.Unsteady != w.Unsteady {
 			return false
 		}
 		for j := range g.Metrics {
@@ -109,11 +116,11 @@ func abs(x float64) float64 {
 
 func TestText(t *testing.T) {
 	res := &Result{Passes: []Pass{
-		{Attempt: 1, Runs: []StageRun{
+		{Number: 1, Runs: []StageRun{
 			{Stage: "stage0-mailbox", Output: output(t, "goos: linux\npkg: softgpu/stage0-mailbox\nBenchmarkX-2 1 5 ns/op\nPASS\n")},
 			{Stage: "stage1-ring", Output: output(t, "goos: linux\npkg: softgpu/stage1-ring\nBenchmarkX-2 1 4 ns/op\nPASS\n")},
 		}},
-		{Attempt: 2, Runs: []StageRun{
+		{Number: 2, Runs: []StageRun{
 			{Stage: "stage1-ring", Output: output(t, "goos: linux\npkg: softgpu/stage1-ring\nBenchmarkX-2 1 3 ns/op\nPASS\n")},
 		}},
 	}}
@@ -133,16 +140,51 @@ func TestText(t *testing.T) {
 
 func TestNewRecord(t *testing.T) {
 	cfg := testConfig("stage0-mailbox")
+	cfg.Env = []string{"SOFTGPU_IDLE=spin"}
 	res := &Result{
-		Passes:   []Pass{{Attempt: 2, Runs: []StageRun{{Stage: "stage0-mailbox", Output: output(t, "BenchmarkFill/size=64B-2 1 5 ns/op\n")}}}},
-		Canary:   []records.Canary{{Pass: 1, Before: 300, After: 300, Rejected: true}, {Pass: 2, Before: 100, After: 110}},
-		Rejected: 1,
+		Passes: []Pass{{Number: 1, Runs: []StageRun{{Stage: "stage0-mailbox",
+			Output: output(t, "BenchmarkFill/size=64B-2 1 5 ns/op\nBenchmarkQuiet-2 1 1 ns/op\nBenchmarkBaseline/pingpong-2 1 60 ns/op\n"),
+			Rows: map[string]RowRun{
+				"Fill/size=64B": {HasCanary: true, Canary: records.RowCanary{Before: 55, After: 60}, Reruns: 1},
+				"Quiet":         {HasCanary: true, Canary: records.RowCanary{Before: 55, After: 58}},
+			}}}}},
+		Canary: []records.Canary{{Pass: 1, Before: 100, After: 110}},
+		Reruns: 1,
 	}
-	rec := NewRecord("smoke", cfg, res, Provenance{Machine: records.Machine{Label: "this machine"}, Command: "go run ./tools/cmd/record -name smoke"})
-	if rec.Schema != records.SchemaVersion || rec.Name != "smoke" || rec.Rejected != 1 || len(rec.Canary) != 2 || len(rec.Rows) != 1 {
-		t.Errorf("NewRecord() = %+v; want schema %d, name smoke, 1 rejected, 2 canaries, 1 row", rec, records.SchemaVersion)
+	prov := Provenance{Machine: records.Machine{Label: "this machine", Cores: 2}, Command: "go run ./tools/cmd/record -name smoke",
+		Commit: "0123456789abcdef0123456789abcdef01234567", Dirty: true}
+	rec := NewRecord("smoke", cfg, res, prov)
+	if rec.Schema != records.SchemaVersion || rec.Name != "smoke" || rec.RowsRerun != 1 || rec.Rejected != 0 ||
+		len(rec.Canary) != 1 || len(rec.Rows) != 2 || len(rec.Limits) != 1 || !rec.Dirty || rec.Commit != prov.Commit {
+		t.Errorf("NewRecord() = %+v; want schema %d, name smoke, 1 row re-run, 1 canary, 2 rows, 1 limit, dirty, the commit", rec, records.SchemaVersion)
 	}
-	if want := (records.Settings{Stages: []string{"stage0-mailbox"}, Bench: ".", Benchtime: "1x", Passes: 2, Threshold: 0.5}); !reflect.DeepEqual(rec.Settings, want) {
+	want := records.Settings{Stages: []string{"stage0-mailbox"}, Bench: ".", Benchtime: "1ms", Passes: 2,
+		CanaryTolerance: 1.3, MaxReruns: 3, Env: []string{"SOFTGPU_IDLE=spin"}}
+	if !reflect.DeepEqual(rec.Settings, want) {
 		t.Errorf("NewRecord().Settings = %+v; want %+v", rec.Settings, want)
+	}
+	if !strings.Contains(rec.Notes, "SOFTGPU_CANARY=1") || !strings.Contains(rec.Notes, "×1.3") {
+		t.Errorf("NewRecord().Notes does not explain the canary: %q", rec.Notes)
+	}
+	if err := records.Validate(rec); err != nil {
+		t.Errorf("Validate(NewRecord()) = %v", err)
+	}
+}
+
+func TestWrite(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "new", "records")
+	rec := &records.Record{Schema: records.SchemaVersion, Name: "smoke", Rows: []records.Row{}}
+	if err := Write(dir, rec, []byte("stage: stage0-mailbox\n")); err != nil {
+		t.Fatal(err)
+	}
+	jsonPath, textPath := Paths(dir, "smoke")
+	for _, p := range []string{jsonPath, textPath} {
+		fi, err := os.Stat(p)
+		if err != nil || fi.Mode().Perm() != 0o644 {
+			t.Errorf("%s: %v, mode %v; want a file with mode 0644", p, err, fi.Mode().Perm())
+		}
+	}
+	if got, err := records.Load(jsonPath); err != nil || got.Name != "smoke" {
+		t.Errorf("Load(written record) = %+v, %v", got, err)
 	}
 }
