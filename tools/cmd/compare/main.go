@@ -41,7 +41,7 @@ With one stage, compares its predecessor in build order (base) with it.
 With two, compares STAGE (base) with OTHER. Both are built once, then run in
 -count alternating rounds; benchstat's table goes to stdout, progress and an
 estimate of the time left to stderr. The default (6 rounds of -benchtime 1s)
-takes 5 to 15 minutes for two adjacent stages; it says how long before the
+takes 8 to 20 minutes for two adjacent stages; it says how long before the
 rounds start.
 `
 

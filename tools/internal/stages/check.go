@@ -13,7 +13,7 @@ import (
 )
 
 // Check verifies the rules that keep the stages copyable and comparable
-// (DESIGN §1, §5, §8) and returns one line per violation; none means the
+// (DESIGN.md §1, §5, §8) and returns one line per violation; none means the
 // repository is well formed:
 //
 //   - every existing stage has a go.mod declaring softgpu/<dir>, and requires

@@ -10,7 +10,7 @@ import (
 	"softgpu/tools/internal/cli"
 )
 
-// Forward carries a fix forward (DESIGN §8): the uncommitted change in one
+// Forward carries a fix forward (DESIGN.md §8): the uncommitted change in one
 // stage is applied to every later existing stage in build order.
 //
 // The change is what `git diff HEAD` shows for the stage directory. A new
