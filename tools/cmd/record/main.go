@@ -116,7 +116,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			strings.Join(tracked, " and "), plural(len(tracked), "is", "are"), plural(len(tracked), "it", "them"))
 		return cli.ExitFailed
 	}
-	commit := record.Commit(ctx, root)
+	commit := record.Head(ctx, root)
 	changes, known := record.Changes(ctx, root)
 	dirty := known && len(changes) > 0
 	if dirty && !*allowDirty {

@@ -7,10 +7,24 @@ import (
 	"strings"
 )
 
-// Commit returns the full hash of HEAD in the repository at root, or ""
-// when there is no git or no commit.
-func Commit(ctx context.Context, root string) string {
+// Head returns the full hash of HEAD in the repository at root, or ""
+// when there is no git or no commit. A record stores it as its commit and
+// says separately whether the tree was dirty.
+func Head(ctx context.Context, root string) string {
 	return commandIn(ctx, root, "git", "rev-parse", "HEAD")
+}
+
+// Commit returns Head with "+dirty" appended when the work tree has
+// changes (Changes), the form schema-1 records and trace metadata keep.
+func Commit(ctx context.Context, root string) string {
+	head := Head(ctx, root)
+	if head == "" {
+		return ""
+	}
+	if changes, _ := Changes(ctx, root); len(changes) > 0 {
+		head += "+dirty"
+	}
+	return head
 }
 
 // Changes returns `git status --porcelain` of the repository at root, one

@@ -15,12 +15,12 @@
 //	        (max/min) is re-run alone, up to MaxReruns times
 //	    pass canary again
 //
-// Why per row (DESIGN.md §6): this machine's vCPUs move between placement clusters (a bare
-// ping-pong reads about 55, 110 or 330 ns and can change within seconds).
-// A pass-level gate against the run's best canary rejected most passes and
-// still let through rows measured across a move. The canary measured right
-// before and after a row, in the same process, says whether that row ran in
-// one placement; a row that did not is measured again.
+// Why per row (DESIGN.md §6): this machine's vCPUs move between placement
+// clusters (a bare ping-pong reads about 55, 110 or 330 ns and can change
+// within seconds). A pass-level gate against the run's best canary rejected
+// most passes and still let through rows measured across a move. The canary
+// measured right before and after a row, in the same process, says whether
+// that row ran in one placement; a row that did not is measured again.
 package record
 
 import (
