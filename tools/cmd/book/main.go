@@ -7,11 +7,17 @@
 //
 // The chapters are listed in book/SUMMARY.md (mdBook's format). Code, diffs
 // and figures come from the repository when the book is built:
-// {{#include STAGE/PATH:ANCHOR}}, {{#diff STAGE}}, and {{#table}}, {{#chart}},
-// {{#value}}, {{#ratio}}, {{#meta}} over book/records/*.json; see package
-// softgpu/tools/internal/book. Any error (a missing anchor, an unknown
-// record, a broken internal link) is printed with its file and line and the
-// command exits 1.
+// {{#include STAGE/PATH:ANCHOR}}, {{#diff STAGE}}, {{#table}}, {{#chart}},
+// {{#value}}, {{#ratio}}, {{#meta}}, {{#claim}} and {{#records-appendix}}
+// over book/records/*.json, {{#diagram}} from book/diagrams and
+// {{#timeline}} from book/traces; see package softgpu/tools/internal/book.
+// The site also holds every stage's source files as pages with line
+// anchors (src/), a search index, and print.html. Any error (a missing
+// anchor, an unknown record, a claim the record contradicts, a broken
+// internal link) is printed with its file and line and the command exits 1.
+//
+// go run ./tools/cmd/bookcheck then checks the built site in headless
+// Chromium.
 package main
 
 import (

@@ -60,10 +60,12 @@ const (
 )
 
 type builder struct {
-	cfg     Config
-	hl      *highlighter
-	md      *markdown
-	records *recordSet
+	cfg      Config
+	hl       *highlighter
+	md       *markdown
+	records  *recordSet
+	diagrams int             // diagrams inlined so far: each use's ids get their own prefix
+	included map[string]bool // files {{#include}} showed, each of which gets a source page
 }
 
 // chapter is one chapter being built.
@@ -81,7 +83,7 @@ type chapter struct {
 // *BuildError and no site; broken links are reported in Site.Broken.
 func Render(cfg Config) (*Site, error) {
 	hl := newHighlighter()
-	b := &builder{cfg: cfg, hl: hl, md: &markdown{hl: hl}}
+	b := &builder{cfg: cfg, hl: hl, md: &markdown{hl: hl}, included: map[string]bool{}}
 	b.records = &recordSet{dir: filepath.Join(cfg.BookDir, "records"), cache: map[string]*records.Record{}, display: b.display}
 	return b.render()
 }
@@ -164,6 +166,10 @@ func (b *builder) render() (*Site, error) {
 		}
 	}
 	site.Files[printPage] = pg.printPage()
+	if err := b.sourcePages(pg, site.Files); err != nil {
+		return nil, fmt.Errorf("book: source pages: %w", err)
+	}
+	site.Files[searchIndexFile] = searchIndex(chapters)
 
 	if err := b.addStatic(site.Files); err != nil {
 		return nil, err
@@ -199,12 +205,12 @@ func reportedLinks(broken []BrokenLink, files map[string][]byte, firstPage strin
 // renderChapter expands and renders one chapter for its page and for
 // print.html, returning every error it found.
 func (b *builder) renderChapter(c *chapter, src []byte, pages, printIDs map[string]string) []error {
-	pageMode := linkMode{chapterPath: c.Item.Path, pagePath: c.Page, chapters: pages, printIDs: printIDs}
+	pageMode := linkMode{chapterPath: c.Item.Path, pagePath: c.Page, chapters: pages, printIDs: printIDs, label: c.Item.Label}
 	printMode := pageMode
 	printMode.print, printMode.pagePath = true, printPage
 
 	pagePrefix := rootPrefix(c.Page)
-	x := expandDirectives(c.Source, src, b.handlers(pagePrefix))
+	x := expandDirectives(c.Source, src, b.handlers(pagePrefix, false))
 	if len(x.Errs) > 0 {
 		return x.Errs
 	}
@@ -213,13 +219,13 @@ func (b *builder) renderChapter(c *chapter, src []byte, pages, printIDs map[stri
 		return []error{fmt.Errorf("%s: %w", c.Source, err)}
 	}
 	c.Body, c.Headings = fillPlaceholders(body, x.Blocks), headings
-
-	// print.html is at the root: links from directives need the root's
-	// prefix, which differs only for chapters in subdirectories.
-	px := x
-	if pagePrefix != "" {
-		px = expandDirectives(c.Source, src, b.handlers(""))
+	if err := checkTitle(c, src, headings); err != nil {
+		return []error{err}
 	}
+
+	// print.html is at the root, so links from directives need the root's
+	// prefix; and some directives print differently (a diff as its table).
+	px := expandDirectives(c.Source, src, b.handlers("", true))
 	printBody, _, err := b.md.render(px.Markdown, printMode)
 	if err != nil {
 		return []error{fmt.Errorf("%s: %w", c.Source, err)}
@@ -228,19 +234,26 @@ func (b *builder) renderChapter(c *chapter, src []byte, pages, printIDs map[stri
 	return nil
 }
 
-// handlers dispatches directives; prefix leads from the page to the site root.
-func (b *builder) handlers(prefix string) handlers {
+// handlers dispatches directives; prefix leads from the page to the site
+// root; print says the HTML is for print.html.
+func (b *builder) handlers(prefix string, print bool) handlers {
 	return handlers{
 		block: func(d directive) (string, error) {
 			switch d.Name {
 			case "include":
-				return b.includeHTML(d)
+				return b.includeHTML(d, prefix)
 			case "diff":
-				return b.diffHTML(d)
+				return b.diffHTML(d, prefix, print)
 			case "table":
 				return b.tableHTML(d, prefix)
 			case "chart":
 				return b.chartHTML(d, prefix)
+			case "records-appendix":
+				return b.recordsAppendix(d, prefix)
+			case "diagram":
+				return b.diagramHTML(d)
+			case "timeline":
+				return b.timelineHTML(d, prefix)
 			}
 			return "", d.errorf("unknown directive %q", d.Name)
 		},
@@ -252,11 +265,46 @@ func (b *builder) handlers(prefix string) handlers {
 				return b.ratio(d)
 			case "meta":
 				return b.meta(d)
+			case "claim":
+				return b.claim(d)
 			}
 			return inlineValue{}, d.errorf("unknown directive %q", d.Name)
 		},
 		raw: b.includeRaw,
 	}
+}
+
+// checkTitle makes sure a chapter has one title: its # heading says what
+// SUMMARY.md's link says, so the sidebar, the tab and the page agree.
+func checkTitle(c *chapter, src []byte, headings []heading) error {
+	line := 0
+	fence := false
+	for i, l := range strings.Split(string(src), "\n") {
+		if fenceOpen.MatchString(l) {
+			fence = !fence
+		}
+		if !fence && strings.HasPrefix(l, "# ") {
+			line = i + 1
+			break
+		}
+	}
+	for _, h := range headings {
+		if h.Level != 1 {
+			continue
+		}
+		if normalTitle(h.Text) != normalTitle(c.Item.Title) {
+			return fmt.Errorf("%s:%d: the chapter's heading %q differs from its title in SUMMARY.md (line %d) %q: a chapter has one title, so make them the same", c.Source, line, h.Text, c.Item.Line, c.Item.Title)
+		}
+		return nil
+	}
+	return fmt.Errorf("%s:1: the chapter has no # heading: start it with \"# %s\", its title in SUMMARY.md", c.Source, c.Item.Title)
+}
+
+// normalTitle is a title without the marks Markdown and the typographer
+// add or take away: code and emphasis markers, curly quotes, dashes.
+func normalTitle(s string) string {
+	s = strings.NewReplacer("`", "", "*", "", "_", "", "’", "'", "‘", "'", "“", `"`, "”", `"`, "–", "--", "—", "---", "…", "...").Replace(s)
+	return strings.Join(strings.Fields(s), " ")
 }
 
 // addStatic adds the stylesheet, the script and chroma's stylesheet.

@@ -30,9 +30,15 @@ func TestRenderFixture(t *testing.T) {
 	}
 	sort.Strings(names)
 	want := []string{
-		"images/engine.svg", "index.html", "intro.html", "print.html", "records.html",
-		"records/reference.json", "records/test.json", "stage0.html", "stage0/details.html", "stage1.html",
-		"static/book.js", "static/chroma.css", "static/style.css",
+		"diagrams/ring.svg", "images/engine.svg", "index.html", "intro.html", "print.html", "records.html",
+		"records/placed.json", "records/reference.json", "records/test.json", "search-index.js",
+		"src/index.html", "src/stage0-mailbox/device/engine.go.html", "src/stage0-mailbox/go.mod.html",
+		"src/stage0-mailbox/index.html", "src/stage0-mailbox/softgpu.go.html",
+		"src/stage1-ring/device/engine.go.html", "src/stage1-ring/device/ring.go.html", "src/stage1-ring/go.mod.html",
+		"src/stage1-ring/index.html", "src/stage1-ring/softgpu.go.html",
+		"stage0.html", "stage0/details.html", "stage1.html",
+		"static/book.js", "static/chroma.css", "static/favicon.svg", "static/style.css",
+		"traces/stage7.json", "traces/stage7.meta.json",
 	}
 	if strings.Join(names, " ") != strings.Join(want, " ") {
 		t.Errorf("site files:\n got %v\nwant %v", names, want)
@@ -47,11 +53,57 @@ func TestRenderFixture(t *testing.T) {
 		page string
 		want []string
 	}{
+		// Numbers mean one thing: no mdBook list numbers; appendices lettered.
 		{"sidebar marks the current chapter", "stage1.html", []string{
-			`<a class="active" aria-current="page" href="stage1.html"><strong aria-hidden="true">2.</strong> Stage 1: the ring</a>`,
+			`<a class="active" aria-current="page" href="stage1.html">Stage 1: the ring</a>`,
 			`<li class="part-title">The stages`,
-			`<li class="chapter-item draft"><span title="Not written yet"><strong aria-hidden="true">3.</strong> Stage 2: fences</span>`,
-			`<a href="stage0/details.html"><strong aria-hidden="true">1.1.</strong> Inside the engine</a>`,
+			`<li class="chapter-item draft"><span title="Not written yet">Stage 2: fences</span>`,
+			`<a href="stage0/details.html">Inside the engine</a>`,
+			`<a href="records.html"><strong class="chapter-label">A</strong> Appendix: the records</a>`,
+		}},
+		{"a lettered chapter's heading carries its letter", "records.html", []string{
+			`<a class="anchor" href="#appendix-the-records" aria-label="Link to this section">#</a><span class="chapter-label">A</span> Appendix: the records</h1>`,
+			`<title>A. Appendix: the records · fixture</title>`,
+		}},
+		{"favicon, theme and search", "stage0.html", []string{
+			`<link rel="icon" href="static/favicon.svg" type="image/svg+xml">`,
+			`<meta name="color-scheme" content="light dark">`,
+			`<button type="button" class="theme-toggle"`,
+			`<input type="search" id="search-input"`,
+			`<input type="checkbox" id="sidebar-toggle" class="sidebar-toggle" aria-label="Show or hide the table of contents" aria-controls="sidebar">`,
+		}},
+		{"a Markdown table scrolls in its frame", "intro.html", []string{
+			"<div class=\"table-wrap\" tabindex=\"0\">\n<table>",
+		}},
+		{"a listing's caption links to its lines", "stage0.html", []string{
+			`<a class="path" href="src/stage0-mailbox/device/engine.go.html#L8-L12"`,
+			`<a class="ln" href="src/stage0-mailbox/device/engine.go.html#L8" data-n="8"`,
+		}},
+		{"a source page has line anchors", "src/stage0-mailbox/device/engine.go.html", []string{
+			`<span class="line" id="L8"><a class="ln" href="#L8" data-n="8"`,
+			`<a href="../../index.html">Source</a> / <a href="../index.html">stage0-mailbox</a> / device / engine.go</nav>`,
+		}},
+		{"a diagram inlined, its ids its own", "stage0.html", []string{
+			`<figure class="diagram">`, `<svg class="diagram" xmlns="http://www.w3.org/2000/svg"`,
+			`<marker id="dg1-arrow"`, `marker-end="url(#dg1-arrow)"`, `<figcaption>The ring: the engine owns the head, the host the tail.</figcaption>`,
+		}},
+		{"a timeline with how it was made", "stage1.html", []string{
+			`<figure class="timeline">`, `class="sgt-timeline"`, `:root[data-theme="dark"] .sgt-timeline`,
+			`made by <code class="command">go run ./tools/cmd/trace make -stage stage7-idle -bench &#39;Gap/gap=30us$&#39; -name stage7</code> at commit <code>89abcdef0123</code>`,
+		}},
+		{"records appendix", "records.html", []string{
+			`<h3 id="record-placed">`,
+			`<pre class="chroma command-block"><code>go run ./tools/cmd/record -name placed -stages stage4-nolock,stage7-idle -bench &#39;Quiet|Gap/gap=(3|30)us$&#39; -passes 5</code></pre>`,
+			`<dt>rows re-run</dt><dd>1 of 6, because the canary moved during the row (tolerance 30%); 1 kept a pass whose canary never held still</dd>`,
+			`<dt>commit</dt><dd><code>0123456789ab+dirty</code> <strong class="dirty"`,
+		}},
+		{"checked claims show their figures", "intro.html", []string{
+			`class="figure claim" title="Checked when the book is built: stage7-idle Quiet = 0.05 cores ÷ stage4-nolock Quiet = 2.00 cores gives 0.025× &lt; 0.1× (median of the per-pass ratios over the 4 of 5 passes in which both rows&#39; canaries agreed within 30% (one machine placement); record placed.json)">0.025×</span>`,
+		}},
+		{"print: cover, contents, diffs summarised", "print.html", []string{
+			`<section class="print-cover">`, `<nav class="print-toc" aria-label="Contents">`,
+			`<a href="#records"><span class="chapter-label">A</span> Appendix: the records</a>`,
+			`<p class="diff-print-note">`,
 		}},
 		{"previous and next", "stage1.html", []string{
 			`<a class="nav-prev" rel="prev" href="stage0/details.html"`,
@@ -85,7 +137,12 @@ func TestRenderFixture(t *testing.T) {
 			`id="intro--fn:1"`,
 		}},
 		{"highlighted Go", "stage0.html", []string{`<span class="kd">type</span>`}},
-		{"highlighted diff", "stage1.html", []string{`<details class="unified-diff">`, `<span class="gd">`, `<span class="gi">`}},
+		{"diff: files linked from the table, Go highlighted in the hunks", "stage1.html", []string{
+			`<a href="#diff-stage1-ring--device-ring-go"><code>device/ring.go</code></a>`,
+			`<details class="diff-file mechanism" id="diff-stage1-ring--device-ring-go" open>`,
+			`<span class="line diff-add"><a class="ln" href="src/stage1-ring/device/ring.go.html#L1" data-n="1"`,
+			`<span class="diff-sign" aria-hidden="true">+</span><span class="cl"><span class="kn">package</span>`,
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -96,6 +153,12 @@ func TestRenderFixture(t *testing.T) {
 				}
 			}
 		})
+	}
+	if strings.Contains(page("print.html"), `class="diff-file`) {
+		t.Errorf("print.html prints a diff's hunks; want its table only")
+	}
+	if !strings.Contains(page("search-index.js"), `"t":"Stage 1: the ring"`) {
+		t.Errorf("search-index.js lacks the chapter Stage 1: the ring")
 	}
 	for _, name := range names {
 		if strings.HasSuffix(name, ".html") || strings.HasSuffix(name, ".css") || strings.HasSuffix(name, ".js") {

@@ -33,8 +33,10 @@ type chartData struct {
 	YLabel  string
 	XLabel  string
 	Unit    string
+	Stat    string   // what the values are, for tooltips: "median of 5 passes"
 	X       []string // categories, in order
 	Series  []chartSeries
+	Marks   []chartMark
 	Log     bool
 	Bars    bool
 	Caption string
@@ -44,6 +46,18 @@ type chartSeries struct {
 	Name   string
 	Values []float64 // per category
 	Has    []bool    // whether Values[i] is present
+	Lo, Hi []float64 // the passes' range per category; Lo[i] == Hi[i] when there is none
+}
+
+// hasRange reports whether point i has a spread to draw.
+func (s chartSeries) hasRange(i int) bool {
+	return s.Has[i] && s.Hi[i] > s.Lo[i]
+}
+
+// chartMark is a vertical line the chapter asked for with marks=.
+type chartMark struct {
+	Pos   float64 // in category units: 0 is the first category, 1.5 half way from the second to the third
+	Label string
 }
 
 // benchKeys splits "Family/k1=v1/k2=v2" into its family and key values; a
@@ -84,9 +98,9 @@ func keyValue(p chartPoint, key string) (string, bool) {
 	return v, ok
 }
 
-// chartHTML renders {{#chart record= stage= bench= unit= [x=] [series=] [log=] [ref=] [title=] [stat=] [type=] [caption=]}}.
+// chartHTML renders {{#chart record= stage= bench= unit= [x=] [series=] [log=] [ref=] [title=] [stat=] [type=] [marks=] [caption=]}}.
 func (b *builder) chartHTML(d directive, prefix string) (string, error) {
-	if err := d.allow("record", "stage", "bench", "unit", "x", "series", "log", "ref", "title", "stat", "type", "caption"); err != nil {
+	if err := d.allow("record", "stage", "bench", "unit", "x", "series", "log", "ref", "title", "stat", "type", "marks", "caption"); err != nil {
 		return "", err
 	}
 	sel, err := b.selectRows(d)
@@ -100,6 +114,9 @@ func (b *builder) chartHTML(d directive, prefix string) (string, error) {
 	}
 	stat, err := parseStat(d, false)
 	if err != nil {
+		return "", err
+	}
+	if err := checkPassRows(d, sel, stat); err != nil {
 		return "", err
 	}
 	var points []chartPoint
@@ -124,30 +141,38 @@ func (b *builder) chartHTML(d directive, prefix string) (string, error) {
 	seriesIndex := map[string]int{}
 	type cell struct{ series, x int }
 	owner := map[cell]string{}
-	add := func(seriesName, xv string, v float64, bench string) error {
+	anySpread := false
+	add := func(seriesName, xv string, f figure, bench string) error {
 		xi, ok := xIndex[xv]
 		if !ok {
 			xi = len(data.X)
 			xIndex[xv] = xi
 			data.X = append(data.X, xv)
 			for i := range data.Series {
-				data.Series[i].Values = append(data.Series[i].Values, 0)
-				data.Series[i].Has = append(data.Series[i].Has, false)
+				s := &data.Series[i]
+				s.Values, s.Has = append(s.Values, 0), append(s.Has, false)
+				s.Lo, s.Hi = append(s.Lo, 0), append(s.Hi, 0)
 			}
 		}
 		si, ok := seriesIndex[seriesName]
 		if !ok {
 			si = len(data.Series)
 			seriesIndex[seriesName] = si
-			data.Series = append(data.Series, chartSeries{Name: seriesName, Values: make([]float64, len(data.X)), Has: make([]bool, len(data.X))})
+			n := len(data.X)
+			data.Series = append(data.Series, chartSeries{Name: seriesName, Values: make([]float64, n), Has: make([]bool, n), Lo: make([]float64, n), Hi: make([]float64, n)})
 		}
 		c := cell{si, xi}
 		if prev, dup := owner[c]; dup {
 			return fmt.Errorf("%s and %s both land on x=%s in series %q: choose x= and series= keys, or narrow bench=", prev, bench, xv, seriesName)
 		}
 		owner[c] = bench
-		data.Series[si].Values[xi] = v
-		data.Series[si].Has[xi] = true
+		s := &data.Series[si]
+		s.Values[xi], s.Has[xi] = f.Value, true
+		s.Lo[xi], s.Hi[xi] = f.Value, f.Value
+		if f.hasSpread() {
+			s.Lo[xi], s.Hi[xi] = min(f.Min, f.Value), max(f.Max, f.Value)
+			anySpread = anySpread || f.Max > f.Min
+		}
 		return nil
 	}
 	seriesName := func(p chartPoint, r *records.Record) string {
@@ -176,16 +201,16 @@ func (b *builder) chartHTML(d directive, prefix string) (string, error) {
 		if _, ok := keyValue(p, seriesKey); !ok {
 			return "", d.errorf("benchmark %s has no key %s=", p.row.Benchmark, seriesKey)
 		}
-		if v, ok := metricValue(p.row, unit, stat); ok {
-			if err := add(seriesName(p, rec), xv, v, p.stage+" "+p.row.Benchmark); err != nil {
+		if f, ok := rowFigure(p.row, unit, stat); ok {
+			if err := add(seriesName(p, rec), xv, f, p.stage+" "+p.row.Benchmark); err != nil {
 				return "", d.errorf("%v", err)
 			}
 		}
 		if ref != nil {
 			if rr, ok := findRow(ref, p.stage, p.row.Benchmark); ok {
-				if v, ok := metricValue(rr, unit, stat); ok {
+				if f, ok := rowFigure(rr, unit, refStat(stat)); ok {
 					refFound = true
-					if err := add(seriesName(p, ref), xv, v, p.stage+" "+p.row.Benchmark+" ("+ref.Name+")"); err != nil {
+					if err := add(seriesName(p, ref), xv, f, p.stage+" "+p.row.Benchmark+" ("+ref.Name+")"); err != nil {
 						return "", d.errorf("%v", err)
 					}
 				}
@@ -194,6 +219,13 @@ func (b *builder) chartHTML(d directive, prefix string) (string, error) {
 	}
 	if ref != nil && !refFound {
 		return "", d.errorf("ref=%s has none of these benchmarks with unit %s", ref.Name, unit)
+	}
+
+	// Marks sit among the categories as they are in the benchmark names.
+	if m := d.arg("marks", ""); m != "" {
+		if data.Marks, err = placeMarks(data.X, m); err != nil {
+			return "", d.errorf("marks=: %v", err)
+		}
 	}
 
 	// Category labels for a reader: "3us" as "3µs"; whole benchmark names
@@ -221,7 +253,9 @@ func (b *builder) chartHTML(d directive, prefix string) (string, error) {
 		return "", d.errorf("type=%s: want bar or line", typ)
 	}
 
-	data.YLabel = unitTitle(unit) + ", " + stat + " pass"
+	passes := acceptedPasses(rec)
+	data.Stat = statPhrase(stat, passes)
+	data.YLabel = unitTitle(unit) + ", " + data.Stat
 	if data.Log {
 		data.YLabel += " (log scale)"
 	}
@@ -233,22 +267,26 @@ func (b *builder) chartHTML(d directive, prefix string) (string, error) {
 
 	var out strings.Builder
 	out.WriteString(`<figure class="chart">` + "\n")
-	out.WriteString(renderSVG(data))
+	out.WriteString(renderCharts(data))
 	if data.Caption != "" {
 		out.WriteString("<figcaption>" + escapeHTML(data.Caption) + "</figcaption>\n")
 	}
-	out.WriteString(b.sourceLine(prefix, rec, ref))
+	out.WriteString(statNote(stat, passes, anySpread, defaultNoisy, "chart"))
+	out.WriteString(b.provenance(prefix, rec, ref))
 	out.WriteString("</figure>")
 	return out.String(), nil
 }
 
-// valueRange returns the smallest and largest value drawn.
+// valueRange returns the smallest and largest value drawn, whiskers included.
 func (data *chartData) valueRange() (minV, maxV float64) {
 	minV, maxV = math.Inf(1), math.Inf(-1)
 	for _, s := range data.Series {
 		for i, v := range s.Values {
 			if s.Has[i] {
 				minV, maxV = math.Min(minV, v), math.Max(maxV, v)
+			}
+			if s.hasRange(i) {
+				minV, maxV = math.Min(minV, s.Lo[i]), math.Max(maxV, s.Hi[i])
 			}
 		}
 	}

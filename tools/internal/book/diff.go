@@ -2,6 +2,10 @@ package book
 
 import (
 	"fmt"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -66,8 +70,9 @@ func (s *StagesDiffer) Diff(a, b string) (*stages.Diff, error) {
 	return d, nil
 }
 
-// diffHTML renders a diff directive.
-func (b *builder) diffHTML(d directive) (string, error) {
+// diffHTML renders a diff directive. In print the hunks are left out: the
+// table of changed files summarises the diff, which is on the chapter's page.
+func (b *builder) diffHTML(d directive, prefix string, print bool) (string, error) {
 	if err := d.positionalOnly("want {{#diff STAGE}} or {{#diff A B}}"); err != nil {
 		return "", err
 	}
@@ -100,24 +105,163 @@ func (b *builder) diffHTML(d directive) (string, error) {
 		removed += f.Removed
 	}
 	out.WriteString(`<figure class="stage-diff">` + "\n")
-	fmt.Fprintf(&out, "<figcaption>From <code>%s</code> to <code>%s</code>: %d files changed, +%d −%d lines (module paths normalised)</figcaption>\n",
+	fmt.Fprintf(&out, "<figcaption>From <code>%s</code> to <code>%s</code>: %d files changed, +%d −%d lines (module paths normalised); the mechanism's files first</figcaption>\n",
 		escapeHTML(from), escapeHTML(to), len(diff.Files), added, removed)
 	if len(diff.Files) == 0 {
 		out.WriteString("<p>No differences.</p>\n</figure>")
 		return out.String(), nil
 	}
-	out.WriteString(`<div class="table-wrap"><table class="diffstat">` + "\n<thead><tr><th>file</th><th>status</th><th class=\"num\">added</th><th class=\"num\">removed</th></tr></thead>\n<tbody>\n")
-	for _, f := range diff.Files {
+	files := slices.Clone(diff.Files)
+	slices.SortStableFunc(files, func(x, y stages.FileDiff) int { return diffRank(x.Path) - diffRank(y.Path) })
+	id := func(p string) string {
+		return "diff-" + to + "--" + slugify(strings.NewReplacer("/", "-", ".", "-").Replace(p))
+	}
+
+	out.WriteString(`<div class="table-wrap" tabindex="0"><table class="diffstat">` + "\n<thead><tr><th>file</th><th>status</th><th class=\"num\">added</th><th class=\"num\">removed</th></tr></thead>\n<tbody>\n")
+	for _, f := range files {
 		add, rem := fmt.Sprintf("+%d", f.Added), fmt.Sprintf("−%d", f.Removed)
 		if f.Binary {
 			add, rem = "binary", ""
 		}
-		fmt.Fprintf(&out, `<tr class="%s"><td><code>%s</code></td><td>%s</td><td class="num added">%s</td><td class="num removed">%s</td></tr>`+"\n",
-			escapeHTML(f.Status), escapeHTML(f.Path), escapeHTML(f.Status), add, rem)
+		name := `<code>` + escapeHTML(f.Path) + `</code>`
+		if !print {
+			name = `<a href="#` + escapeHTML(id(f.Path)) + `">` + name + `</a>`
+		}
+		fmt.Fprintf(&out, `<tr class="%s %s"><td>%s</td><td>%s</td><td class="num added">%s</td><td class="num removed">%s</td></tr>`+"\n",
+			escapeHTML(f.Status), diffKind(f.Path), name, escapeHTML(f.Status), add, rem)
 	}
 	out.WriteString("</tbody>\n</table></div>\n")
-	fmt.Fprintf(&out, "<details class=\"unified-diff\">\n<summary>The whole diff, %s → %s</summary>\n", escapeHTML(from), escapeHTML(to))
-	out.WriteString(b.hl.highlight(diff.Unified, "diff"))
+	if print {
+		out.WriteString(`<p class="diff-print-note">The diff itself is on this chapter's page of the book's site, and <code>go run ./tools/cmd/stages diff ` + escapeHTML(to) + "</code> prints it.</p>\n</figure>")
+		return out.String(), nil
+	}
+
+	hunks := splitUnified(diff.Unified)
+	fmt.Fprintf(&out, "<details class=\"unified-diff\" data-search=\"skip\">\n<summary>The diff, %s → %s: the mechanism's files open, tests and READMEs folded</summary>\n", escapeHTML(from), escapeHTML(to))
+	for _, f := range files {
+		open := ""
+		if diffRank(f.Path) < 2 {
+			open = " open"
+		}
+		page, stage := f.Path, to
+		if f.Status == "removed" {
+			stage = from
+		}
+		src := prefix + sourcePage(stage+"/"+page)
+		fmt.Fprintf(&out, `<details class="diff-file %s" id="%s"%s>`+"\n"+`<summary><code>%s</code> <span class="diff-status">%s</span> <span class="added">+%d</span> <span class="removed">−%d</span></summary>`+"\n",
+			diffKind(f.Path), escapeHTML(id(f.Path)), open, escapeHTML(f.Path), escapeHTML(f.Status), f.Added, f.Removed)
+		if f.Binary {
+			out.WriteString("<p>Binary file.</p>\n</details>\n")
+			continue
+		}
+		out.WriteString(b.hunksHTML(hunks[f.Path], languageOf(f.Path), src))
+		out.WriteString("</details>\n")
+	}
 	out.WriteString("</details>\n</figure>")
 	return out.String(), nil
+}
+
+// diffRank orders a diff's files: the mechanism (Go, not tests) first, then
+// other files, then tests, then READMEs and other prose.
+func diffRank(p string) int {
+	base := path.Base(p)
+	switch {
+	case strings.HasSuffix(base, ".md"):
+		return 3
+	case strings.HasSuffix(base, "_test.go") || strings.Contains("/"+p, "/testdata/"):
+		return 2
+	case strings.HasSuffix(base, ".go"):
+		return 0
+	}
+	return 1
+}
+
+func diffKind(p string) string {
+	return [...]string{"mechanism", "other", "test", "prose"}[diffRank(p)]
+}
+
+// splitUnified cuts a unified diff into its files' hunks: the lines from
+// each file's first "@@" to the next "diff --git", keyed by path.
+func splitUnified(unified string) map[string][]string {
+	out := map[string][]string{}
+	cur := ""
+	inHunks := false
+	for _, l := range strings.Split(unified, "\n") {
+		if rest, ok := strings.CutPrefix(l, "diff --git a/"); ok {
+			cur, _, _ = strings.Cut(rest, " b/")
+			inHunks = false
+			continue
+		}
+		if strings.HasPrefix(l, "@@") {
+			inHunks = true
+		}
+		if inHunks && l != "" {
+			out[cur] = append(out[cur], l)
+		}
+	}
+	return out
+}
+
+var hunkHeaderRE = regexp.MustCompile(`^@@ -[0-9]+(?:,[0-9]+)? \+([0-9]+)(?:,[0-9]+)? @@`)
+
+// hunksHTML renders one file's hunks as a listing: each hunk's lines
+// highlighted in the file's language as one text, so a comment or string
+// spanning lines is coloured right; + and − lines marked; the new file's
+// line numbers linked to its source page.
+func (b *builder) hunksHTML(lines []string, lang, src string) string {
+	var out strings.Builder
+	out.WriteString(`<pre class="chroma listing diff" style="--ln-digits: 4"><code>`)
+	for i := 0; i < len(lines); {
+		m := hunkHeaderRE.FindStringSubmatch(lines[i])
+		if m == nil {
+			i++
+			continue
+		}
+		newLine, _ := strconv.Atoi(m[1])
+		out.WriteString(`<span class="line diff-hunk"><span class="ln"></span><span class="cl">` + escapeHTML(lines[i]) + "</span></span>")
+		i++
+		start := i
+		for i < len(lines) && !strings.HasPrefix(lines[i], "@@") {
+			i++
+		}
+		body := lines[start:i]
+		var code strings.Builder
+		for _, l := range body {
+			if strings.HasPrefix(l, `\`) {
+				code.WriteString("\n")
+				continue
+			}
+			code.WriteString(l[min(1, len(l)):] + "\n")
+		}
+		tokens := b.hl.tokenLines(code.String(), lang)
+		for k, l := range body {
+			var sign, class string
+			switch {
+			case strings.HasPrefix(l, "+"):
+				sign, class = "+", "diff-add"
+			case strings.HasPrefix(l, "-"):
+				sign, class = "−", "diff-del"
+			case strings.HasPrefix(l, `\`):
+				fmt.Fprintf(&out, `<span class="line diff-note"><span class="ln"></span><span class="cl">%s</span></span>`, escapeHTML(l))
+				continue
+			default:
+				sign, class = " ", "diff-ctx"
+			}
+			out.WriteString(`<span class="line ` + class + `">`)
+			if sign == "−" {
+				out.WriteString(`<span class="ln"></span>`)
+			} else {
+				n := strconv.Itoa(newLine)
+				out.WriteString(`<a class="ln" href="` + escapeHTML(src+"#L"+n) + `" data-n="` + n + `" aria-hidden="true" tabindex="-1"></a>`)
+				newLine++
+			}
+			out.WriteString(`<span class="diff-sign" aria-hidden="true">` + sign + `</span><span class="cl">`)
+			if k < len(tokens) {
+				writeTokens(&out, tokens[k])
+			}
+			out.WriteString("</span></span>")
+		}
+	}
+	out.WriteString("</code></pre>\n")
+	return out.String()
 }

@@ -82,6 +82,17 @@ func (d directive) allow(keys ...string) error {
 	return nil
 }
 
+// allowKeys fails if the directive has a key=value argument outside keys;
+// positional arguments are left to the caller.
+func (d directive) allowKeys(keys ...string) error {
+	for _, k := range d.argNames() {
+		if !slices.Contains(keys, k) {
+			return d.errorf("unknown argument %s= (this directive takes %s)", k, strings.Join(keys, "=, ")+"=")
+		}
+	}
+	return nil
+}
+
 // positionalOnly fails if the directive has any key=value argument.
 func (d directive) positionalOnly(usage string) error {
 	if names := d.argNames(); len(names) > 0 {
@@ -96,8 +107,8 @@ func (d directive) argNames() []string {
 	return slices.Sorted(maps.Keys(d.Args))
 }
 
-var blockDirectives = map[string]bool{"include": true, "diff": true, "table": true, "chart": true}
-var inlineDirectives = map[string]bool{"value": true, "ratio": true, "meta": true}
+var blockDirectives = map[string]bool{"include": true, "diff": true, "table": true, "chart": true, "records-appendix": true, "diagram": true, "timeline": true}
+var inlineDirectives = map[string]bool{"value": true, "ratio": true, "meta": true, "claim": true}
 
 // parseDirective parses body, the text between "{{#" and "}}".
 func parseDirective(body string) (directive, error) {
@@ -373,7 +384,7 @@ func expandInline(file string, lineNo int, line string, inCode bool, h handlers)
 			case blockDirectives[d.Name]:
 				err = d.errorf("{{#%s}} makes a block: put it alone on its own line", d.Name)
 			case !inlineDirectives[d.Name]:
-				err = d.errorf("unknown directive %q (known: include, diff, table, chart, value, ratio, meta)", d.Name)
+				err = d.errorf("unknown directive %q (known: include, diff, table, chart, diagram, timeline, records-appendix, value, ratio, meta, claim)", d.Name)
 			default:
 				v, err = h.inline(d)
 			}

@@ -34,13 +34,13 @@ func newTestBuilder(t testing.TB) *builder {
 	t.Helper()
 	cfg := fixtureConfig(t)
 	hl := newHighlighter()
-	return &builder{cfg: cfg, hl: hl, md: &markdown{hl: hl}, records: &recordSet{dir: filepath.Join(cfg.BookDir, "records"), cache: map[string]*records.Record{}}}
+	return &builder{cfg: cfg, hl: hl, md: &markdown{hl: hl}, records: &recordSet{dir: filepath.Join(cfg.BookDir, "records"), cache: map[string]*records.Record{}}, included: map[string]bool{}}
 }
 
 // expand runs the directive expander over one chapter's text.
 func expand(t testing.TB, b *builder, src string) expansion {
 	t.Helper()
-	return expandDirectives("book/test.md", []byte(src), b.handlers(""))
+	return expandDirectives("book/test.md", []byte(src), b.handlers("", false))
 }
 
 // expandOK expands src and fails the test on any directive error, returning

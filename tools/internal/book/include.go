@@ -1,6 +1,7 @@
 package book
 
 import (
+	"errors"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -61,17 +63,47 @@ func cleanRootPath(p string) (string, error) {
 	return clean, nil
 }
 
+// insideRoot resolves every symbolic link in p and returns the real path,
+// failing unless it lies inside root (itself resolved): a link in the
+// repository that points at /etc must not publish a host file in the site.
+// A missing file's error wraps os.ErrNotExist.
+func insideRoot(root, p string) (string, error) {
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", err
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(realRoot, real)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
+		return "", fmt.Errorf("%s leads outside the repository, to %s: symbolic links out of the repository are not followed", filepath.Base(p), real)
+	}
+	return real, nil
+}
+
+// readRootFile reads the file at the slash path clean under root, refusing
+// one whose real path is outside root.
+func readRootFile(root, clean string) ([]byte, error) {
+	real, err := insideRoot(root, filepath.Join(root, filepath.FromSlash(clean)))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("file %s does not exist", clean)
+		}
+		return nil, fmt.Errorf("%s: %w", clean, err)
+	}
+	return os.ReadFile(real)
+}
+
 // readSnippet reads the anchored region (or the whole file when anchor is "").
 func readSnippet(root, file, anchor string) (*snippet, error) {
 	clean, err := cleanRootPath(file)
 	if err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(clean)))
+	data, err := readRootFile(root, clean)
 	if err != nil {
-		if os.IsNotExist(err) {
-			return nil, fmt.Errorf("file %s does not exist", clean)
-		}
 		return nil, err
 	}
 	lines := strings.Split(strings.ReplaceAll(string(data), "\r\n", "\n"), "\n")
@@ -336,28 +368,33 @@ func (b *builder) includeRaw(d directive) (string, error) {
 	return sn.Code, nil
 }
 
-// includeHTML renders an include directive as a captioned code figure.
-func (b *builder) includeHTML(d directive) (string, error) {
+// includeHTML renders an include directive as a captioned listing: the
+// path and the line span link to the file's source page (prefix leads from
+// the page to the site root), and each line number to its line there.
+func (b *builder) includeHTML(d directive, prefix string) (string, error) {
 	sn, err := b.includeSnippet(d)
 	if err != nil {
 		return "", err
 	}
+	b.included[sn.Path] = true
 	lang := languageOf(sn.Path)
 	var decls []string
 	if lang == "go" {
-		src, err := os.ReadFile(filepath.Join(b.cfg.Root, filepath.FromSlash(sn.Path)))
+		src, err := readRootFile(b.cfg.Root, sn.Path)
 		if err == nil {
 			decls = goDeclarations(src, sn)
 		}
 	}
+	page := prefix + sourcePage(sn.Path)
 	var out strings.Builder
 	out.WriteString(`<figure class="code">` + "\n")
-	out.WriteString(`<figcaption><code class="path">` + escapeHTML(sn.Path) + `</code>`)
+	out.WriteString(`<figcaption><a class="path" href="` + escapeHTML(page+"#"+lineRange(sn.FirstLine, sn.LastLine)) + `" title="The whole file, these lines marked"><code class="path">` + escapeHTML(sn.Path) + `</code>`)
 	if sn.FirstLine == sn.LastLine {
 		fmt.Fprintf(&out, ` <span class="lines">line %d</span>`, sn.FirstLine)
 	} else {
 		fmt.Fprintf(&out, ` <span class="lines">lines %d–%d</span>`, sn.FirstLine, sn.LastLine)
 	}
+	out.WriteString("</a>")
 	if len(decls) > 0 {
 		shown := decls
 		more := ""
@@ -367,7 +404,10 @@ func (b *builder) includeHTML(d directive) (string, error) {
 		out.WriteString(` <span class="decl">` + escapeHTML(strings.Join(shown, ", ")+more) + `</span>`)
 	}
 	out.WriteString("</figcaption>\n")
-	out.WriteString(b.hl.highlight(sn.Code, lang))
+	out.WriteString(b.hl.listing(sn.Code, lang, listingOptions{
+		Numbers: sn.Lines,
+		Href:    func(n int) string { return page + "#L" + strconv.Itoa(n) },
+	}))
 	out.WriteString("</figure>")
 	return out.String(), nil
 }

@@ -63,7 +63,7 @@ func TestIncludeDirective(t *testing.T) {
 				`<code class="path">stage0-mailbox/device/engine.go</code>`,
 				`lines 17–31`,
 				`<span class="decl">func (e *Engine) pollLoop</span>`,
-				`class="chroma"`,
+				`class="chroma listing"`,
 				`pollLoop`,
 			},
 			// The nested anchor's marker lines are dropped.

@@ -5,6 +5,7 @@ import (
 	"html"
 	"net/url"
 	"path"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -118,11 +119,17 @@ func resolveLink(page, href string, files map[string][]byte, pages map[string]*p
 	if f, err := url.PathUnescape(frag); err == nil && tp.ids[f] > 0 {
 		return ""
 	}
+	// A span of a source page's lines, #L17-L31: both ends must exist.
+	if m := lineRangeRE.FindStringSubmatch(frag); m != nil && tp.ids[m[1]] > 0 && tp.ids[m[2]] > 0 {
+		return ""
+	}
 	if target == page {
 		return fmt.Sprintf("no element with id %q on this page", frag)
 	}
 	return fmt.Sprintf("no element with id %q in %s", frag, target)
 }
+
+var lineRangeRE = regexp.MustCompile(`^(L[0-9]+)-(L[0-9]+)$`)
 
 // scanPage collects ids and links from one HTML page.
 func scanPage(doc []byte) *pageLinks {

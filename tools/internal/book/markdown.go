@@ -12,6 +12,7 @@ import (
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/ast"
 	"github.com/yuin/goldmark/extension"
+	east "github.com/yuin/goldmark/extension/ast"
 	"github.com/yuin/goldmark/parser"
 	"github.com/yuin/goldmark/renderer"
 	"github.com/yuin/goldmark/renderer/html"
@@ -40,6 +41,7 @@ type linkMode struct {
 	chapters    map[string]string // chapter .md path → its page path
 	print       bool              // rendering into print.html
 	printIDs    map[string]string // chapter .md path → its section id in print.html
+	label       string            // the chapter's letter ("A"), shown before its # heading
 }
 
 // idPrefix is what print.html puts before this chapter's ids.
@@ -137,7 +139,7 @@ func (md *markdown) goldmark(mode linkMode) goldmark.Markdown {
 		goldmark.WithParserOptions(parser.WithAttribute()), // ## Title {#id} sets an id
 		goldmark.WithRendererOptions(
 			html.WithUnsafe(), // chapters may hold raw HTML; the directives' output relies on it
-			renderer.WithNodeRenderers(util.Prioritized(&nodeRenderer{hl: md.hl}, 100)),
+			renderer.WithNodeRenderers(util.Prioritized(newNodeRenderer(md.hl, mode.label), 100)),
 		),
 	)
 }
@@ -277,19 +279,53 @@ func (s *slugs) Generate(value []byte, kind ast.NodeKind) []byte {
 
 func (s *slugs) Put(value []byte) { s.used[string(value)] = true }
 
-// nodeRenderer overrides goldmark's headings and code blocks.
+// nodeRenderer overrides goldmark's headings, code blocks and tables.
 type nodeRenderer struct {
-	hl *highlighter
+	hl    *highlighter
+	label string // the chapter's letter, written before the first # heading
+	table renderer.NodeRendererFunc
 }
+
+func newNodeRenderer(hl *highlighter, label string) *nodeRenderer {
+	r := &nodeRenderer{hl: hl, label: label}
+	// GFM's own table renderer draws the table; renderTable wraps it.
+	extension.NewTableHTMLRenderer().RegisterFuncs(registerFunc(func(k ast.NodeKind, f renderer.NodeRendererFunc) {
+		if k == east.KindTable {
+			r.table = f
+		}
+	}))
+	return r
+}
+
+// registerFunc adapts a function to goldmark's registerer.
+type registerFunc func(ast.NodeKind, renderer.NodeRendererFunc)
+
+func (f registerFunc) Register(k ast.NodeKind, fn renderer.NodeRendererFunc) { f(k, fn) }
 
 func (r *nodeRenderer) RegisterFuncs(reg renderer.NodeRendererFuncRegisterer) {
 	reg.Register(ast.KindHeading, r.renderHeading)
 	reg.Register(ast.KindFencedCodeBlock, r.renderFencedCode)
 	reg.Register(ast.KindCodeBlock, r.renderIndentedCode)
+	reg.Register(east.KindTable, r.renderTable)
+}
+
+// renderTable puts a Markdown table in the same scrolling frame as the
+// generated ones, so that a wide table scrolls inside the column, with a
+// shadow at the clipped edge, instead of making the page pan sideways.
+func (r *nodeRenderer) renderTable(w util.BufWriter, src []byte, node ast.Node, entering bool) (ast.WalkStatus, error) {
+	if entering {
+		_, _ = w.WriteString(`<div class="table-wrap" tabindex="0">` + "\n")
+	}
+	s, err := r.table(w, src, node, entering)
+	if !entering {
+		_, _ = w.WriteString("</div>\n")
+	}
+	return s, err
 }
 
 // renderHeading writes <hN id="x"><a class="anchor" href="#x">#</a>Text</hN>;
-// the anchor shows on hover, as in mdBook and GitHub.
+// the anchor shows on hover, as in mdBook and GitHub. A lettered chapter's
+// # heading starts with its letter, as its sidebar entry does.
 func (r *nodeRenderer) renderHeading(w util.BufWriter, src []byte, node ast.Node, entering bool) (ast.WalkStatus, error) {
 	n := node.(*ast.Heading)
 	level := strconv.Itoa(n.Level)
@@ -306,6 +342,10 @@ func (r *nodeRenderer) renderHeading(w util.BufWriter, src []byte, node ast.Node
 		if id, ok := v.([]byte); ok && len(id) > 0 {
 			_, _ = w.WriteString(`<a class="anchor" href="#` + escapeHTML(string(id)) + `" aria-label="Link to this section">#</a>`)
 		}
+	}
+	if n.Level == 1 && r.label != "" {
+		_, _ = w.WriteString(`<span class="chapter-label">` + escapeHTML(r.label) + `</span> `)
+		r.label = ""
 	}
 	return ast.WalkContinue, nil
 }

@@ -3,14 +3,17 @@ package book
 import (
 	"bytes"
 	_ "embed"
+	"fmt"
 	"html/template"
 	"strings"
 )
 
 // This file wraps rendered chapters in the page every chapter shares: the
-// sidebar table of contents with the current chapter marked, the "On this
-// page" list of the chapter's headings, previous/next links (the script
-// binds them to ← and →), and print.html with every chapter in order.
+// sidebar (search box, table of contents with the current chapter marked,
+// links to the source pages and print.html), the "On this page" list of the
+// chapter's headings, previous/next links (the script binds them to ← and
+// →), and print.html: a cover, a table of contents and every chapter in
+// order.
 
 //go:embed templates/page.html
 var pageTemplateText string
@@ -31,6 +34,7 @@ type pageData struct {
 	Content      template.HTML
 	Prev, Next   *navLink
 	Print        bool
+	Kind         string // body class: "chapter", "source" or "print"
 }
 
 // pager renders the pages of one book.
@@ -49,16 +53,26 @@ func (p *pager) execute(data pageData) []byte {
 	return b.Bytes()
 }
 
+// fullTitle is a chapter's title as the browser's tab and the print table of
+// contents show it: "A. Reproducing the records".
+func fullTitle(it Item) string {
+	if it.Label != "" {
+		return it.Label + ". " + it.Title
+	}
+	return it.Title
+}
+
 // chapterPage renders chapter i as the page at page.
 func (p *pager) chapterPage(i int, page string) []byte {
 	c := p.chapters[i]
 	dir := dirOf(page)
 	data := pageData{
 		BookTitle:    p.title,
-		ChapterTitle: c.Item.Title,
+		ChapterTitle: fullTitle(c.Item),
 		Root:         rootPrefix(page),
 		Sidebar:      template.HTML(p.sidebar(c.Item.Path, page)),
 		Content:      template.HTML(c.Body),
+		Kind:         "chapter",
 	}
 	for _, h := range c.Headings {
 		if (h.Level == 2 || h.Level == 3) && h.ID != "" {
@@ -70,18 +84,41 @@ func (p *pager) chapterPage(i int, page string) []byte {
 	}
 	if i > 0 {
 		prev := p.chapters[i-1]
-		data.Prev = &navLink{Href: relPath(dir, prev.Page), Title: prev.Item.Title}
+		data.Prev = &navLink{Href: relPath(dir, prev.Page), Title: fullTitle(prev.Item)}
 	}
 	if i+1 < len(p.chapters) {
 		next := p.chapters[i+1]
-		data.Next = &navLink{Href: relPath(dir, next.Page), Title: next.Item.Title}
+		data.Next = &navLink{Href: relPath(dir, next.Page), Title: fullTitle(next.Item)}
 	}
 	return p.execute(data)
 }
 
-// printPage renders every chapter on one page.
+// printPage renders every chapter on one page, after a cover and a table of
+// contents.
 func (p *pager) printPage() []byte {
 	var body strings.Builder
+	body.WriteString(`<section class="print-cover">` + "\n")
+	fmt.Fprintf(&body, "<p class=\"cover-title\">%s</p>\n", escapeHTML(p.title))
+	fmt.Fprintf(&body, "<p class=\"cover-note\">The whole book on one page: %d chapters. Each stage's diff is summarised by the files it changed; the diffs themselves, and every source file with numbered lines, are on the book's own pages.</p>\n", len(p.chapters))
+	body.WriteString("</section>\n")
+	body.WriteString(`<nav class="print-toc" aria-label="Contents">` + "\n<p class=\"print-toc-title\">Contents</p>\n<ol>\n")
+	ids := map[string]string{}
+	for _, c := range p.chapters {
+		ids[c.Item.Path] = c.PrintID
+	}
+	for _, it := range p.summary.Items {
+		switch {
+		case it.Kind == ItemPart:
+			body.WriteString(`<li class="part-title">` + escapeHTML(it.Title) + "</li>\n")
+		case it.Kind == ItemChapter && it.Path != "":
+			label := ""
+			if it.Label != "" {
+				label = `<span class="chapter-label">` + escapeHTML(it.Label) + "</span> "
+			}
+			fmt.Fprintf(&body, `<li class="toc-level%d"><a href="#%s">%s%s</a></li>`+"\n", it.Level, escapeHTML(ids[it.Path]), label, escapeHTML(it.Title))
+		}
+	}
+	body.WriteString("</ol>\n</nav>\n")
 	for _, c := range p.chapters {
 		body.WriteString(`<section class="print-chapter" id="` + escapeHTML(c.PrintID) + `">` + "\n")
 		body.Write(c.PrintBody)
@@ -94,6 +131,7 @@ func (p *pager) printPage() []byte {
 		Sidebar:      template.HTML(p.sidebar("", printPage)),
 		Content:      template.HTML(body.String()),
 		Print:        true,
+		Kind:         "print",
 	})
 }
 
@@ -135,19 +173,19 @@ func (p *pager) sidebar(active, page string) string {
 		case ItemSeparator:
 			b.WriteString(`<li class="spacer" aria-hidden="true">`)
 		case ItemChapter:
-			num := ""
-			if n := it.NumberString(); n != "" {
-				num = `<strong aria-hidden="true">` + n + `</strong> `
+			label := ""
+			if it.Label != "" {
+				label = `<strong class="chapter-label">` + escapeHTML(it.Label) + `</strong> `
 			}
 			switch {
 			case it.Path == "":
-				b.WriteString(`<li class="chapter-item draft"><span title="Not written yet">` + num + escapeHTML(it.Title) + `</span>`)
+				b.WriteString(`<li class="chapter-item draft"><span title="Not written yet">` + label + escapeHTML(it.Title) + `</span>`)
 			case it.Path == active:
 				b.WriteString(`<li class="chapter-item"><a class="active" aria-current="page" href="` +
-					escapeHTML(relPath(dir, p.pages[it.Path])) + `">` + num + escapeHTML(it.Title) + `</a>`)
+					escapeHTML(relPath(dir, p.pages[it.Path])) + `">` + label + escapeHTML(it.Title) + `</a>`)
 			default:
 				b.WriteString(`<li class="chapter-item"><a href="` +
-					escapeHTML(relPath(dir, p.pages[it.Path])) + `">` + num + escapeHTML(it.Title) + `</a>`)
+					escapeHTML(relPath(dir, p.pages[it.Path])) + `">` + label + escapeHTML(it.Title) + `</a>`)
 			}
 		}
 		open = true

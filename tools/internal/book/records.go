@@ -47,6 +47,10 @@ func (rs *recordSet) get(name string) (*records.Record, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A value no run could produce fails the build, naming row and metric.
+	if err := records.Validate(rec); err != nil {
+		return nil, fmt.Errorf("record %s.json cannot be used: %w", name, err)
+	}
 	rs.cache[name] = rec
 	return rec, nil
 }
@@ -144,33 +148,10 @@ func benchList(rows []records.Row) string {
 	return strings.Join(names, ", ")
 }
 
-// metricValue returns the row's stat for unit. A bandwidth asked for in one
-// unit is found in any of B/s, MB/s and GB/s and converted, since records may
-// store either.
-//
-// stat is "best", "median" or "passN": the value of accepted pass N
-// (1-based), which lookupValue has checked exists.
+// metricValue returns the row's stat for unit (see rowFigure).
 func metricValue(row records.Row, unit, stat string) (float64, bool) {
-	pick := func(m records.Metric) float64 {
-		if n, ok := passNumber(stat); ok {
-			return m.Values[n-1]
-		}
-		if stat == "median" {
-			return m.Median
-		}
-		return m.Best
-	}
-	if m, ok := row.Metric(unit); ok {
-		return pick(m), true
-	}
-	if classify(unit) == kindBandwidth {
-		for _, other := range []string{"B/s", "MB/s", "GB/s"} {
-			if m, ok := row.Metric(other); ok {
-				return pick(m) * bytesPerSecond(other) / bytesPerSecond(unit), true
-			}
-		}
-	}
-	return 0, false
+	f, ok := rowFigure(row, unit, stat)
+	return f.Value, ok
 }
 
 func rowUnits(rows []records.Row) string {
@@ -198,27 +179,24 @@ func checkUnit(rows []records.Row, unit string) error {
 	return fmt.Errorf("unknown unit %q for these benchmarks (units: %s)", unit, rowUnits(rows))
 }
 
+// parseStat reads stat= for a table (allowBoth) or a chart: best, median,
+// passN (what accepted pass N measured), or for a table both.
 func parseStat(d directive, allowBoth bool) (string, error) {
-	stat := d.arg("stat", "best")
-	switch stat {
-	case "best", "median":
+	stat := d.arg("stat", defaultStat)
+	if _, ok := passNumber(stat); ok || stat == "best" || stat == "median" || stat == "both" && allowBoth {
 		return stat, nil
-	case "both":
-		if allowBoth {
-			return stat, nil
-		}
 	}
 	if allowBoth {
-		return "", d.errorf("stat=%s: want best, median or both", stat)
+		return "", d.errorf("stat=%s: want best, median, both or passN (N = 1, 2, ...)", stat)
 	}
-	return "", d.errorf("stat=%s: want best or median", stat)
+	return "", d.errorf("stat=%s: want best, median or passN (N = 1, 2, ...)", stat)
 }
 
 // parseValueStat reads stat= for a single figure ({{#value}}, {{#ratio}}):
 // best, median, or passN for what accepted pass N measured — the way to
 // quote "in one run" from a record of several.
 func parseValueStat(d directive) (string, error) {
-	stat := d.arg("stat", "best")
+	stat := d.arg("stat", defaultStat)
 	if _, ok := passNumber(stat); ok || stat == "best" || stat == "median" {
 		return stat, nil
 	}
@@ -254,29 +232,6 @@ func machineLabel(rec *records.Record) string {
 		return "reference VM"
 	}
 	return rec.Name
-}
-
-// sourceLine is the caption under every table and chart: where the figures
-// came from. ref may be nil.
-func (b *builder) sourceLine(prefix string, rec, ref *records.Record) string {
-	describe := func(r *records.Record) string {
-		facts := []string{machineLabel(r)}
-		if d := shortDate(r.Date); d != "" {
-			facts = append(facts, d)
-		}
-		if r.Commit != "" {
-			facts = append(facts, "commit "+shortCommit(r.Commit))
-		} else if r.Source != "" {
-			facts = append(facts, "from "+r.Source)
-		}
-		return `record <a href="` + escapeHTML(prefix+"records/"+r.Name+".json") + `">` +
-			escapeHTML(r.Name+".json") + "</a> (" + escapeHTML(strings.Join(facts, ", ")) + ")"
-	}
-	s := `<p class="source">Source: ` + describe(rec)
-	if ref != nil && ref != rec {
-		s += "; reference: " + describe(ref)
-	}
-	return s + ".</p>\n"
 }
 
 func shortDate(date string) string {
@@ -333,6 +288,30 @@ func passNumber(stat string) (int, bool) {
 	return n, err == nil && n >= 1
 }
 
+// checkPassRows checks stat=passN against every selected row of the
+// record (a ref= record is another run: it shows its median instead).
+func checkPassRows(d directive, sel selection, stat string) error {
+	n, ok := passNumber(stat)
+	if !ok {
+		return nil
+	}
+	for _, r := range sel.all() {
+		if err := checkPass(sel.rec, r, n); err != nil {
+			return d.errorf("%v", err)
+		}
+	}
+	return nil
+}
+
+// refStat is the statistic a ref= record shows beside stat: its passes
+// are another run's, so a pass of this one has no counterpart there.
+func refStat(stat string) string {
+	if _, ok := passNumber(stat); ok {
+		return "median"
+	}
+	return stat
+}
+
 // checkPass makes sure stat=passN names one accepted pass of rec, and that
 // every metric of row has one value per accepted pass: only then is the
 // N-th value of one row from the same run as the N-th value of another.
@@ -387,8 +366,15 @@ func (b *builder) value(d directive) (inlineValue, error) {
 	if err != nil {
 		return inlineValue{}, d.errorf("%v", err)
 	}
-	title := fmt.Sprintf("%s.json: %s %s, %s, %s pass (%s)", rec.Name, args[1], args[2], args[3], stat, machineLabel(rec))
-	return inlineValue{Text: FormatValue(v, args[3]), Title: title, Class: "figure"}, nil
+	row, _ := findRow(rec, args[1], args[2])
+	f, _ := rowFigure(row, args[3], stat)
+	title := fmt.Sprintf("%s.json: %s %s, %s, %s (%s)", rec.Name, args[1], args[2], args[3], f.rangeText(args[3]), machineLabel(rec))
+	out := inlineValue{Text: FormatValue(v, args[3]), Title: title, Class: "figure"}
+	if recordDirty(rec) {
+		out.Class += " dirty"
+		out.Title += "; " + dirtyNote
+	}
+	return out, nil
 }
 
 // ratio renders {{#ratio record= a=STAGE:BENCH b=STAGE:BENCH unit= [stat=] [record_b=]}}.
@@ -408,38 +394,29 @@ func (b *builder) ratio(d directive) (inlineValue, error) {
 	if err != nil {
 		return inlineValue{}, err
 	}
-	recB := d.arg("record_b", recA)
-	var vals [2]float64
-	var descr [2]string
-	for i, k := range []string{"a", "b"} {
-		arg, err := d.require(k)
-		if err != nil {
-			return inlineValue{}, err
-		}
-		stage, bench, ok := strings.Cut(arg, ":")
-		if !ok || stage == "" || bench == "" {
-			return inlineValue{}, d.errorf("%s=%s: want %s=STAGE:BENCHMARK", k, arg, k)
-		}
-		name := recA
-		if i == 1 {
-			name = recB
-		}
-		v, _, err := b.lookupValue(name, stage, bench, unit, stat)
-		if err != nil {
-			return inlineValue{}, d.errorf("%s=: %v", k, err)
-		}
-		vals[i] = v
-		descr[i] = fmt.Sprintf("%s %s (%s.json) = %s", stage, bench, name, FormatValue(v, unit))
+	a, err := b.lookupOperand(d, "a", recA, unit, stat)
+	if err != nil {
+		return inlineValue{}, err
 	}
-	if vals[1] == 0 {
-		return inlineValue{}, d.errorf("b= is zero: the ratio is undefined")
+	bo, err := b.lookupOperand(d, "b", d.arg("record_b", recA), unit, stat)
+	if err != nil {
+		return inlineValue{}, err
 	}
-	title := fmt.Sprintf("%s ÷ %s, %s, %s pass", descr[0], descr[1], unit, stat)
-	return inlineValue{Text: formatRatio(vals[0] / vals[1]), Title: title, Class: "figure"}, nil
+	r, how, err := pairedRatio(a, bo, unit)
+	if err != nil {
+		return inlineValue{}, d.errorf("%v", err)
+	}
+	title := fmt.Sprintf("%s (%s.json) ÷ %s (%s.json): %s", a.describe(unit), a.rec.Name, bo.describe(unit), bo.rec.Name, how)
+	v := inlineValue{Text: formatRatio(r), Title: title, Class: "figure"}
+	if recordDirty(a.rec) || recordDirty(bo.rec) {
+		v.Class += " dirty"
+		v.Title += "; " + dirtyNote
+	}
+	return v, nil
 }
 
 // metaFields lists what {{#meta field=}} can say about a record.
-var metaFields = []string{"label", "machine", "cpu", "cores", "os", "go", "date", "commit", "command", "passes", "rejected", "threshold", "benchtime", "source", "name"}
+var metaFields = []string{"label", "machine", "cpu", "cores", "os", "go", "date", "commit", "command", "passes", "rejected", "rows_rerun", "threshold", "benchtime", "source", "name"}
 
 // meta renders {{#meta record= field=}}.
 func (b *builder) meta(d directive) (inlineValue, error) {
@@ -490,6 +467,9 @@ func (b *builder) meta(d directive) (inlineValue, error) {
 		text = shortDate(rec.Date)
 	case "commit":
 		text = shortCommit(rec.Commit)
+		if recordDirty(rec) && !strings.Contains(text, "+dirty") {
+			text += "+dirty"
+		}
 	case "command":
 		if rec.Command == "" {
 			return inlineValue{}, d.errorf("record %s has no command", rec.Name)
@@ -499,6 +479,8 @@ func (b *builder) meta(d directive) (inlineValue, error) {
 		text = strconv.Itoa(acceptedPasses(rec))
 	case "rejected":
 		text = strconv.Itoa(rec.Rejected)
+	case "rows_rerun":
+		text = strconv.Itoa(rec.RowsRerun)
 	case "threshold":
 		text = strconv.FormatFloat(rec.Settings.Threshold*100, 'f', -1, 64) + " %"
 	case "benchtime":

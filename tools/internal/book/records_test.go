@@ -17,10 +17,10 @@ func loadFixtureRecord(t *testing.T, name string) *records.Record {
 	return rec
 }
 
-// cell is how a table writes a value: a right-aligned cell holding the
-// formatted number.
+// cell is how a table cell starts: the formatted number, then the spread
+// or the end of the cell.
 func cell(v float64, unit string) string {
-	return ">" + tableCell(v, unit) + "</td>"
+	return ">" + tableCell(v, unit)
 }
 
 // TestTableMatchesRecord formats each value straight from the record file
@@ -45,8 +45,8 @@ func TestTableMatchesRecord(t *testing.T) {
 			stages:  []string{"stage0-mailbox"},
 			benches: []string{"RoundTrip/engine=copy", "RoundTrip/engine=compute"},
 			units:   []string{"ns/op", "cores"},
-			stats:   []string{"best"},
-			headers: []string{">time/op</th>", ">cores</th>"},
+			stats:   []string{"median"},
+			headers: []string{">time/op · median</th>", ">cores · median</th>"},
 		},
 		{
 			name:    "best and median",
@@ -55,7 +55,7 @@ func TestTableMatchesRecord(t *testing.T) {
 			benches: []string{"FillStream/size=64B/depth=1", "FillStream/size=64B/depth=64"},
 			units:   []string{"ns/op"},
 			stats:   []string{"best", "median"},
-			headers: []string{">time/op · best</th>", ">time/op · median</th>"},
+			headers: []string{">time/op · best</th>", ">time/op · median</th>", "Best and median of 3 passes"},
 		},
 		{
 			name:    "stage against stage, with the reference VM",
@@ -63,9 +63,9 @@ func TestTableMatchesRecord(t *testing.T) {
 			stages:  []string{"stage0-mailbox", "stage1-ring"},
 			benches: []string{"RoundTrip/engine=copy"},
 			units:   []string{"ns/op"},
-			stats:   []string{"best"},
+			stats:   []string{"median"},
 			ref:     true,
-			headers: []string{`<th colspan="2">stage0-mailbox</th><th colspan="2">stage1-ring</th>`, ">this machine</th>", ">reference VM</th>"},
+			headers: []string{`<th colspan="2">stage0-mailbox</th><th colspan="2">stage1-ring</th>`, ">time/op · median · this machine</th>", ">time/op · median · reference VM</th>"},
 		},
 	}
 	for _, tt := range tests {
@@ -103,8 +103,8 @@ func TestTableMatchesRecord(t *testing.T) {
 					if tt.ref {
 						rr, _ := ref.Find(st, bench)
 						m, _ := rr.Metric("ns/op")
-						if !strings.Contains(row, cell(m.Best, "ns/op")) {
-							t.Errorf("%s row lacks reference %s = %s:\n%s", bench, st, FormatValue(m.Best, "ns/op"), row)
+						if !strings.Contains(row, cell(m.Median, "ns/op")) {
+							t.Errorf("%s row lacks reference %s = %s:\n%s", bench, st, FormatValue(m.Median, "ns/op"), row)
 						}
 					}
 				}
@@ -120,7 +120,7 @@ func TestTableMatchesRecord(t *testing.T) {
 // record stored in B/s.
 func TestBandwidthUnits(t *testing.T) {
 	b := newTestBuilder(t)
-	_, html := expandOK(t, b, "{{#table record=test stage=stage1-ring bench=H2D/.* unit=B/s ref=reference}}")
+	_, html := expandOK(t, b, "{{#table record=test stage=stage1-ring bench=H2D/.* unit=B/s ref=reference stat=best}}")
 	for _, want := range []string{cell(9.6e9, "B/s"), cell(65600, "MB/s"), "9.60 GB/s", "65.6 GB/s", "reference: record"} {
 		if !strings.Contains(html, want) {
 			t.Errorf("table lacks %q:\n%s", want, html)
@@ -135,12 +135,19 @@ func TestInlineDirectives(t *testing.T) {
 		src  string
 		want string // the rendered paragraph contains this
 	}{
-		{"value", "took {{#value record=test stage=stage0-mailbox bench=RoundTrip/engine=copy unit=ns/op}} per trip", ">1.71 µs</span> per trip"},
-		{"value median", "{{#value record=test stage=stage0-mailbox bench=RoundTrip/engine=copy unit=ns/op stat=median}}", ">1.78 µs</span>"},
+		{"value: the median by default", "took {{#value record=test stage=stage0-mailbox bench=RoundTrip/engine=copy unit=ns/op}} per trip", ">1.78 µs</span> per trip"},
+		{"value best", "{{#value record=test stage=stage0-mailbox bench=RoundTrip/engine=copy unit=ns/op stat=best}}", ">1.71 µs</span>"},
+		{"value says its statistic and spread", "{{#value record=test stage=stage0-mailbox bench=RoundTrip/engine=copy unit=ns/op}}",
+			`title="test.json: stage0-mailbox RoundTrip/engine=copy, ns/op, median of 3 passes; min 1.71 µs, max 1.87 µs; (max − min)/median 8.7% (this machine); made from a modified tree"`},
+		{"a dirty record's figure is flagged", "{{#value record=test stage=stage0-mailbox bench=RoundTrip/engine=copy unit=ns/op}}", `<span class="figure dirty"`},
+		{"a clean record's is not", "{{#value record=placed stage=stage7-idle bench=Quiet unit=cores}}", `<span class="figure" title="placed.json: stage7-idle Quiet, cores, median of 5 passes; min 0.04 cores, max 0.30 cores`},
 		{"value of one pass", "{{#value record=test stage=stage0-mailbox bench=RoundTrip/engine=copy unit=ns/op stat=pass3}}", ">1.87 µs</span>"},
-		{"value from the limits", "{{#value record=test stage=limits bench=Baseline/pingpong unit=ns/op}}", ">115 ns</span>"},
-		{"ratio", "{{#ratio record=test a=stage1-ring:FillStream/size=64B/depth=1 b=stage1-ring:FillStream/size=64B/depth=64 unit=ns/op}}", ">35×</span>"},
-		{"ratio across records", "{{#ratio record=reference a=stage1-ring:H2D/mem=pinned/size=1MiB record_b=test b=stage1-ring:H2D/mem=pinned/size=1MiB unit=B/s}}", ">6.8×</span>"},
+		{"value from the limits", "{{#value record=test stage=limits bench=Baseline/pingpong unit=ns/op stat=best}}", ">115 ns</span>"},
+		{"ratio", "{{#ratio record=test a=stage1-ring:FillStream/size=64B/depth=1 b=stage1-ring:FillStream/size=64B/depth=64 unit=ns/op stat=best}}", ">35×</span>"},
+		{"ratio across records", "{{#ratio record=reference a=stage1-ring:H2D/mem=pinned/size=1MiB record_b=test b=stage1-ring:H2D/mem=pinned/size=1MiB unit=B/s stat=best}}", ">6.8×</span>"},
+		// Rows with a canary per pass: only passes in one placement count.
+		{"ratio of rows measured in one placement", "{{#ratio record=placed a=stage7-idle:Quiet b=stage4-nolock:Quiet unit=cores}}",
+			"over the 4 of 5 passes in which both rows&#39; canaries agreed within 30% (one machine placement)\">0.025×</span>"},
 		{"meta machine", "{{#meta record=test field=machine}}", ">this machine (AMD EPYC 7B13, 2 cores, linux/amd64 6.18.0, go1.26.8)</span>"},
 		{"meta command", "{{#meta record=test field=command}}", "<code class=\"command\">go run ./tools/cmd/record -stages stage0-mailbox,stage1-ring -passes 3</code>"},
 		{"meta in a table cell", "| a | b |\n|---|---|\n| x | {{#meta record=test field=rejected}} |", "<td><span class=\"meta\" title=\"test.json: rejected\">1</span></td>"},

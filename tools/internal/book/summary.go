@@ -46,7 +46,8 @@ type Item struct {
 	Kind   ItemKind
 	Title  string // chapter or part title
 	Path   string // chapter file relative to the book directory; "" for a draft
-	Number []int  // section number of a numbered chapter (1.2 → [1 2]); nil otherwise
+	Number []int  // mdBook's section number of a list item (1.2 → [1 2]); nil otherwise
+	Label  string // the number the book shows: "A" for the first appendix; "" for none (see labelChapters)
 	Level  int    // nesting depth of a numbered chapter, 0 at the top
 	Line   int    // line in SUMMARY.md
 }
@@ -205,7 +206,65 @@ func ParseSummary(name string, text []byte) (*Summary, error) {
 	if len(s.Chapters()) == 0 {
 		return nil, fmt.Errorf("%s: no chapters", name)
 	}
+	if err := labelChapters(name, s); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// stageTitleRE reads the stage number a chapter's title starts with.
+var stageTitleRE = regexp.MustCompile(`^Stage ([0-9]+)\b`)
+
+// labelChapters numbers the chapters the way the book shows them, so that
+// numbers mean one thing: the chapter for stage N is the one whose file is
+// named for the stage (stageN-name.md), and its title must start "Stage N",
+// which is its number; no other chapter is numbered, except appendices —
+// the top-level chapters under a part whose title starts "Appendix", and
+// the suffix chapters — which are lettered A, B, C, ... in order. mdBook's
+// list numbers (Item.Number) are not shown: they would give stage 0 the
+// number 2.
+func labelChapters(name string, s *Summary) error {
+	inAppendix, suffix := false, false
+	letter := 0
+	for i := range s.Items {
+		it := &s.Items[i]
+		switch it.Kind {
+		case ItemPart:
+			inAppendix = strings.HasPrefix(strings.ToLower(it.Title), "appendi")
+			continue
+		case ItemSeparator:
+			continue
+		}
+		if it.Number == nil && s.hasNumberedBefore(i) {
+			suffix = true // mdBook's suffix chapters: unnumbered, after the list
+		}
+		base := strings.TrimSuffix(path.Base(it.Path), ".md")
+		if m := stageFileRE.FindStringSubmatch(base); m != nil {
+			t := stageTitleRE.FindStringSubmatch(it.Title)
+			if t == nil || t[1] != m[1] {
+				return fmt.Errorf("%s:%d: %s is the chapter for stage %s: its title must start \"Stage %s\", got %q", name, it.Line, it.Path, m[1], m[1], it.Title)
+			}
+			continue
+		}
+		if (inAppendix && it.Level == 0 && it.Number != nil) || suffix {
+			it.Label = string(rune('A' + letter%26))
+			letter++
+		}
+	}
+	return nil
+}
+
+// stageFileRE reads the stage number of a chapter file named for a stage.
+var stageFileRE = regexp.MustCompile(`^stage([0-9]+)-[a-z0-9-]+$`)
+
+// hasNumberedBefore reports whether a numbered chapter precedes item i.
+func (s *Summary) hasNumberedBefore(i int) bool {
+	for _, it := range s.Items[:i] {
+		if it.Kind == ItemChapter && it.Number != nil {
+			return true
+		}
+	}
+	return false
 }
 
 func indentWidth(s string) int {

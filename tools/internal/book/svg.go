@@ -9,20 +9,51 @@ import (
 
 // This file draws a chartData as SVG: a categorical x axis, a linear or
 // logarithmic y axis labelled in human units, lines with markers or grouped
-// bars, a legend, and a <title> and <desc> for screen readers. Every number
+// bars, whiskers from the lowest to the highest pass, marks the chapter asked
+// for, a legend, and a <title> and <desc> for screen readers. Every number
 // is written with one decimal, so the same data always draws the same bytes,
 // and the output is well-formed XML.
+//
+// A chart is drawn twice, at two widths (chartLayouts): the page shows the
+// wide one when its column is wide enough to draw it at nearly full size and
+// the narrow one otherwise (a CSS container query), so that no text is drawn
+// smaller than minChartText CSS pixels. Colours are presentation attributes,
+// so a chart opened alone still reads; the book's stylesheet overrides them
+// through the class names for dark mode.
 
 const (
-	chartWidth    = 720.0
-	chartPlotH    = 250.0
 	chartFontSize = 12.0
 	charWidth     = 6.8 // average advance of a 12 px sans-serif character, for layout
-	maxLabelChars = 36  // longer category labels are cut, the whole one kept in a <title>
+	titleSize     = 14.0
+	minChartText  = 11.0 // CSS px: the smallest text a reader should have to read
 )
 
+// chartLayout is one width a chart is drawn at.
+type chartLayout struct {
+	Class     string  // chart-wide or chart-narrow
+	Width     float64 // viewBox width, in CSS px at full size
+	PlotH     float64
+	MaxLabel  int     // longer category labels are cut, the whole one kept in a <title>
+	MinScale  float64 // the smallest scale the page draws it at; see style.css
+	TitleLeft bool    // the title starts at the left edge rather than the plot's
+}
+
+// chartLayouts are the widths every chart is drawn at. The stylesheet's
+// container query shows chart-wide in a column of at least
+// wideChartMinColumn px, so its text is drawn at ≥ 12 × 700/720 ≈ 11.7 px;
+// chart-narrow is drawn for phones, a 390 px screen's 355 px column.
+var chartLayouts = []chartLayout{
+	{Class: "chart-wide", Width: 720, PlotH: 250, MaxLabel: 36, MinScale: wideChartMinColumn / 720},
+	{Class: "chart-narrow", Width: 360, PlotH: 220, MaxLabel: 22, MinScale: 355.0 / 360, TitleLeft: true},
+}
+
+// wideChartMinColumn is the column width, in CSS px, from which the page
+// shows the wide chart (style.css's @container rule says the same).
+const wideChartMinColumn = 700.0
+
 // Okabe–Ito colours: distinguishable with the common colour-vision
-// deficiencies; every series also gets its own marker shape.
+// deficiencies; every series also gets its own marker shape. The last,
+// black, is drawn in the text colour by the stylesheet (white in dark mode).
 var seriesColors = []string{"#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#000000"}
 
 // yScale maps values to the plot's vertical axis.
@@ -92,8 +123,38 @@ func niceStep(raw float64) float64 {
 
 func f1(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 
-// renderSVG draws data as a standalone, well-formed SVG element.
-func renderSVG(data *chartData) string {
+// renderCharts draws data once per layout.
+func renderCharts(data *chartData) string {
+	var b strings.Builder
+	for _, l := range chartLayouts {
+		b.WriteString(renderSVG(data, l))
+	}
+	return b.String()
+}
+
+// wrapText breaks s into lines of at most n characters, at spaces.
+func wrapText(s string, n int) []string {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(s) {
+		switch {
+		case line == "":
+			line = w
+		case len([]rune(line))+1+len([]rune(w)) <= n:
+			line += " " + w
+		default:
+			lines = append(lines, line)
+			line = w
+		}
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return lines
+}
+
+// renderSVG draws data at one layout as a standalone, well-formed SVG element.
+func renderSVG(data *chartData, l chartLayout) string {
 	minV, maxV := data.valueRange()
 	ys := yScale{log: data.Log}
 	ticks := ys.fit(minV, maxV)
@@ -105,18 +166,23 @@ func renderSVG(data *chartData) string {
 	}
 	left := 34 + float64(maxTick)*charWidth
 	right := 16.0
-	plotW := chartWidth - left - right
+	plotW := l.Width - left - right
 
-	// Legend rows under the title.
-	top := 34.0
+	// The title, wrapped to the width; legend rows under it.
+	titleX := left
+	if l.TitleLeft {
+		titleX = 8
+	}
+	titleLines := wrapText(data.Title, int((l.Width-titleX-right)/(charWidth*titleSize/chartFontSize)))
+	top := 16 + 18*float64(len(titleLines))
 	type legendItem struct{ x, y float64 }
 	var legend []legendItem
 	if len(data.Series) > 1 {
-		x, y := left, top+6
+		x, y := titleX, top+6
 		for _, s := range data.Series {
 			w := 30 + float64(len([]rune(s.Name)))*charWidth + 18
-			if x+w > chartWidth-right && x > left {
-				x, y = left, y+18
+			if x+w > l.Width-right && x > titleX {
+				x, y = titleX, y+18
 			}
 			legend = append(legend, legendItem{x, y})
 			x += w
@@ -124,7 +190,7 @@ func renderSVG(data *chartData) string {
 		top = y + 18
 	}
 	plotTop := top + 10
-	ys.top, ys.h = plotTop, chartPlotH
+	ys.top, ys.h = plotTop, l.PlotH
 
 	// Categories: rotate their labels by 35° when they do not fit their
 	// slot, and then make room below the plot and, for the first label,
@@ -132,7 +198,7 @@ func renderSVG(data *chartData) string {
 	labels := make([]string, len(data.X))
 	maxX := 0
 	for i, x := range data.X {
-		labels[i] = truncateLabel(x, maxLabelChars)
+		labels[i] = truncateLabel(x, l.MaxLabel)
 		maxX = max(maxX, len([]rune(labels[i])))
 	}
 	n := float64(len(data.X))
@@ -145,26 +211,28 @@ func renderSVG(data *chartData) string {
 		firstW := float64(len([]rune(labels[0]))) * charWidth * cos35
 		if need := firstW + 6 - slot/2; need > left {
 			left = need
-			plotW = chartWidth - left - right
+			plotW = l.Width - left - right
 			slot = plotW / n
 		}
 	}
-	height := math.Ceil(plotTop + chartPlotH + bottom)
-	plotBottom := plotTop + chartPlotH
-	xAt := func(i int) float64 { return left + slot*(float64(i)+0.5) }
+	height := math.Ceil(plotTop + l.PlotH + bottom)
+	plotBottom := plotTop + l.PlotH
+	xAt := func(pos float64) float64 { return left + slot*(pos+0.5) }
 
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" class="chart" viewBox="0 0 %s %s" width="%s" height="%s" role="img" font-family="system-ui, -apple-system, Segoe UI, Helvetica, Arial, sans-serif" font-size="%s">`+"\n",
-		f1(chartWidth), f1(height), f1(chartWidth), f1(height), f1(chartFontSize))
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" class="chart %s" viewBox="0 0 %s %s" width="%s" height="%s" role="img" font-family="system-ui, -apple-system, Segoe UI, Helvetica, Arial, sans-serif" font-size="%s">`+"\n",
+		l.Class, f1(l.Width), f1(height), f1(l.Width), f1(height), f1(chartFontSize))
 	fmt.Fprintf(&b, "<title>%s</title>\n", escapeHTML(data.Title))
 	fmt.Fprintf(&b, "<desc>%s</desc>\n", escapeHTML(chartDescription(data)))
-	fmt.Fprintf(&b, `<text class="chart-title" x="%s" y="20" font-size="14" font-weight="600" fill="#222">%s</text>`+"\n", f1(left), escapeHTML(data.Title))
+	for i, line := range titleLines {
+		fmt.Fprintf(&b, `<text class="chart-title" x="%s" y="%s" font-size="%s" font-weight="600" fill="#222">%s</text>`+"\n", f1(titleX), f1(20+18*float64(i)), f1(titleSize), escapeHTML(line))
+	}
 
 	// Grid and y ticks.
 	b.WriteString(`<g class="y-axis" fill="#555" text-anchor="end">` + "\n")
 	for _, t := range ticks {
 		y := ys.y(t)
-		fmt.Fprintf(&b, `<line x1="%s" x2="%s" y1="%s" y2="%s" stroke="#e3e3e3"/>`+"\n", f1(left), f1(left+plotW), f1(y), f1(y))
+		fmt.Fprintf(&b, `<line class="grid" x1="%s" x2="%s" y1="%s" y2="%s" stroke="#e3e3e3"/>`+"\n", f1(left), f1(left+plotW), f1(y), f1(y))
 		label := formatTick(t, data.Unit)
 		if t == 0 {
 			label = "0"
@@ -173,11 +241,11 @@ func renderSVG(data *chartData) string {
 	}
 	b.WriteString("</g>\n")
 	fmt.Fprintf(&b, `<text class="axis-label" transform="translate(14 %s) rotate(-90)" text-anchor="middle" fill="#333">%s</text>`+"\n",
-		f1(plotTop+chartPlotH/2), escapeHTML(data.YLabel))
+		f1(plotTop+l.PlotH/2), escapeHTML(data.YLabel))
 
 	// Axes and x labels.
-	fmt.Fprintf(&b, `<line x1="%s" x2="%s" y1="%s" y2="%s" stroke="#888"/>`+"\n", f1(left), f1(left+plotW), f1(plotBottom), f1(plotBottom))
-	fmt.Fprintf(&b, `<line x1="%s" x2="%s" y1="%s" y2="%s" stroke="#888"/>`+"\n", f1(left), f1(left), f1(plotTop), f1(plotBottom))
+	fmt.Fprintf(&b, `<line class="axis" x1="%s" x2="%s" y1="%s" y2="%s" stroke="#888"/>`+"\n", f1(left), f1(left+plotW), f1(plotBottom), f1(plotBottom))
+	fmt.Fprintf(&b, `<line class="axis" x1="%s" x2="%s" y1="%s" y2="%s" stroke="#888"/>`+"\n", f1(left), f1(left), f1(plotTop), f1(plotBottom))
 	b.WriteString(`<g class="x-axis" fill="#555">` + "\n")
 	for i, x := range labels {
 		full := ""
@@ -185,34 +253,63 @@ func renderSVG(data *chartData) string {
 			full = "<title>" + escapeHTML(data.X[i]) + "</title>"
 		}
 		if rotate {
-			fmt.Fprintf(&b, `<text transform="translate(%s %s) rotate(-35)" text-anchor="end">%s%s</text>`+"\n", f1(xAt(i)+4), f1(plotBottom+14), full, escapeHTML(x))
+			fmt.Fprintf(&b, `<text transform="translate(%s %s) rotate(-35)" text-anchor="end">%s%s</text>`+"\n", f1(xAt(float64(i))+4), f1(plotBottom+14), full, escapeHTML(x))
 		} else {
-			fmt.Fprintf(&b, `<text x="%s" y="%s" text-anchor="middle">%s%s</text>`+"\n", f1(xAt(i)), f1(plotBottom+18), full, escapeHTML(x))
+			fmt.Fprintf(&b, `<text x="%s" y="%s" text-anchor="middle">%s%s</text>`+"\n", f1(xAt(float64(i))), f1(plotBottom+18), full, escapeHTML(x))
 		}
 	}
 	b.WriteString("</g>\n")
 	fmt.Fprintf(&b, `<text class="axis-label" x="%s" y="%s" text-anchor="middle" fill="#333">%s</text>`+"\n",
 		f1(left+plotW/2), f1(height-6), escapeHTML(data.XLabel))
 
+	// Marks: dashed verticals where the chapter points, labels staggered
+	// so that neighbours do not overwrite each other.
+	for i, m := range data.Marks {
+		x := xAt(m.Pos)
+		fmt.Fprintf(&b, `<g class="mark"><line x1="%s" x2="%s" y1="%s" y2="%s" stroke="#777" stroke-dasharray="4 3"/>`, f1(x), f1(x), f1(plotTop), f1(plotBottom))
+		anchor, dx := "start", 3.0
+		if x+3+float64(len([]rune(m.Label)))*charWidth > left+plotW {
+			anchor, dx = "end", -3
+		}
+		fmt.Fprintf(&b, `<text x="%s" y="%s" text-anchor="%s" fill="#444">%s</text></g>`+"\n", f1(x+dx), f1(plotTop+12+14*float64(i%2)), anchor, escapeHTML(m.Label))
+	}
+
 	// Series.
 	nSeries := float64(len(data.Series))
 	barW := math.Min(slot*0.8/nSeries, 48)
+	// Bars carry their value when every label fits over its bar.
 	labelBars := data.Bars && len(data.Series)*len(data.X) <= 16
+	room := barW + 4
+	if len(data.Series) == 1 {
+		room = slot * 0.9
+	}
+	for _, s := range data.Series {
+		for i, v := range s.Values {
+			if s.Has[i] && float64(len([]rune(formatTick(v, data.Unit))))*charWidth > room {
+				labelBars = false
+			}
+		}
+	}
 	for si, s := range data.Series {
 		color := seriesColors[si%len(seriesColors)]
-		fmt.Fprintf(&b, `<g class="series" fill="%s" stroke="%s">`+"\n", color, color)
+		fmt.Fprintf(&b, `<g class="series s%d" fill="%s" stroke="%s">`+"\n", si%len(seriesColors), color, color)
 		if data.Bars {
 			for i, v := range s.Values {
 				if !s.Has[i] {
 					continue
 				}
-				x := xAt(i) - barW*nSeries/2 + barW*float64(si)
+				x := xAt(float64(i)) - barW*nSeries/2 + barW*float64(si)
 				y := ys.y(v)
 				fmt.Fprintf(&b, `<rect x="%s" y="%s" width="%s" height="%s" stroke="none"><title>%s</title></rect>`+"\n",
 					f1(x+1), f1(y), f1(barW-2), f1(math.Max(plotBottom-y, 0.5)), escapeHTML(pointTitle(data, s, i)))
+				labelY := y
+				if s.hasRange(i) {
+					b.WriteString(whisker(x+barW/2, ys.y(s.Lo[i]), ys.y(s.Hi[i]), "whisker on-bar"))
+					labelY = math.Min(labelY, ys.y(s.Hi[i]))
+				}
 				if labelBars {
-					fmt.Fprintf(&b, `<text x="%s" y="%s" text-anchor="middle" font-size="10" stroke="none" fill="#333">%s</text>`+"\n",
-						f1(x+barW/2), f1(y-4), escapeHTML(formatTick(v, data.Unit)))
+					fmt.Fprintf(&b, `<text class="bar-label" x="%s" y="%s" text-anchor="middle" stroke="none" fill="#333">%s</text>`+"\n",
+						f1(x+barW/2), f1(labelY-5), escapeHTML(formatTick(v, data.Unit)))
 				}
 			}
 		} else {
@@ -229,12 +326,15 @@ func renderSVG(data *chartData) string {
 					flush()
 					continue
 				}
-				run = append(run, f1(xAt(i))+","+f1(ys.y(v)))
+				run = append(run, f1(xAt(float64(i)))+","+f1(ys.y(v)))
 			}
 			flush()
 			for i, v := range s.Values {
+				if s.Has[i] && s.hasRange(i) {
+					b.WriteString(whisker(xAt(float64(i)), ys.y(s.Lo[i]), ys.y(s.Hi[i]), "whisker"))
+				}
 				if s.Has[i] {
-					b.WriteString(marker(si, xAt(i), ys.y(v), pointTitle(data, s, i)))
+					b.WriteString(marker(si, xAt(float64(i)), ys.y(v), pointTitle(data, s, i)))
 				}
 			}
 		}
@@ -247,18 +347,27 @@ func renderSVG(data *chartData) string {
 			break
 		}
 		color := seriesColors[si%len(seriesColors)]
-		l := legend[si]
-		fmt.Fprintf(&b, `<g class="legend" fill="%s" stroke="%s">`, color, color)
+		lg := legend[si]
+		fmt.Fprintf(&b, `<g class="legend s%d" fill="%s" stroke="%s">`, si%len(seriesColors), color, color)
 		if data.Bars {
-			fmt.Fprintf(&b, `<rect x="%s" y="%s" width="20" height="10" stroke="none"/>`, f1(l.x), f1(l.y-9))
+			fmt.Fprintf(&b, `<rect x="%s" y="%s" width="20" height="10" stroke="none"/>`, f1(lg.x), f1(lg.y-9))
 		} else {
-			fmt.Fprintf(&b, `<line x1="%s" x2="%s" y1="%s" y2="%s" stroke-width="2"/>`, f1(l.x), f1(l.x+22), f1(l.y-4), f1(l.y-4))
-			b.WriteString(strings.TrimSuffix(marker(si, l.x+11, l.y-4, ""), "\n"))
+			fmt.Fprintf(&b, `<line x1="%s" x2="%s" y1="%s" y2="%s" stroke-width="2"/>`, f1(lg.x), f1(lg.x+22), f1(lg.y-4), f1(lg.y-4))
+			b.WriteString(strings.TrimSuffix(marker(si, lg.x+11, lg.y-4, ""), "\n"))
 		}
-		fmt.Fprintf(&b, `<text x="%s" y="%s" stroke="none" fill="#222">%s</text></g>`+"\n", f1(l.x+28), f1(l.y), escapeHTML(s.Name))
+		fmt.Fprintf(&b, `<text x="%s" y="%s" stroke="none" fill="#222">%s</text></g>`+"\n", f1(lg.x+28), f1(lg.y), escapeHTML(s.Name))
 	}
 	b.WriteString("</svg>\n")
 	return b.String()
+}
+
+// whisker draws the range of one point's passes, lo to hi, with caps.
+func whisker(x, yLo, yHi float64, class string) string {
+	if math.Abs(yLo-yHi) < 1 {
+		return "" // a range under a pixel would only smudge the marker
+	}
+	return fmt.Sprintf(`<path class="%s" fill="none" stroke-width="1.5" d="M%s %sV%sM%s %sH%sM%s %sH%s"/>`+"\n",
+		class, f1(x), f1(yLo), f1(yHi), f1(x-4), f1(yLo), f1(x+4), f1(x-4), f1(yHi), f1(x+4))
 }
 
 // truncateLabel cuts s to at most n characters, ending in "…".
@@ -278,7 +387,7 @@ func marker(si int, x, y float64, title string) string {
 	}
 	fill := ""
 	if si >= 4 { // later series: hollow shapes
-		fill = ` fill="#fff" stroke-width="1.5"`
+		fill = ` class="hollow" fill="#fff" stroke-width="1.5"`
 	}
 	switch si % 4 {
 	case 1:
@@ -292,7 +401,11 @@ func marker(si int, x, y float64, title string) string {
 }
 
 func pointTitle(data *chartData, s chartSeries, i int) string {
-	return fmt.Sprintf("%s, %s=%s: %s", s.Name, data.XLabel, data.X[i], FormatValue(s.Values[i], data.Unit))
+	t := fmt.Sprintf("%s, %s=%s: %s", s.Name, data.XLabel, data.X[i], FormatValue(s.Values[i], data.Unit))
+	if s.hasRange(i) {
+		t += fmt.Sprintf(" (%s; passes %s … %s)", data.Stat, FormatValue(s.Lo[i], data.Unit), FormatValue(s.Hi[i], data.Unit))
+	}
+	return t
 }
 
 // chartDescription is the chart's data as text, for screen readers.

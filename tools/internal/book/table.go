@@ -20,9 +20,9 @@ type tableColumn struct {
 	stat   string
 }
 
-// tableHTML renders {{#table record= stage= bench= unit= [ref=] [stat=] [caption=]}}.
+// tableHTML renders {{#table record= stage= bench= unit= [ref=] [stat=] [noisy=] [caption=]}}.
 func (b *builder) tableHTML(d directive, prefix string) (string, error) {
-	if err := d.allow("record", "stage", "bench", "unit", "ref", "stat", "caption"); err != nil {
+	if err := d.allow("record", "stage", "bench", "unit", "ref", "stat", "noisy", "caption"); err != nil {
 		return "", err
 	}
 	sel, err := b.selectRows(d)
@@ -36,6 +36,13 @@ func (b *builder) tableHTML(d directive, prefix string) (string, error) {
 	}
 	stat, err := parseStat(d, true)
 	if err != nil {
+		return "", err
+	}
+	noisy, err := parseNoisy(d)
+	if err != nil {
+		return "", err
+	}
+	if err := checkPassRows(d, sel, stat); err != nil {
 		return "", err
 	}
 	units := splitList(unitArg)
@@ -63,8 +70,9 @@ func (b *builder) tableHTML(d directive, prefix string) (string, error) {
 	if stat == "both" {
 		stats = []string{"best", "median"}
 	}
-	// Columns: stage × unit × stat × machine. With several stages the
-	// stage names head groups of columns in a row of their own.
+	// Columns: stage × unit × stat × machine, each headed by its unit and
+	// statistic. With several stages the stage names head groups of
+	// columns in a row of their own.
 	var cols []tableColumn
 	for _, st := range stageList {
 		for _, u := range units {
@@ -74,26 +82,68 @@ func (b *builder) tableHTML(d directive, prefix string) (string, error) {
 					recs = append(recs, ref)
 				}
 				for _, r := range recs {
-					var parts []string
-					if len(units) > 1 || len(stageList) == 1 {
-						parts = append(parts, unitTitle(u))
+					rs := s
+					if r != rec {
+						rs = refStat(s)
 					}
-					if stat == "both" {
-						parts = append(parts, s)
-					}
+					parts := []string{unitTitle(u), statHeader(rs)}
 					if ref != nil {
 						parts = append(parts, machineLabel(r))
 					}
-					cols = append(cols, tableColumn{header: strings.Join(parts, " · "), rec: r, stage: st, unit: u, stat: s})
+					cols = append(cols, tableColumn{header: strings.Join(parts, " · "), rec: r, stage: st, unit: u, stat: rs})
 				}
 			}
 		}
 	}
-	grouped := len(stageList) > 1 && cols[0].header != ""
-	if len(stageList) > 1 && !grouped {
-		for i := range cols {
-			cols[i].header = cols[i].stage
+	grouped := len(stageList) > 1
+
+	// Cells first: a row is marked noisy when any of its cells is.
+	type tableCellHTML struct {
+		html  string
+		noisy bool
+	}
+	var body strings.Builder
+	anySpread := false
+	for _, name := range names {
+		var cells []tableCellHTML
+		var noisyWhy []string
+		for _, c := range cols {
+			row, ok := findRow(c.rec, c.stage, name)
+			var f figure
+			if ok {
+				f, ok = rowFigure(row, c.unit, c.stat)
+			}
+			if !ok {
+				cells = append(cells, tableCellHTML{html: `<td class="num missing">—</td>`})
+				continue
+			}
+			// With stat=both the spread goes with the median column only.
+			showSpread := f.hasSpread() && !(stat == "both" && c.stat == "best")
+			class := "num"
+			text := escapeHTML(tableCell(f.Value, c.unit))
+			isNoisy := showSpread && f.noisy(noisy)
+			if showSpread {
+				anySpread = true
+				text += ` <span class="pm">` + f.plusMinus() + `</span>`
+			}
+			if isNoisy {
+				class += " noisy"
+				noisyWhy = append(noisyWhy, fmt.Sprintf("%s %s: (max − min)/median %s", c.stage, unitTitle(c.unit), percent(f.spread())))
+			}
+			title := fmt.Sprintf("%s %s, %s", strconv.FormatFloat(f.Value, 'g', -1, 64), c.unit, f.rangeText(c.unit))
+			cells = append(cells, tableCellHTML{html: `<td class="` + class + `" title="` + escapeHTML(title) + `">` + text + "</td>", noisy: isNoisy})
 		}
+		rowClass := ""
+		mark := ""
+		if len(noisyWhy) > 0 {
+			rowClass = ` class="noisy"`
+			mark = ` <span class="noisy-mark" title="` + escapeHTML(strings.Join(noisyWhy, "; ")+"; over "+percent(noisy)) + `">noisy</span>`
+		}
+		body.WriteString("<tr" + rowClass + "><td><code>" + escapeHTML(name) + "</code>" + mark + "</td>")
+		for _, c := range cells {
+			body.WriteString(c.html)
+		}
+		body.WriteString("</tr>\n")
 	}
 
 	var out strings.Builder
@@ -101,7 +151,7 @@ func (b *builder) tableHTML(d directive, prefix string) (string, error) {
 	if c := d.arg("caption", ""); c != "" {
 		out.WriteString("<figcaption>" + escapeHTML(c) + "</figcaption>\n")
 	}
-	out.WriteString(`<div class="table-wrap"><table>` + "\n<thead>")
+	out.WriteString(`<div class="table-wrap" tabindex="0"><table>` + "\n<thead>")
 	if grouped {
 		out.WriteString(`<tr class="group"><th rowspan="2">benchmark</th>`)
 		span := len(cols) / len(stageList)
@@ -116,27 +166,10 @@ func (b *builder) tableHTML(d directive, prefix string) (string, error) {
 		out.WriteString(`<th class="num">` + escapeHTML(c.header) + "</th>")
 	}
 	out.WriteString("</tr></thead>\n<tbody>\n")
-	for _, name := range names {
-		out.WriteString("<tr><td><code>" + escapeHTML(name) + "</code></td>")
-		for _, c := range cols {
-			cell := "—"
-			title := ""
-			if row, ok := findRow(c.rec, c.stage, name); ok {
-				if v, ok := metricValue(row, c.unit, c.stat); ok {
-					cell = tableCell(v, c.unit)
-					title = fmt.Sprintf("%s %s", strconv.FormatFloat(v, 'g', -1, 64), c.unit)
-				}
-			}
-			if title != "" {
-				out.WriteString(`<td class="num" title="` + escapeHTML(title) + `">` + escapeHTML(cell) + "</td>")
-			} else {
-				out.WriteString(`<td class="num missing">` + cell + "</td>")
-			}
-		}
-		out.WriteString("</tr>\n")
-	}
+	out.WriteString(body.String())
 	out.WriteString("</tbody>\n</table></div>\n")
-	out.WriteString(b.sourceLine(prefix, rec, ref))
+	out.WriteString(statNote(stat, acceptedPasses(rec), anySpread, noisy, "table"))
+	out.WriteString(b.provenance(prefix, rec, ref))
 	out.WriteString("</figure>")
 	return out.String(), nil
 }

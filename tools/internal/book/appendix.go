@@ -1,0 +1,157 @@
+package book
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"softgpu/tools/internal/records"
+)
+
+// This file implements {{#records-appendix}}: every record under
+// book/records, each with what a reader needs to judge and re-make it —
+// machine, date, commit (flagged when the tree was modified), passes kept,
+// rows re-run because their canary moved, how many rows are noisy — and its
+// command in a code block of its own with a copy button. The command is
+// never put in a table cell: a -bench regexp holds '|', which would split
+// the cell.
+
+// recordsAppendix renders {{#records-appendix [noisy=]}}.
+func (b *builder) recordsAppendix(d directive, prefix string) (string, error) {
+	if err := d.allow("noisy"); err != nil {
+		return "", err
+	}
+	noisy, err := parseNoisy(d)
+	if err != nil {
+		return "", err
+	}
+	paths, err := filepath.Glob(filepath.Join(b.records.dir, "*.json"))
+	if err != nil {
+		return "", d.errorf("%v", err)
+	}
+	if len(paths) == 0 {
+		return "", d.errorf("no records in %s", b.records.dir)
+	}
+	sort.Strings(paths)
+	var out strings.Builder
+	out.WriteString(`<div class="records-appendix">` + "\n")
+	for _, p := range paths {
+		name := strings.TrimSuffix(filepath.Base(p), ".json")
+		rec, err := b.records.get(name)
+		if err != nil {
+			return "", d.errorf("%v", err)
+		}
+		out.WriteString(recordEntry(rec, prefix, noisy))
+	}
+	out.WriteString("</div>")
+	return out.String(), nil
+}
+
+// recordEntry is one record's section of the appendix.
+func recordEntry(rec *records.Record, prefix string, noisy float64) string {
+	var b strings.Builder
+	id := "record-" + rec.Name
+	fmt.Fprintf(&b, `<section class="record-entry">`+"\n"+`<h3 id="%s"><a class="anchor" href="#%s" aria-label="Link to this record">#</a><a href="%s">%s</a></h3>`+"\n",
+		escapeHTML(id), escapeHTML(id), escapeHTML(prefix+"records/"+rec.Name+".json"), escapeHTML(rec.Name+".json"))
+	b.WriteString(`<dl class="record-facts">` + "\n")
+	fact := func(term, html string) {
+		if html != "" {
+			b.WriteString("<dt>" + term + "</dt><dd>" + html + "</dd>\n")
+		}
+	}
+	fact("machine", escapeHTML(machineDescription(rec)+goSuffix(rec)))
+	fact("date", escapeHTML(shortDate(rec.Date)))
+	commit := ""
+	if rec.Commit != "" {
+		commit = "<code>" + escapeHTML(shortCommit(rec.Commit)) + "</code>"
+	}
+	if recordDirty(rec) {
+		commit += " " + dirtyFlag(rec)
+	}
+	fact("commit", commit)
+	if rec.Reference {
+		fact("source", escapeHTML(rec.Source))
+	} else {
+		passes := strconv.Itoa(acceptedPasses(rec))
+		if rec.Rejected > 0 {
+			passes += fmt.Sprintf(" (and %d rejected by the pass-level canary gate of schema 1)", rec.Rejected)
+		}
+		fact("passes kept", passes)
+		rows := len(rec.Rows) + len(rec.Limits)
+		if rec.Schema >= 2 {
+			unsteady := 0
+			for _, rs := range [][]records.Row{rec.Rows, rec.Limits} {
+				for _, r := range rs {
+					if r.Unsteady {
+						unsteady++
+					}
+				}
+			}
+			s := fmt.Sprintf("%d of %d, because the canary moved during the row (tolerance %s)", rec.RowsRerun, rows, percent(rec.CanaryTolerance()-1))
+			if unsteady > 0 {
+				s += fmt.Sprintf("; %d kept a pass whose canary never held still", unsteady)
+			}
+			fact("rows re-run", escapeHTML(s))
+		}
+		n, counted := noisyRows(rec, noisy)
+		if counted > 0 {
+			fact("noisy rows", escapeHTML(fmt.Sprintf("%d of %d: (max − min)/median of the time or rate over %s", n, counted, percent(noisy))))
+		}
+		if rec.Settings.Benchtime != "" {
+			fact("benchtime", "<code>"+escapeHTML(rec.Settings.Benchtime)+"</code> per row and pass")
+		}
+		if len(rec.Settings.Env) > 0 {
+			var env []string
+			for _, e := range rec.Settings.Env {
+				env = append(env, "<code>"+escapeHTML(e)+"</code>")
+			}
+			fact("environment", strings.Join(env, " "))
+		}
+	}
+	b.WriteString("</dl>\n")
+	if rec.Command != "" {
+		b.WriteString(`<pre class="chroma command-block"><code>` + escapeHTML(rec.Command) + "</code></pre>\n")
+	}
+	if rec.Notes != "" {
+		b.WriteString(`<p class="record-notes">` + escapeHTML(rec.Notes) + "</p>\n")
+	}
+	b.WriteString("</section>\n")
+	return b.String()
+}
+
+func goSuffix(rec *records.Record) string {
+	if rec.Machine.Go != "" {
+		return ", " + rec.Machine.Go
+	}
+	return ""
+}
+
+// noisyRows counts the rows whose headline metric — time per op, else a
+// rate, else the first — spreads more than threshold, and the rows with a
+// spread to judge.
+func noisyRows(rec *records.Record, threshold float64) (noisy, counted int) {
+	for _, rs := range [][]records.Row{rec.Rows, rec.Limits} {
+		for _, r := range rs {
+			if len(r.Metrics) == 0 {
+				continue
+			}
+			unit := r.Metrics[0].Unit
+			for _, u := range []string{"B/s", "ns/op"} {
+				if _, ok := r.Metric(u); ok {
+					unit = u
+				}
+			}
+			f, _ := rowFigure(r, unit, "median")
+			if !f.hasSpread() {
+				continue
+			}
+			counted++
+			if f.noisy(threshold) {
+				noisy++
+			}
+		}
+	}
+	return noisy, counted
+}

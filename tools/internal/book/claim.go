@@ -1,0 +1,265 @@
+package book
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"softgpu/tools/internal/records"
+)
+
+// This file implements {{#claim}}: a comparison the prose argues from,
+// checked against the record every time the book is built. It renders the
+// figure it compares, like {{#ratio}} or {{#value}}, and fails the build
+// when the record contradicts it, so that re-recording cannot leave a false
+// sentence behind.
+//
+//	{{#claim record=NAME a=STAGE:BENCH b=STAGE:BENCH unit=UNIT op=OP ratio=R
+//	         [record_b=NAME] [stat=median|best|passN] [show=ratio|a|b|none]}}
+//	    a/b OP R; shows a/b ("0.08×")
+//	{{#claim record=NAME a=STAGE:BENCH unit=UNIT op=OP value=V
+//	         [stat=...] [show=a|none]}}
+//	    a OP V; shows a ("0.62 cores"). V is in unit, or carries its own
+//	    (300us, 1.5ms, 5GB/s, 0.1cores).
+//
+// OP is <, <=, > or >= (or lt, le, gt, ge, which need no quotes).
+//
+// A ratio of two rows of one record that both carry per-pass canaries is
+// taken pass by pass: only passes in which the two rows' canaries (before and
+// after each) lie within the record's canary tolerance (30 % by default) of
+// one another count — the two rows ran in the same machine placement — and
+// the ratio is the median of those per-pass ratios. {{#ratio}} does the same.
+
+// claimOps are the comparisons a claim can make.
+var claimOps = map[string]struct {
+	symbol string
+	holds  func(x, y float64) bool
+}{
+	"<": {"<", func(x, y float64) bool { return x < y }}, "lt": {"<", func(x, y float64) bool { return x < y }},
+	"<=": {"≤", func(x, y float64) bool { return x <= y }}, "le": {"≤", func(x, y float64) bool { return x <= y }},
+	">": {">", func(x, y float64) bool { return x > y }}, "gt": {">", func(x, y float64) bool { return x > y }},
+	">=": {"≥", func(x, y float64) bool { return x >= y }}, "ge": {"≥", func(x, y float64) bool { return x >= y }},
+}
+
+// operand is one side of a ratio or a claim: a row of a record.
+type operand struct {
+	rec   *records.Record
+	row   records.Row
+	stage string
+	fig   figure
+}
+
+// lookupOperand reads key=STAGE:BENCH from d and finds its figure in record recName.
+func (b *builder) lookupOperand(d directive, key, recName, unit, stat string) (operand, error) {
+	arg, err := d.require(key)
+	if err != nil {
+		return operand{}, err
+	}
+	stage, bench, ok := strings.Cut(arg, ":")
+	if !ok || stage == "" || bench == "" {
+		return operand{}, d.errorf("%s=%s: want %s=STAGE:BENCHMARK", key, arg, key)
+	}
+	rec, err := b.records.get(recName)
+	if err != nil {
+		return operand{}, d.errorf("%s=: %v", key, err)
+	}
+	if _, _, err := b.lookupValue(recName, stage, bench, unit, stat); err != nil {
+		return operand{}, d.errorf("%s=: %v", key, err)
+	}
+	row, _ := findRow(rec, stage, bench)
+	f, _ := rowFigure(row, unit, stat)
+	return operand{rec: rec, row: row, stage: stage, fig: f}, nil
+}
+
+// describe is an operand for a tooltip: "stage7-idle Quiet = 0.62 cores".
+func (o operand) describe(unit string) string {
+	return fmt.Sprintf("%s %s = %s", o.stage, o.row.Benchmark, FormatValue(o.fig.Value, unit))
+}
+
+// pairedRatio is a/b. When both rows are of one record, the statistic is
+// the median and both carry a canary per pass, it is the median of the
+// per-pass ratios over the passes in which all four canaries agree within
+// the record's tolerance; how says which was done, for the tooltip.
+func pairedRatio(a, b operand, unit string) (ratio float64, how string, err error) {
+	plain := func() (float64, string, error) {
+		if b.fig.Value == 0 {
+			return 0, "", fmt.Errorf("b= is zero: the ratio is undefined")
+		}
+		return a.fig.Value / b.fig.Value, "ratio of the " + statPhrase(a.fig.Stat, a.fig.Passes) + "s", nil
+	}
+	canA, canB := rowCanaries(a.row), rowCanaries(b.row)
+	if a.rec != b.rec || a.fig.Stat != "median" || len(canA) == 0 || len(canB) == 0 {
+		return plain()
+	}
+	mA, scaleA, _ := findMetric(a.row, unit)
+	mB, scaleB, _ := findMetric(b.row, unit)
+	if len(canA) != len(mA.Values) || len(canB) != len(mB.Values) {
+		return plain()
+	}
+	byPass := map[int]int{}
+	for j, c := range canB {
+		byPass[c.Pass] = j
+	}
+	tol := a.rec.CanaryTolerance()
+	var ratios []float64
+	var refused []string
+	for i, ca := range canA {
+		j, ok := byPass[ca.Pass]
+		if !ok {
+			continue
+		}
+		cb := canB[j]
+		cs := []float64{ca.Before, ca.After, cb.Before, cb.After}
+		lo, hi := slices.Min(cs), slices.Max(cs)
+		if lo <= 0 || hi/lo > tol {
+			refused = append(refused, fmt.Sprintf("pass %d: %s, %s against %s, %s ns", ca.Pass, f1(ca.Before), f1(ca.After), f1(cb.Before), f1(cb.After)))
+			continue
+		}
+		vb := mB.Values[j] * scaleB
+		if vb == 0 {
+			continue
+		}
+		ratios = append(ratios, mA.Values[i]*scaleA/vb)
+	}
+	if len(ratios) == 0 {
+		return 0, "", fmt.Errorf("no pass ran both rows in one placement (all four canaries within %s of one another): %s", percent(tol-1), strings.Join(refused, "; "))
+	}
+	slices.Sort(ratios)
+	r := ratios[(len(ratios)-1)/2] // the lower middle: a ratio some pass measured
+	how = fmt.Sprintf("median of the per-pass ratios over the %d of %d passes in which both rows' canaries agreed within %s (one machine placement)",
+		len(ratios), len(canA), percent(tol-1))
+	return r, how, nil
+}
+
+// claim renders and checks {{#claim}}.
+func (b *builder) claim(d directive) (inlineValue, error) {
+	if err := d.allow("record", "record_b", "a", "b", "unit", "op", "ratio", "value", "stat", "show"); err != nil {
+		return inlineValue{}, err
+	}
+	recA, err := d.require("record")
+	if err != nil {
+		return inlineValue{}, err
+	}
+	unit, err := d.require("unit")
+	if err != nil {
+		return inlineValue{}, err
+	}
+	stat, err := parseValueStat(d)
+	if err != nil {
+		return inlineValue{}, err
+	}
+	opArg, err := d.require("op")
+	if err != nil {
+		return inlineValue{}, err
+	}
+	op, ok := claimOps[opArg]
+	if !ok {
+		return inlineValue{}, d.errorf("op=%s: want <, <=, >, >= (or lt, le, gt, ge)", opArg)
+	}
+	ratioArg, hasRatio := d.Args["ratio"]
+	valueArg, hasValue := d.Args["value"]
+	_, hasB := d.Args["b"]
+	switch {
+	case hasRatio == hasValue:
+		return inlineValue{}, d.errorf("want ratio= (a/b against it) or value= (a against it), not both or neither")
+	case hasRatio && !hasB:
+		return inlineValue{}, d.errorf("ratio= compares a/b: missing b=")
+	case hasValue && hasB:
+		return inlineValue{}, d.errorf("value= compares a alone: drop b=, or compare a/b with ratio=")
+	}
+	a, err := b.lookupOperand(d, "a", recA, unit, stat)
+	if err != nil {
+		return inlineValue{}, err
+	}
+	dirty := recordDirty(a.rec)
+
+	var got, want float64
+	var shown, gotText, wantText, how, compared string
+	if hasRatio {
+		bo, err := b.lookupOperand(d, "b", d.arg("record_b", recA), unit, stat)
+		if err != nil {
+			return inlineValue{}, err
+		}
+		dirty = dirty || recordDirty(bo.rec)
+		if want, err = strconv.ParseFloat(strings.TrimSuffix(ratioArg, "x"), 64); err != nil || want <= 0 || math.IsInf(want, 0) {
+			return inlineValue{}, d.errorf("ratio=%s: want a positive number such as 0.1 or 5", ratioArg)
+		}
+		if got, how, err = pairedRatio(a, bo, unit); err != nil {
+			return inlineValue{}, d.errorf("%v", err)
+		}
+		gotText, wantText = formatRatio(got), strings.TrimSuffix(ratioArg, "x")+"×"
+		compared = fmt.Sprintf("%s ÷ %s", a.describe(unit), bo.describe(unit))
+		switch show := d.arg("show", "ratio"); show {
+		case "ratio":
+			shown = gotText
+		case "a":
+			shown = FormatValue(a.fig.Value, unit)
+		case "b":
+			shown = FormatValue(bo.fig.Value, unit)
+		case "none":
+		default:
+			return inlineValue{}, d.errorf("show=%s: want ratio, a, b or none", show)
+		}
+	} else {
+		if want, err = parseUnitValue(valueArg, unit); err != nil {
+			return inlineValue{}, d.errorf("value=%s: %v", valueArg, err)
+		}
+		got = a.fig.Value
+		gotText, wantText = FormatValue(got, unit), FormatValue(want, unit)
+		compared = a.stage + " " + a.row.Benchmark
+		how = statPhrase(stat, a.fig.Passes)
+		switch show := d.arg("show", "a"); show {
+		case "a":
+			shown = gotText
+		case "none":
+		default:
+			return inlineValue{}, d.errorf("show=%s: want a or none", show)
+		}
+	}
+	if !op.holds(got, want) {
+		return inlineValue{}, d.errorf("claim does not hold: %s gives %s (%s), which is not %s %s", compared, gotText, how, op.symbol, wantText)
+	}
+	title := fmt.Sprintf("Checked when the book is built: %s gives %s %s %s (%s; record %s.json)", compared, gotText, op.symbol, wantText, how, recA)
+	v := inlineValue{Text: shown, Title: title, Class: "figure claim"}
+	if dirty {
+		v.Class += " dirty"
+		v.Title += "; " + dirtyNote
+	}
+	return v, nil
+}
+
+// parseUnitValue reads a constant for comparison with a metric in unit: a
+// bare number is in unit itself; a time may carry ns, us, µs, ms or s; a
+// bandwidth B/s, MB/s or GB/s; cores "cores".
+func parseUnitValue(s, unit string) (float64, error) {
+	num := strings.TrimRightFunc(s, func(r rune) bool { return !('0' <= r && r <= '9' || r == '.') })
+	suffix := strings.TrimSpace(s[len(num):])
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("want a number, optionally with a unit")
+	}
+	if suffix == "" {
+		return v, nil
+	}
+	switch classify(unit) {
+	case kindTime:
+		if sc, ok := unitScale[suffix]; ok && sc.dim == "time" {
+			return v * sc.scale, nil // records hold times in ns
+		}
+	case kindBandwidth:
+		if suffix == "B/s" || suffix == "MB/s" || suffix == "GB/s" {
+			return v * bytesPerSecond(suffix) / bytesPerSecond(unit), nil
+		}
+	case kindCores:
+		if suffix == "cores" || suffix == "core" {
+			return v, nil
+		}
+	default:
+		if suffix == unit {
+			return v, nil
+		}
+	}
+	return 0, fmt.Errorf("unit %q does not fit the metric's %s", suffix, unit)
+}
