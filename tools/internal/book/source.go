@@ -228,7 +228,7 @@ func (b *builder) sourceFilePage(pg *pager, files map[string][]byte, p string) e
 	if !f.Shown {
 		s.WriteString("<p>Not shown: binary, or larger than " + strconv.Itoa(maxSourceBytes>>10) + " KiB.</p>\n")
 	} else {
-		fmt.Fprintf(&s, `<p class="source-facts">%d lines · <a href="#L1">line 1</a></p>`+"\n", f.Lines)
+		fmt.Fprintf(&s, `<p class="source-facts">%d lines; a line's number links to it, and #L12-L20 marks a span</p>`+"\n", f.Lines)
 		nums := make([]int, f.Lines)
 		for i := range nums {
 			nums[i] = i + 1

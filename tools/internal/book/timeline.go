@@ -46,11 +46,8 @@ func (b *builder) timelineHTML(d directive, prefix string) (string, error) {
 			*w.v = v
 		}
 	}
-	opt.Title = d.arg("title", "")
+	opt.Title = d.arg("title", "") // none: the SVG is named "Timeline of STAGE", the caption says the rest
 	caption := d.arg("caption", "")
-	if opt.Title == "" {
-		opt.Title = caption
-	}
 
 	dir := filepath.Join(b.cfg.BookDir, "traces")
 	p := filepath.Join(dir, name+".json")
