@@ -358,11 +358,9 @@ func TestNewRefusesWhatItCannotDrive(t *testing.T) {
 		}
 		defer dev.Close()
 		c := abi.DefaultChannel(abi.EngineCompute)
-		dev.Registers().Store(abi.DoorbellPage(c)+abi.RegDoorbell, 5) // out of protocol
+		dev.Registers().Store(abi.DoorbellPage(c)+abi.RegDoorbell, 1<<40) // out of protocol
 		status := abi.ChannelStatusPage(c)
-		for dev.Registers().Load(status+abi.RegChannelFault) == 0 {
-			time.Sleep(10 * time.Microsecond)
-		}
+		waitUntil(t, "the channel faulted", func() bool { return dev.Registers().Load(status+abi.RegChannelFault) != 0 })
 		_, err = New(dev, Config{})
 		if !errors.Is(err, ErrChannelFaulted) || !errors.Is(err, abi.FaultDoorbell) {
 			t.Errorf("New on a device with a faulted channel = %v; want ErrChannelFaulted wrapping FaultDoorbell", err)
@@ -377,13 +375,24 @@ func TestSubmitOnAFaultedChannel(t *testing.T) {
 	d := openTest(t)
 	c := abi.DefaultChannel(abi.EngineCompute)
 	d.regs.Store(abi.DoorbellPage(c)+abi.RegDoorbell, 1<<40) // what a stray write could do
-	for d.regs.Load(abi.ChannelStatusPage(c)+abi.RegChannelFault) == 0 {
-		time.Sleep(10 * time.Microsecond)
-	}
+	waitUntil(t, "the channel faulted", func() bool { return d.regs.Load(abi.ChannelStatusPage(c)+abi.RegChannelFault) != 0 })
 	if err := d.Submit(abi.EngineCompute, abi.Command{Op: abi.OpNop}); !errors.Is(err, ErrChannelFaulted) {
 		t.Errorf("Submit on the faulted channel = %v; want ErrChannelFaulted", err)
 	}
 	if err := d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpNop}); err != nil {
 		t.Errorf("Submit on the other channel = %v; want nil", err)
+	}
+}
+
+// waitUntil polls cond for up to 10 s; a failure is a device that never
+// answers, not a slow one.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10 s: %s", what)
+		}
+		time.Sleep(10 * time.Microsecond)
 	}
 }

@@ -1,0 +1,187 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+
+	"softgpu/stage1-ring/abi"
+)
+
+// Completion: how the driver learns that a command is done, and how it
+// ended. The engine writes each command's completion entry — status, then
+// index — and the driver polls the entry of the command it waits for: one
+// line the engine wrote, and nothing else. Reaping copies a completed
+// command's status out of its entry and frees its slot (freeFor), after
+// which the entry may be overwritten by the command a lap later.
+
+// request is one command of a batch, as the driver tracks it.
+type request struct {
+	op    abi.Opcode
+	index uint64 // ring index
+
+	// Guarded by the lock; written once, when the command is reaped.
+	done   bool
+	status abi.Status
+}
+
+// Pending is a batch of submitted commands on one channel. Wait for it to
+// learn how they ended.
+type Pending struct {
+	ch   *Channel
+	last uint64 // ring index of the last command
+	reqs []request
+	one  [1]request // reqs' storage for a batch of one, saving an allocation
+}
+
+// Len returns the number of commands in the batch.
+func (p *Pending) Len() int { return len(p.reqs) }
+
+// completed reports whether the engine has completed command i. The load
+// pairs with the engine's store of the entry's index in complete; the test
+// is wrap-safe and stays true after the entry is reused (abi.Completed).
+func (ch *Channel) completed(i uint64) bool {
+	return abi.Completed(ch.completions[abi.CompletionWord(i, ch.mask)].Load(), i)
+}
+
+// statusOf reads command i's status from its entry. The entry must hold i:
+// the engine has completed i and nobody has reaped it yet.
+func (ch *Channel) statusOf(i uint64) abi.Status {
+	return abi.Status(ch.completions[abi.CompletionWord(i, ch.mask)+1].Load())
+}
+
+// free reaps command i for the goroutine that owns it: its status has been
+// read. This store pairs with slotFree's load: a submitter that sees it
+// may write command i+size into the slot, and the engine will then
+// overwrite the entry.
+func (ch *Channel) free(i uint64) { ch.freeFor[i&ch.mask].Store(i + ch.size) }
+
+// ANCHOR: reap
+// reapPassedLocked reaps command i if it was submitted in a batch, has
+// completed, and nobody has reaped it: it copies the status into the
+// batch's request and frees the slot. A command of a synchronous Submit is
+// left to its submitter.
+func (ch *Channel) reapPassedLocked(i uint64) {
+	req := ch.owner[i&ch.mask]
+	if req == nil || req.index != i || req.done || !ch.completed(i) {
+		return
+	}
+	req.status, req.done = ch.statusOf(i), true
+	ch.owner[i&ch.mask] = nil
+	ch.free(i)
+}
+
+// ANCHOR_END: reap
+
+// ANCHOR: wait
+// awaitCompleted spins until the engine has completed command i and
+// returns its status. It takes no lock: one atomic load per poll, of the
+// entry the engine writes.
+//
+// Every so often it looks at the device's state: once the device has
+// stopped (the driver's Close, or the device's), every completion it will
+// ever write is written, so a last look settles it — the command's real
+// status if the engine ran it (a DELAY cut short reports
+// abi.StatusAborted), ErrClosed if it never took it. A faulted channel ends
+// the wait too. Either way, once awaitCompleted returns the engine is done
+// with the command, so the caller may free what the command named.
+func (ch *Channel) awaitCompleted(i uint64) (abi.Status, error) {
+	done := false
+	err := ch.spin(func() bool {
+		done = ch.completed(i)
+		return done
+	})
+	if !done {
+		return 0, err
+	}
+	return ch.statusOf(i), nil
+}
+
+// spin polls cond until it reports true, yielding now and then. Every 64
+// polls it also looks at the device and the channel: when the device has
+// stopped, or the channel has faulted, it polls cond once more and returns
+// nil if it is true by then, or why it never will be.
+func (ch *Channel) spin(cond func() bool) error {
+	for polls := 1; ; polls++ {
+		if cond() {
+			return nil
+		}
+		if polls%64 != 0 {
+			continue
+		}
+		if ch.regs.Load(abi.RegDeviceState) == abi.DeviceStopped {
+			if cond() {
+				return nil
+			}
+			return ErrClosed
+		}
+		if err := ch.faultError(); err != nil {
+			if cond() {
+				return nil
+			}
+			return err
+		}
+		if ch.yieldEvery > 0 && polls%ch.yieldEvery == 0 {
+			runtime.Gosched()
+		}
+	}
+}
+
+// Wait waits until every command of the batch has completed, and returns
+// nil if all succeeded. Otherwise it returns the error of a batch of one as
+// it is, and for a larger batch an errors.Join of one error per failed
+// command, each naming its place in the batch; each wraps a *CommandError
+// (and so its abi.Status), or is ErrClosed for a command the device never
+// ran. When Wait returns, the engine is done with every command of the
+// batch. Wait may be called again, and from several goroutines.
+func (p *Pending) Wait() error {
+	if len(p.reqs) == 0 {
+		return nil
+	}
+	// An error (stopped first) is settled below, command by command: the
+	// engine has stopped, and reaping finds which commands it finished.
+	p.ch.awaitCompleted(p.last)
+	p.collect()
+	if len(p.reqs) == 1 {
+		return p.Err(0)
+	}
+	var errs []error
+	for i := range p.reqs {
+		if err := p.Err(i); err != nil {
+			errs = append(errs, fmt.Errorf("command %d of %d: %w", i, len(p.reqs), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ANCHOR_END: wait
+
+// collect reaps every command of the batch the engine has completed and
+// nobody has reaped yet.
+func (p *Pending) collect() {
+	p.ch.lock.Lock()
+	defer p.ch.lock.Unlock()
+	for i := range p.reqs {
+		p.ch.reapPassedLocked(p.reqs[i].index)
+	}
+}
+
+// Err returns the error of the batch's command i (nil if it succeeded):
+// a *CommandError, ErrClosed for a command the device never ran, or — for
+// an i outside the batch — an error saying so. It does not wait: call Wait
+// first.
+func (p *Pending) Err(i int) error {
+	if i < 0 || i >= len(p.reqs) {
+		return fmt.Errorf("softgpu: command %d of a batch of %d", i, len(p.reqs))
+	}
+	p.ch.lock.Lock()
+	defer p.ch.lock.Unlock()
+	req := &p.reqs[i]
+	switch {
+	case !req.done:
+		return ErrClosed
+	case req.status != abi.StatusOK:
+		return &CommandError{Engine: p.ch.engine, Op: req.op, Seq: req.index, Status: req.status}
+	}
+	return nil
+}
