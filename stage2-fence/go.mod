@@ -1,3 +1,5 @@
 module softgpu/stage2-fence
 
 go 1.26.0
+
+require golang.org/x/sys v0.50.0

@@ -188,7 +188,7 @@ func TestBadCommands(t *testing.T) {
 		{"unknown opcode", abi.EngineCopy, abi.Command{Op: 0x7e, Dst: 0, Size: 64}, abi.StatusBadOpcode},
 		{"copy on compute", abi.EngineCompute, abi.Command{Op: abi.OpCopy, Src: 0, Dst: 64, Size: 64}, abi.StatusWrongEngine},
 		{"kernel on copy", abi.EngineCopy, abi.Command{Op: abi.OpAdd32, Dst: 0, Size: 64}, abi.StatusWrongEngine},
-		{"undefined flag", abi.EngineCopy, abi.Command{Op: abi.OpFill, Flags: 1, Dst: 0, Size: 64}, abi.StatusBadFlags},
+		{"undefined flag", abi.EngineCopy, abi.Command{Op: abi.OpFill, Flags: 0x04, Dst: 0, Size: 64}, abi.StatusBadFlags},
 		{"fill past the end", abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: testMem - 10, Size: 11}, abi.StatusOutOfRange},
 		{"fill starting past the end", abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: testMem + 1, Size: 0}, abi.StatusOutOfRange},
 		{"fill size overflows", abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: 64, Size: maxU - 10}, abi.StatusOutOfRange},
@@ -207,10 +207,10 @@ func TestBadCommands(t *testing.T) {
 		{"sum32 size overflows", abi.EngineCompute, abi.Command{Op: abi.OpSum32, Src: 64, Dst: 0, Size: maxU - 31}, abi.StatusOutOfRange},
 		{"copy source overflows", abi.EngineCopy, abi.Command{Op: abi.OpCopy, Src: maxU - 1, Dst: 0, Size: 4}, abi.StatusOutOfRange},
 		{"flag on nop", abi.EngineCopy, abi.Command{Op: abi.OpNop, Flags: 0x80}, abi.StatusBadFlags},
-		{"flag on delay", abi.EngineCompute, abi.Command{Op: abi.OpDelay, Flags: 2, Value: 1 << 40}, abi.StatusBadFlags},
+		{"flag on delay", abi.EngineCompute, abi.Command{Op: abi.OpDelay, Flags: 0x40, Value: 1 << 40}, abi.StatusBadFlags},
 		// Several faults at once: the first in execute's fixed order wins.
-		{"wrong engine before bad flags", abi.EngineCompute, abi.Command{Op: abi.OpCopy, Flags: 1, Dst: maxU, Size: 2}, abi.StatusWrongEngine},
-		{"bad flags before bad range", abi.EngineCopy, abi.Command{Op: abi.OpFill, Flags: 1, Dst: maxU, Size: 2}, abi.StatusBadFlags},
+		{"wrong engine before bad flags", abi.EngineCompute, abi.Command{Op: abi.OpCopy, Flags: 0x10, Dst: maxU, Size: 2}, abi.StatusWrongEngine},
+		{"bad flags before bad range", abi.EngineCopy, abi.Command{Op: abi.OpFill, Flags: 0x20, Dst: maxU, Size: 2}, abi.StatusBadFlags},
 		{"misaligned before out of range", abi.EngineCompute, abi.Command{Op: abi.OpAdd32, Dst: testMem + 2, Size: 4}, abi.StatusMisaligned},
 	}
 	d := openTest(t, Config{})

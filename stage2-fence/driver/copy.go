@@ -6,49 +6,40 @@ import (
 	"softgpu/stage2-fence/abi"
 )
 
-// Copies between ordinary Go slices and device memory. In stage 0 they are
-// done by the CPU through the host-visible window onto device memory: no
-// command, no engine. (Stage 3 replaces this with DMA by the copy engine from
-// pinned host memory.)
+// Copies between ordinary Go slices and device memory. They are done by the CPU through the host-visible window onto device memory:
+// no command, no engine.
 //
 // A copy is ordered after every command that has completed and before every
 // command submitted after it returns, because Submit waits for completion and
-// its doorbell store publishes everything written before it. A command
-// submitted without waiting (SubmitBatch) is ordered with a copy only once
-// its Pending has been waited for.
+// its doorbell store publishes everything written before it.
 
 // ANCHOR: copy
 // CopyToDevice copies src into device memory at dst.
 func (d *Driver) CopyToDevice(dst uint64, src []byte) error {
-	window, err := d.window(dst, uint64(len(src)))
-	if err != nil {
-		return err
-	}
-	copy(window, src)
-	return nil
+	return d.throughAperture(dst, uint64(len(src)), func(window []byte) { copy(window, src) })
 }
 
 // CopyFromDevice copies device memory at src into dst.
 func (d *Driver) CopyFromDevice(dst []byte, src uint64) error {
-	window, err := d.window(src, uint64(len(dst)))
-	if err != nil {
-		return err
-	}
-	copy(dst, window)
-	return nil
+	return d.throughAperture(src, uint64(len(dst)), func(window []byte) { copy(dst, window) })
 }
 
 // ANCHOR_END: copy
 
-// window returns device memory [addr, addr+size), or an error wrapping
-// abi.StatusOutOfRange if any of it lies outside device memory.
-func (d *Driver) window(addr, size uint64) ([]byte, error) {
-	if d.closed.Load() {
-		return nil, ErrClosed
-	}
+// throughAperture runs cpy on device memory [addr, addr+size), or returns
+// an error wrapping abi.StatusOutOfRange if any of it lies outside device
+// memory. It holds the aperture for reading while cpy runs, so that Close
+// cannot let the device unmap the memory under it.
+func (d *Driver) throughAperture(addr, size uint64, cpy func(window []byte)) error {
 	end := addr + size
 	if end < addr || end > d.memSize {
-		return nil, fmt.Errorf("%w: [%#x, %#x+%d) is outside %d bytes of device memory", abi.StatusOutOfRange, addr, addr, size, d.memSize)
+		return fmt.Errorf("%w: [%#x, %#x+%d) is outside %d bytes of device memory", abi.StatusOutOfRange, addr, addr, size, d.memSize)
 	}
-	return d.dev.Memory()[addr:end:end], nil
+	d.aperture.RLock()
+	defer d.aperture.RUnlock()
+	if d.closed.Load() {
+		return ErrClosed
+	}
+	cpy(d.hw.Memory()[addr:end:end])
+	return nil
 }
