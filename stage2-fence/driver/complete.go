@@ -33,7 +33,7 @@ type Pending struct {
 	last  uint64 // ring index of the last command
 	fence Fence  // signalled by the last command: last+1
 	reqs  []request
-	one  [1]request // reqs' storage for a batch of one, saving an allocation
+	one   [1]request // reqs' storage for a batch of one, saving an allocation
 }
 
 // Len returns the number of commands in the batch.
