@@ -42,6 +42,7 @@ func benchPageable(b *testing.B, n int, dir direction) {
 	g := openBench(b, softgpu.Config{})
 	defer g.Close()
 	p := mustAlloc(b, g, uint64(n))
+	writeDevice(b, g, p, n)
 	host := touched(n)
 	measureCopies(b, host, dir, func() error {
 		if dir == toDevice {
@@ -49,6 +50,16 @@ func benchPageable(b *testing.B, n int, dir direction) {
 		}
 		return g.Read(host, p)
 	})
+}
+
+// writeDevice fills n bytes of device memory at p once, so that a copy
+// from it reads memory that has been written — not the kernel's shared
+// zero page that untouched memory maps to, which reads at the speed of a
+// cache hit.
+func writeDevice(b *testing.B, g *softgpu.GPU, p softgpu.Ptr, n int) {
+	if err := g.Fill(p, uint64(n), 0x5a); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // measureCopies times copies of host's bytes, one per iteration, as an

@@ -12,10 +12,10 @@
 // Locking. There is one global lock, Driver.mu, held by a submitter while
 // it claims ring indices, writes its slots and rings the doorbell, and by
 // a reaper; waiting for a completion takes no lock, so many commands are in
-// flight while each ring still has one writer at a time. The allocator has its own lock (it never
-// touches the device). Copies through the aperture hold aperture for
-// reading, so that Close can wait them out before the device's memory goes
-// away.
+// flight while each ring still has one writer at a time. The allocator has
+// its own lock (it never touches the device). Copies through the aperture
+// hold aperture for reading, so that Close can wait them out before the
+// device's memory goes away.
 package driver
 
 import (

@@ -1,0 +1,17 @@
+package driver
+
+import "softgpu/stage3-pinned/abi"
+
+// Hooks are points where a test or a benchmark may stop a driver goroutine,
+// to show what happens to everyone else while one submitter is held. They
+// are not a feature: production code never sets them.
+type Hooks struct {
+	// Reserved, if set, is called by a submitter that has claimed its
+	// place on channel c — taken the global lock — and
+	// has not yet published its command.
+	Reserved func(c abi.Channel)
+}
+
+// SetHooks installs h. Call it before any submission, from a test or a
+// benchmark only.
+func (d *Driver) SetHooks(h Hooks) { d.hooks = h }
