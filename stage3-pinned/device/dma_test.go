@@ -51,7 +51,9 @@ func register(d *Device, slot int, host, size, bus uint64) {
 }
 
 // held returns engine e's RegDMAHeld.
-func held(d *Device, e abi.Engine) uint64 { return d.regs.Load(abi.EngineStatusPage(e) + abi.RegDMAHeld) }
+func held(d *Device, e abi.Engine) uint64 {
+	return d.regs.Load(abi.EngineStatusPage(e) + abi.RegDMAHeld)
+}
 
 // Two regions, adjacent on the bus and unrelated in host memory.
 const (

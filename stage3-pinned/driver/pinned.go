@@ -80,7 +80,7 @@ func (p *Pinned) Bus() uint64 { return p.bus }
 // queued before its free.
 type retired struct {
 	slot  int
-	bus   uint64                   // offset from abi.BusBase
+	bus   uint64                  // offset from abi.BusBase
 	marks [abi.NumChannels]uint64 // each channel's tail when the region was freed
 }
 
