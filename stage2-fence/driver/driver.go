@@ -7,7 +7,7 @@
 // belongs to the whole device: device memory and its allocator, copies
 // through the aperture, interrupt handling, and stopping the device. The per-channel half,
 // Channel (channel.go), submits commands on one channel and waits for
-// them; it needs only the channel's registers and slot.
+// them; it needs only the channel's registers and rings.
 //
 // Locking. There is one global lock, Driver.mu, held by a submitter while
 // it claims ring indices, writes its slots and rings the doorbell, and by

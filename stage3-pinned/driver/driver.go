@@ -4,11 +4,11 @@
 // through the Hardware interface (hardware.go).
 //
 // The driver has two halves. The device-wide half, Driver, owns what
-// belongs to the whole device: device memory and its allocator, copies
-// by DMA, pinned memory and the DMA window, interrupt handling, and
-// stopping the device. The per-channel half,
-// Channel (channel.go), submits commands on one channel and waits for
-// them; it needs only the channel's registers and slot.
+// belongs to the whole device: device memory and its allocator, copies by
+// DMA, pinned memory and the DMA window, interrupt handling, and stopping
+// the device. The per-channel half, Channel (channel.go), submits commands
+// on one channel and waits for them; it needs only the channel's registers
+// and rings.
 //
 // Locking. There is one global lock, Driver.mu, held by a submitter while
 // it claims ring indices, writes its slots and rings the doorbell, and by

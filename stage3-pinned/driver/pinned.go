@@ -89,8 +89,8 @@ var (
 	// almost always because of the process's RLIMIT_MEMLOCK. It wraps the
 	// errno as well.
 	ErrPinLimit = errors.New("softgpu: cannot pin host memory")
-	// ErrNoWindow reports that every DMA window entry is in use or still
-	// retiring, or that no bus addresses are left.
+	// ErrNoWindow reports that every DMA window entry is in use, or that
+	// no bus addresses are left.
 	ErrNoWindow = errors.New("softgpu: no free DMA window entry")
 	// ErrBadHostFree reports a HostFree of a region that is not live.
 	ErrBadHostFree = errors.New("softgpu: HostFree of a region that is not allocated")
@@ -136,24 +136,46 @@ func (d *Driver) HostAlloc(size uint64) (*Pinned, error) {
 // ANCHOR_END: hostalloc
 
 // register gives p a window entry and a bus range, and enables the entry.
+// If every entry is taken but some are only retiring — freed, with
+// commands queued before the free still to run — it waits for the oldest
+// to retire: the engines get there by running what is already queued.
 func (d *Driver) register(p *Pinned) error {
 	d.pinMu.Lock()
 	defer d.pinMu.Unlock()
-	d.reclaimLocked()
-	slot := -1
-	for i := range abi.WindowSlots {
-		if d.slotsInUse&(1<<i) == 0 {
-			slot = i
-			break
+	for {
+		d.reclaimLocked()
+		slot := -1
+		for i := range abi.WindowSlots {
+			if d.slotsInUse&(1<<i) == 0 {
+				slot = i
+				break
+			}
 		}
+		var off uint64
+		var err error
+		if slot >= 0 {
+			off, err = d.busSpace.Alloc(uint64(len(p.bytes)))
+		}
+		if slot >= 0 && err == nil {
+			d.enableLocked(p, slot, off)
+			return nil
+		}
+		if len(d.retiring) == 0 {
+			if slot < 0 {
+				return fmt.Errorf("%w: all %d are mapped", ErrNoWindow, abi.WindowSlots)
+			}
+			return fmt.Errorf("%w: no bus addresses left: %w", ErrNoWindow, err)
+		}
+		oldest := d.retiring[0]
+		d.pinMu.Unlock()
+		spinUntil(func() bool { return d.retired(oldest) })
+		d.pinMu.Lock()
 	}
-	if slot < 0 {
-		return fmt.Errorf("%w: all %d are mapped, or retiring until the commands queued before their free have run", ErrNoWindow, abi.WindowSlots)
-	}
-	off, err := d.busSpace.Alloc(uint64(len(p.bytes)))
-	if err != nil {
-		return fmt.Errorf("%w: no bus addresses left: %w", ErrNoWindow, err)
-	}
+}
+
+// enableLocked records p in window entry slot at bus offset off, and
+// enables the entry.
+func (d *Driver) enableLocked(p *Pinned, slot int, off uint64) {
 	d.slotsInUse |= 1 << slot
 	p.slot, p.bus = slot, abi.BusBase+off
 	d.regions = append(d.regions, p)
@@ -166,7 +188,6 @@ func (d *Driver) register(p *Pinned) error {
 	// drained until now (HostFree, or New, left it so), so no engine
 	// reads the fields while they change.
 	d.regs.Store(w+abi.RegWinEnable, 1)
-	return nil
 }
 
 // ANCHOR: hostfree
@@ -213,15 +234,11 @@ func (d *Driver) HostFree(p *Pinned) error {
 // ANCHOR_END: hostfree
 
 // reclaimLocked gives back to the free pool every retired entry and bus
-// range whose channels have completed everything queued before its free —
-// or all of them, once the device has stopped: nothing will run again.
+// range whose channels have completed everything queued before its free.
 func (d *Driver) reclaimLocked() {
-	stopped := d.stopped()
 	d.retiring = slices.DeleteFunc(d.retiring, func(r retired) bool {
-		for c, ch := range d.channels {
-			if !stopped && !ch.passed(r.marks[c]) {
-				return false
-			}
+		if !d.retired(r) {
+			return false
 		}
 		d.slotsInUse &^= 1 << r.slot
 		if err := d.busSpace.Free(r.bus); err != nil {
@@ -229,6 +246,20 @@ func (d *Driver) reclaimLocked() {
 		}
 		return true
 	})
+}
+
+// retired reports whether every channel has completed the commands queued
+// before r was freed — or the device has stopped: nothing will run again.
+func (d *Driver) retired(r retired) bool {
+	if d.stopped() {
+		return true
+	}
+	for c, ch := range d.channels {
+		if !ch.passed(r.marks[c]) {
+			return false
+		}
+	}
+	return true
 }
 
 // ANCHOR: waitunheld

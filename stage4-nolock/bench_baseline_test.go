@@ -1,0 +1,63 @@
+package softgpu_test
+
+import (
+	"runtime"
+	"testing"
+)
+
+// BenchmarkBaseline measures the machine itself, in the same run as the
+// stage's figures, so each can be read as a fraction of what is possible.
+// No device is open while these run.
+func BenchmarkBaseline(b *testing.B) {
+	// pingpong: two goroutines bounce one cache line, pure spin — the
+	// floor under any round trip between a host and an engine thread.
+	b.Run("pingpong", func(b *testing.B) {
+		var ball paddedWord
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for polls := 1; ; polls++ {
+				v := ball.v.Load()
+				if v == ^uint64(0) {
+					return
+				}
+				if v%2 == 1 {
+					ball.v.Store(v + 1)
+				}
+				if polls%(1<<12) == 0 { // only matters with GOMAXPROCS=1
+					runtime.Gosched()
+				}
+			}
+		}()
+		m := startMeter()
+		var v uint64
+		for b.Loop() {
+			v += 2
+			ball.v.Store(v - 1) // serve: odd
+			// The partner returns it: even.
+			for polls := 1; ball.v.Load() != v; polls++ {
+				if polls%(1<<12) == 0 {
+					runtime.Gosched()
+				}
+			}
+		}
+		m.report(b)
+		ball.v.Store(^uint64(0))
+		<-done
+	})
+	// memmove: a plain copy between two Go slices, the ceiling for any
+	// copy the CPU does on the device's behalf — measured as the copy
+	// benchmarks are, on data the host has just written.
+	for _, sz := range []struct {
+		name string
+		n    int
+	}{{"4KiB", 4 << 10}, {"64KiB", 64 << 10}, {"1MiB", 1 << 20}, {"16MiB", 16 << 20}} {
+		b.Run("memmove/size="+sz.name, func(b *testing.B) {
+			src, dst := touched(sz.n), touched(sz.n)
+			measureCopies(b, src, toDevice, func() error {
+				copy(dst, src)
+				return nil
+			})
+		})
+	}
+}
