@@ -6,9 +6,9 @@ import (
 )
 
 // Asynchronous submission. A call here returns once its commands are in the
-// engine's ring, before they run; the *Pending it returns is how the caller
-// learns they have finished. Commands on one engine run in the order they
-// were submitted; the two engines run independently of each other.
+// channel's ring, before they run; the *Pending it returns is how the
+// caller learns they have finished. Commands on one engine run in the order
+// they were submitted; the two engines run independently of each other.
 //
 // A full ring makes the submitting call wait for room: nothing is dropped
 // and nothing fails for lack of space.
@@ -19,16 +19,25 @@ import (
 // several goroutines.
 type Pending = driver.Pending
 
+// submitBatch places cmds on engine e's channel without waiting.
+func (g *GPU) submitBatch(e Engine, cmds []abi.Command) (*Pending, error) {
+	ch, err := g.channel(e)
+	if err != nil {
+		return nil, err
+	}
+	return ch.SubmitBatch(cmds)
+}
+
 // FillAsync submits a fill of size bytes at dst to value on the copy engine
 // and returns without waiting for it.
 func (g *GPU) FillAsync(dst Ptr, size uint64, value byte) (*Pending, error) {
-	return g.drv.SubmitBatch(abi.EngineCopy, []abi.Command{{Op: abi.OpFill, Dst: uint64(dst), Size: size, Value: uint64(value)}})
+	return g.submitBatch(Copy, []abi.Command{{Op: abi.OpFill, Dst: uint64(dst), Size: size, Value: uint64(value)}})
 }
 
 // CopyAsync submits a copy of size bytes from src to dst on the copy engine
 // and returns without waiting for it.
 func (g *GPU) CopyAsync(dst, src Ptr, size uint64) (*Pending, error) {
-	return g.drv.SubmitBatch(abi.EngineCopy, []abi.Command{{Op: abi.OpCopy, Src: uint64(src), Dst: uint64(dst), Size: size}})
+	return g.submitBatch(Copy, []abi.Command{{Op: abi.OpCopy, Src: uint64(src), Dst: uint64(dst), Size: size}})
 }
 
 // ANCHOR: batch
@@ -51,7 +60,7 @@ func (g *GPU) NewBatch(e Engine) *Batch { return &Batch{g: g, engine: e} }
 // Submit puts the batch's commands in the engine's ring and returns without
 // waiting for them. The batch is empty afterwards.
 func (b *Batch) Submit() (*Pending, error) {
-	p, err := b.g.drv.SubmitBatch(b.engine, b.cmds)
+	p, err := b.g.submitBatch(b.engine, b.cmds)
 	b.cmds = b.cmds[:0]
 	return p, err
 }
@@ -89,6 +98,6 @@ func (b *Batch) Delay(cycles uint64) { b.add(abi.Command{Op: abi.OpDelay, Value:
 
 func (b *Batch) add(cmd abi.Command) { b.cmds = append(b.cmds, cmd) }
 
-// Doorbells reports how many times the driver has rung an engine's doorbell
-// since Open: once per synchronous call or batch that fit in its ring.
+// Doorbells reports how many times the driver has rung a doorbell since
+// Open: once per synchronous call or batch that fit in its ring.
 func (g *GPU) Doorbells() uint64 { return g.drv.Doorbells() }

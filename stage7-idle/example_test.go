@@ -2,12 +2,10 @@ package softgpu_test
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"log"
 
 	softgpu "softgpu/stage7-idle"
-	"softgpu/stage7-idle/abi"
 )
 
 // Example copies four numbers to the device, adds 10 to each with a kernel,
@@ -47,39 +45,4 @@ func Example() {
 	}
 	fmt.Println(binary.LittleEndian.Uint64(out))
 	// Output: 50
-}
-
-// ExampleGPU_NewBatch queues several commands on the copy engine and rings
-// its doorbell once for all of them.
-func ExampleGPU_NewBatch() {
-	gpu, err := softgpu.Open(softgpu.Config{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer gpu.Close()
-
-	src, _ := gpu.Alloc(64)
-	dst, _ := gpu.Alloc(64)
-	batch := gpu.NewBatch(softgpu.Copy)
-	batch.Fill(src, 64, 'a')
-	batch.Fill(src+32, 32, 'b')
-	batch.Copy(dst, src, 64)
-	batch.Fill(dst, 1<<40, 'c') // far too large: fails alone
-	pending, err := batch.Submit()
-	if err != nil {
-		log.Fatal(err)
-	}
-	err = pending.Wait()
-	fmt.Println(errors.Is(err, abi.StatusOutOfRange), pending.Err(2)) // the fill failed; the copy before it did not
-	// Counted before Read, which rings a doorbell of its own since stage 3.
-	bells := gpu.Doorbells()
-
-	out := make([]byte, 64)
-	if err := gpu.Read(out, dst); err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println(string(out[28:36]), bells)
-	// Output:
-	// true <nil>
-	// aaaabbbb 1
 }

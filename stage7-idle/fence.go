@@ -6,11 +6,11 @@ import (
 	"softgpu/stage7-idle/driver"
 )
 
-// Fences (stage 2). Every Pending carries the Fence its last command
-// signals; a Fence can be waited on with a context, tested without waiting,
-// and combined with fences of the other engine.
+// Fences. Every Pending carries the Fence its last command signals; a
+// Fence can be waited on, with or without a context, tested without
+// waiting, and combined with fences of the other engine.
 
-// Fence is a point on one engine's timeline; see driver.Fence.
+// Fence is a point on one channel's timeline; see driver.Fence.
 type Fence = driver.Fence
 
 // Wait modes, interrupt delivery paths and wake-up policies for Config.
@@ -37,20 +37,21 @@ type (
 	WaitMode = driver.WaitMode
 )
 
-// WaitAll waits until every pending batch, on either engine, has finished,
+// Waiter is anything WaitAll can wait for: a *Pending, or a Fence.
+type Waiter interface {
+	WaitContext(ctx context.Context) error
+}
+
+// WaitAll waits until every batch or fence, on either engine, has finished,
 // or ctx is done. It returns the first error: a batch's, or ctx.Err().
-func WaitAll(ctx context.Context, ps ...*Pending) error {
-	for _, p := range ps {
-		if err := p.WaitContext(ctx); err != nil {
+func WaitAll(ctx context.Context, ws ...Waiter) error {
+	for _, w := range ws {
+		if err := w.WaitContext(ctx); err != nil {
 			return err
 		}
 	}
 	return nil
 }
-
-// Now returns the device clock in cycles (nanoseconds since Open), the clock
-// of Fence.SignaledAt.
-func (g *GPU) Now() uint64 { return g.dev.Clock().Now() }
 
 // Stats returns the interrupt and wake-up counters since Open.
 func (g *GPU) Stats() Stats { return g.drv.Stats() }

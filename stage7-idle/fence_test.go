@@ -2,9 +2,12 @@ package softgpu_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -73,4 +76,42 @@ func ExampleWaitAll() {
 	}
 	fmt.Println(copying.Fence().Signaled(), computing.Fence().Signaled())
 	// Output: true true
+}
+
+// TestTraceShowsTheInterruptPath traces a wait that blocks: the trace must
+// show the DELAY, then the engine raising the line, then the driver's
+// interrupt thread handling it — the path a blocked waiter is woken by.
+func TestTraceShowsTheInterruptPath(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "trace.json")
+	g, err := softgpu.Open(softgpu.Config{MemorySize: 1 << 20, Wait: softgpu.WaitBlock, Trace: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, g.Delay(softgpu.Compute, 200_000))
+	must(t, g.Close())
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		TraceEvents []struct {
+			Name string  `json:"name"`
+			Ph   string  `json:"ph"`
+			Ts   float64 `json:"ts"`
+		} `json:"traceEvents"`
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, ev := range f.TraceEvents {
+		switch ev.Name {
+		case "DELAY", "irq raise", "irq handled":
+			order = append(order, ev.Name)
+		}
+	}
+	want := []string{"DELAY", "irq raise", "irq handled"}
+	if len(order) < 3 || order[0] != want[0] || order[1] != want[1] || order[2] != want[2] {
+		t.Errorf("trace events %v; want %v first", order, want)
+	}
 }

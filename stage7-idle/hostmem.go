@@ -19,7 +19,7 @@ import "softgpu/stage7-idle/driver"
 type HostBuffer struct{ p *driver.Pinned }
 
 // HostAlloc returns size bytes of pinned host memory, zeroed. It fails with
-// driver.ErrPinLimit (and a message saying what to raise) when the process
+// ErrPinLimit (and a message saying what to raise) when the process
 // may not lock that much more memory.
 func (g *GPU) HostAlloc(size uint64) (*HostBuffer, error) {
 	p, err := g.drv.HostAlloc(size)
@@ -31,11 +31,12 @@ func (g *GPU) HostAlloc(size uint64) (*HostBuffer, error) {
 
 // HostFree releases memory returned by HostAlloc. It waits for any command
 // that is copying into or out of it at that moment to finish; a command that
-// names it afterwards fails with abi.StatusNoDMA. The slice Bytes returned
-// must not be touched after HostFree.
+// names it afterwards fails with StatusNoDMA — even one queued before the
+// free, since its bus address is not reused until such commands have run.
+// The slice Bytes returned must not be touched after HostFree.
 func (g *GPU) HostFree(h *HostBuffer) error {
 	if h == nil {
-		return driver.ErrBadHostFree
+		return ErrBadHostFree
 	}
 	return g.drv.HostFree(h.p)
 }

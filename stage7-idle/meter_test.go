@@ -6,9 +6,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
-// This file holds the measuring helpers of the benchmarks in bench_test.go.
+// This file holds the measuring helpers the benchmarks share: the bill in
+// cores, latencies measured around one operation, and a sleep that an
+// application would make.
 
 // meter measures the bill of a benchmark: process CPU time per wall-clock
 // second while it ran, reported as "cores". Two engines spinning flat out
@@ -16,11 +20,9 @@ import (
 type meter struct {
 	wall time.Time
 	cpu  time.Duration
-
-	switches int64 // context switches of the process so far (stage 4)
 }
 
-func startMeter() meter { return meter{wall: time.Now(), cpu: cpuTime(), switches: contextSwitches()} }
+func startMeter() meter { return meter{wall: time.Now(), cpu: cpuTime()} }
 
 // minMeterWindow is the shortest run whose cores figure means anything. The
 // kernel charges CPU time to a thread running on another core only at that
@@ -35,28 +37,6 @@ func (m meter) report(b *testing.B) {
 		return // e.g. -benchtime 1x: too short to bill, so no figure rather than a wrong one
 	}
 	b.ReportMetric(float64(cpuTime()-m.cpu)/float64(wall), "cores")
-}
-
-// reportSwitches adds "ctxsw/op": the process's context switches, voluntary
-// (a thread blocked: a futex sleep, a parked M) and involuntary (the kernel
-// preempted it), per operation while the benchmark ran — seed 003's measure
-// of what a submission costs the scheduler. Like cores, it is left out of
-// runs too short to mean anything.
-func (m meter) reportSwitches(b *testing.B) {
-	if time.Since(m.wall) < minMeterWindow {
-		return
-	}
-	b.ReportMetric(float64(contextSwitches()-m.switches)/float64(b.N), "ctxsw/op")
-}
-
-// contextSwitches is the voluntary plus involuntary context switches of
-// every thread of the process so far.
-func contextSwitches() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Nvcsw + ru.Nivcsw
 }
 
 // cpuTime is the user plus system CPU time of the whole process so far.
@@ -81,34 +61,56 @@ func (l latencies) report(b *testing.B) {
 	if len(l) == 0 {
 		return
 	}
-	s := slices.Clone(l)
-	slices.Sort(s)
-	var sum time.Duration
-	for _, d := range s {
-		sum += d
-	}
-	pct := func(p float64) float64 { return float64(s[int(p*float64(len(s)-1))]) }
-	b.ReportMetric(pct(0.50), "ns/op")
-	b.ReportMetric(float64(sum)/float64(len(s)), "mean-ns")
-	b.ReportMetric(pct(0.50), "p50-ns")
-	b.ReportMetric(pct(0.95), "p95-ns")
-	b.ReportMetric(pct(0.99), "p99-ns")
+	b.ReportMetric(l.percentile(0.50), "ns/op")
+	b.ReportMetric(l.mean(), "mean-ns")
+	b.ReportMetric(l.percentile(0.50), "p50-ns")
+	b.ReportMetric(l.percentile(0.95), "p95-ns")
+	b.ReportMetric(l.percentile(0.99), "p99-ns")
 }
 
-// idleFor lets d pass without touching the device. time.Sleep cannot make a
-// short gap: below a millisecond the runtime's timer wait rounds up, so the
-// last millisecond (and every gap shorter than that) is spent polling the
-// clock, yielding the P so the engines keep running. The host's polling
-// shows in the benchmark's cores; the device sees no work either way.
-func idleFor(d time.Duration) {
+// percentile returns the p-th percentile (0 to 1) of l, an observed value.
+func (l latencies) percentile(p float64) float64 {
+	s := slices.Clone(l)
+	slices.Sort(s)
+	return float64(s[int(p*float64(len(s)-1))])
+}
+
+func (l latencies) mean() float64 {
+	var sum time.Duration
+	for _, d := range l {
+		sum += d
+	}
+	return float64(sum) / float64(len(l))
+}
+
+// sleepFor spends d asleep, the way an application waits for its next piece
+// of work: the host thread blocks in the kernel, its core goes idle, and it
+// has to be woken when the time is up — so the command after a gap finds
+// the host as cold as the device. It returns how long the sleep really
+// took.
+//
+// time.Sleep cannot make a short gap here: the runtime's timers wake at a
+// granularity near a millisecond when nothing else is running (measured:
+// 30 µs asleep took 1.08 ms). So the goroutine locks its thread and sleeps
+// in nanosleep with the thread's timer slack at 1 ns (the default 50 µs
+// slack would stretch every gap by that much). The shortest sleep the
+// kernel gives is still ~15 µs on this machine, so gap=3us sleeps longer
+// than its name; the benchmarks report the gap they really had (gap-ns).
+func sleepFor(d time.Duration) time.Duration {
 	if d <= 0 {
-		return
+		return 0
 	}
-	deadline := time.Now().Add(d)
-	if d > 2*time.Millisecond {
-		time.Sleep(d - time.Millisecond)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0) // this thread only; harmless to repeat
+	start := time.Now()
+	ts := unix.NsecToTimespec(int64(d))
+	for {
+		var left unix.Timespec
+		if err := unix.Nanosleep(&ts, &left); err != unix.EINTR {
+			break
+		}
+		ts = left // a signal cut the sleep short (the runtime's preemption): sleep the rest
 	}
-	for time.Now().Before(deadline) {
-		runtime.Gosched()
-	}
+	return time.Since(start)
 }

@@ -31,8 +31,7 @@ func FuzzExecute(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	d.regs.Store(abi.RegControl, abi.ControlStop)
-	d.running.Wait() // the device's own engines are gone; memory stays mapped until Close
+	d.stop() // the device's own engines are gone; memory stays mapped until Close
 	f.Cleanup(d.Close)
 	engines := [abi.NumEngines]*Engine{newEngine(d, 0), newEngine(d, 1)}
 	d.regs.Store(abi.RegControl, abi.ControlRun) // so a DELAY runs to its end

@@ -50,12 +50,12 @@ func TestDoorbellOutOfProtocolFaultsItsChannel(t *testing.T) {
 			d := openTest(t, Config{})
 			regs := d.Registers()
 			bad := abi.DefaultChannel(abi.EngineCompute)
-			doorbell, status := abi.DoorbellPage(bad), abi.ChannelStatusPage(bad)
+			status := abi.ChannelStatusPage(bad)
 			mem := d.Memory()
 			pattern(mem)
 			for i, v := range tt.rings {
 				(&abi.Command{Op: abi.OpFill, Dst: 0, Size: 64, Value: 0xee, Seq: v}).Encode(d.CommandSlot(bad))
-				regs.Store(doorbell+abi.RegDoorbell, v)
+				ringDoorbell(d, bad, v)
 				if i < len(tt.rings)-1 {
 					waitFor(t, "the good doorbell completed", func() bool { return regs.Load(status+abi.RegCompletedSeq) == v })
 					pattern(mem)
@@ -98,7 +98,7 @@ func TestControlStopStopsTheDevice(t *testing.T) {
 	}
 	c := abi.DefaultChannel(abi.EngineCopy)
 	(&abi.Command{Op: abi.OpNop, Seq: 1}).Encode(d.CommandSlot(c))
-	regs.Store(abi.DoorbellPage(c)+abi.RegDoorbell, 1)
+	ringDoorbell(d, c, 1)
 	time.Sleep(10 * time.Millisecond)
 	if got := regs.Load(abi.ChannelStatusPage(c) + abi.RegCompletedSeq); got != 0 {
 		t.Errorf("a stopped device completed command %d", got)

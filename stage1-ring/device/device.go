@@ -172,9 +172,15 @@ func (d *Device) Trace() *trace.Buffer { return d.trace }
 // returned). Close is idempotent.
 func (d *Device) Close() {
 	d.closeOnce.Do(func() {
-		d.regs.Store(abi.RegControl, abi.ControlStop) // every engine loop loads it; see stopRequested
-		d.running.Wait()
+		d.stop()
 		unmapMemory(d.mem)
 		d.mem = nil
 	})
+}
+
+// stop stops the engines as ControlStop does and waits for their
+// goroutines to return.
+func (d *Device) stop() {
+	d.regs.Store(abi.RegControl, abi.ControlStop) // every engine loop loads it; see stopRequested
+	d.running.Wait()
 }

@@ -80,7 +80,7 @@ func TestEngineRunsEverythingUpToTheTail(t *testing.T) {
 		cmd.Seq = uint64(i)
 		cmd.Encode(slot(d, c, uint64(i)))
 	}
-	d.Registers().Store(abi.DoorbellPage(c)+abi.RegDoorbell, uint64(len(cmds)))
+	ringDoorbell(d, c, uint64(len(cmds)))
 	waitCompleted(t, d, c, uint64(len(cmds)-1))
 	for i := range cmds {
 		if got := statusOf(d, c, uint64(i)); got != want[i] {
@@ -116,7 +116,7 @@ func TestEngineFollowsTheWrap(t *testing.T) {
 		cmd := abi.Command{Op: abi.OpFill, Dst: 64 * i, Size: 64, Value: 0x80 + i, Seq: tail + i}
 		cmd.Encode(slot(d, c, tail+i))
 	}
-	d.Registers().Store(abi.DoorbellPage(c)+abi.RegDoorbell, tail+4)
+	ringDoorbell(d, c, tail+4)
 	waitCompleted(t, d, c, tail+3)
 	for i := range uint64(4) {
 		if got := d.Memory()[64*i+63]; got != byte(0x80+i) {
@@ -134,12 +134,11 @@ func TestCloseLeavesTheRestUnstarted(t *testing.T) {
 	for i, cmd := range cmds {
 		cmd.Encode(slot(d, c, uint64(i)))
 	}
-	d.Registers().Store(abi.DoorbellPage(c)+abi.RegDoorbell, 2)
+	ringDoorbell(d, c, 2)
 	time.Sleep(5 * time.Millisecond) // let the delay start; the checks hold either way
 	mem := d.Memory()[0]
 	completedFill := abi.Completed(entry(d, c, 1), 1)
-	d.regs.Store(abi.RegControl, abi.ControlStop)
-	d.running.Wait()
+	d.stop()
 	if abi.Completed(entry(d, c, 1), 1) || completedFill {
 		t.Errorf("the fill queued behind the aborted delay completed")
 	}

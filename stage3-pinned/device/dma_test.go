@@ -216,7 +216,7 @@ func TestUnregisterWaitsForTheHolder(t *testing.T) {
 	copyChannel := abi.DefaultChannel(abi.EngineCopy)
 	c := abi.Command{Op: abi.OpCopy, Src: busA, Dst: 0, Size: regionSize}
 	c.Encode(slot(d, copyChannel, 0))
-	d.regs.Store(abi.DoorbellPage(copyChannel)+abi.RegDoorbell, 1)
+	ringDoorbell(d, copyChannel, 1)
 	<-stopped // the engine holds entry 3 and has not copied yet
 
 	d.regs.Store(abi.WindowRegs(3)+abi.RegWinEnable, 0) // (3): unregister

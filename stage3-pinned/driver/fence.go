@@ -150,7 +150,7 @@ var errBudgetSpent = errors.New("driver: poll budget spent")
 // cycles (0: no limit), then returns errBudgetSpent.
 func (f Fence) poll(ctx context.Context, budget uint64) error {
 	ch := f.ch
-	start := ch.regs.Load(abi.RegTimestamp)
+	var start uint64 // the budget's start: the first look at the clock, 64 polls in
 	for polls := 1; ; polls++ {
 		if f.Signaled() {
 			return nil
@@ -164,8 +164,12 @@ func (f Fence) poll(ctx context.Context, budget uint64) error {
 		if ch.stopped() {
 			return f.settleStopped()
 		}
-		if budget > 0 && ch.regs.Load(abi.RegTimestamp)-start >= budget {
-			return errBudgetSpent
+		if budget > 0 {
+			if now := ch.regs.Load(abi.RegTimestamp); start == 0 {
+				start = now
+			} else if now-start >= budget {
+				return errBudgetSpent
+			}
 		}
 		if ch.yieldEvery > 0 && polls%ch.yieldEvery == 0 {
 			runtime.Gosched()

@@ -96,8 +96,8 @@ func (e *Engine) stop() {
 
 // ANCHOR: idle
 // idle is what the engine does after an empty poll; polls counts the empty
-// polls since the engine last ran a command (1 for the first). In this
-// stage it spins, yielding now and then.
+// polls since the engine last ran a command (1 for the first). It spins,
+// yielding now and then.
 func (e *Engine) idle(polls int) { e.pause(polls) }
 
 // ANCHOR_END: idle

@@ -67,8 +67,7 @@ func TestFencedCommandWritesTheTimeline(t *testing.T) {
 	waitFence(t, d, c, 44)
 	// Without FlagFence the timeline stays where it was.
 	run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpNop, Fence: 99})
-	d.regs.Store(abi.RegControl, abi.ControlStop)
-	d.running.Wait() // anything the engines were going to write is written
+	d.stop() // anything the engines were going to write is written
 	if got := regs.Load(status + abi.RegFence); got != 44 {
 		t.Errorf("RegFence after an unfenced command = %d; want 44 still", got)
 	}
@@ -124,8 +123,7 @@ func TestInterruptArming(t *testing.T) {
 			// run returns when the completion is written; the interrupt
 			// is raised after the fence, a moment later. Stopping the
 			// engines waits for any interrupt they were raising.
-			d.regs.Store(abi.RegControl, abi.ControlStop)
-			d.running.Wait()
+			d.stop()
 			if got := d.Registers().Load(status + abi.RegIrqCount); got != uint64(tt.want) {
 				t.Errorf("RegIrqCount = %d; want %d", got, tt.want)
 			}

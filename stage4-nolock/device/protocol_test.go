@@ -52,21 +52,21 @@ func TestDoorbellOutOfProtocolFaultsItsChannel(t *testing.T) {
 			d := openTest(t, Config{RingSize: size})
 			regs := d.Registers()
 			bad := abi.DefaultChannel(abi.EngineCompute)
-			doorbell, status := abi.DoorbellPage(bad), abi.ChannelStatusPage(bad)
+			status := abi.ChannelStatusPage(bad)
 			mem := d.Memory()
 			for i := range uint64(size) { // every slot holds a fill that would show
 				(&abi.Command{Op: abi.OpFill, Dst: 64 * i, Size: 64, Value: 0xee, Seq: i}).Encode(slot(d, bad, i))
 			}
 			for i, tail := range tt.rings {
 				if i < len(tt.rings)-1 {
-					regs.Store(doorbell+abi.RegDoorbell, tail)
+					ringDoorbell(d, bad, tail)
 					waitCompleted(t, d, bad, tail-1)
 				}
 			}
 			pattern(mem)
 			want := bytes.Clone(mem)
 			last := tt.rings[len(tt.rings)-1]
-			regs.Store(doorbell+abi.RegDoorbell, last)
+			ringDoorbell(d, bad, last)
 			waitFor(t, "the channel faulted", func() bool { return regs.Load(status+abi.RegChannelFault) != 0 })
 			if f := abi.ChannelFault(regs.Load(status + abi.RegChannelFault)); f != abi.FaultDoorbell {
 				t.Errorf("RegChannelFault = %v; want %v", f, abi.FaultDoorbell)
@@ -102,7 +102,7 @@ func TestControlStopStopsTheDevice(t *testing.T) {
 	}
 	c := abi.DefaultChannel(abi.EngineCopy)
 	(&abi.Command{Op: abi.OpNop, Seq: 0}).Encode(slot(d, c, 0))
-	regs.Store(abi.DoorbellPage(c)+abi.RegDoorbell, 1)
+	ringDoorbell(d, c, 1)
 	time.Sleep(10 * time.Millisecond)
 	if got := entry(d, c, 0); abi.Completed(got, 0) {
 		t.Errorf("a stopped device completed command 0 (entry %#x)", got)

@@ -106,7 +106,12 @@ func (ch *Channel) Submit(cmd abi.Command) error {
 			return err
 		}
 	}
-	ch.owner[i&ch.mask].Store(nil) // no request: this goroutine reaps command i itself
+	// No request: this goroutine reaps command i itself. The slot's owner
+	// entry is nil already unless its last command was a batch's, and a
+	// load costs less than a store (a locked instruction here).
+	if ch.owner[i&ch.mask].Load() != nil {
+		ch.owner[i&ch.mask].Store(nil)
+	}
 	ch.write(fenced(cmd, i, true), i)
 	ch.markWritten(i, i+1)
 	ch.publish()

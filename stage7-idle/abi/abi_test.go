@@ -76,19 +76,6 @@ func TestCommandRoundTrip(t *testing.T) {
 	}
 }
 
-func TestRegistersHaveOneWriterPerCacheLine(t *testing.T) {
-	// driver-written and device-written registers must not share a line
-	line := func(off uint64) uint64 { return off / 64 }
-	if line(RegDoorbell) == line(RegHead) {
-		t.Errorf("RegDoorbell (%#x) and RegHead (%#x) share a cache line", RegDoorbell, RegHead)
-	}
-	for e := range Engine(NumEngines) {
-		if end := EngineRegs(e) + EngineRegStride; end > RegSpaceSize {
-			t.Errorf("engine %v's bank ends at %#x, past the register space (%#x)", e, end, RegSpaceSize)
-		}
-	}
-}
-
 func TestSupports(t *testing.T) {
 	tests := []struct {
 		op               Opcode

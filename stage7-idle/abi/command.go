@@ -36,7 +36,7 @@ const (
 	OffDst    = 24
 	OffSize   = 32
 	OffValue  = 40
-	OffFence  = 48 // stage 2: these bytes were reserved (must be zero) until now
+	OffFence  = 48 // reserved (must be zero) until fences gave these bytes a meaning
 )
 
 // ANCHOR_END: layout
@@ -47,13 +47,21 @@ const (
 type Command struct {
 	Op    Opcode
 	Flags uint8  // FlagFence, FlagInterrupt; any other bit is StatusBadFlags
-	Seq   uint64 // chosen by the driver (its ring index); the engine does not interpret it
+	Seq   uint64 // chosen by the driver; the engine reports it back on completion
 	Src   uint64 // device address read by COPY and SUM32
 	Dst   uint64 // device address written by FILL, COPY, SUM32, ADD32
 	Size  uint64 // bytes covered by the command
 	Value uint64 // FILL: the byte (low 8 bits); DELAY: cycles; ADD32: the addend (low 32 bits)
-	Fence uint64 // with FlagFence: the value the engine writes to its fence timeline on completion
+	Fence uint64 // with FlagFence: the value the engine writes to its channel's fence timeline on completion
 }
+
+// definedFlags is every defined flag bit (fence.go).
+const definedFlags = FlagFence | FlagInterrupt
+
+// FlagsDefined reports whether every bit set in flags is a flag of this
+// stage. The driver refuses a command that breaks this before submitting it;
+// the engine refuses it too (StatusBadFlags), for a driver that does not.
+func FlagsDefined(flags uint8) bool { return flags&^definedFlags == 0 }
 
 // Encode writes c into b, which must be at least CommandSize bytes long. The
 // reserved bytes are written as zero so that a slot never carries stale bytes
@@ -77,7 +85,7 @@ func (c *Command) Encode(b []byte) {
 
 // ReservedZero reports whether every reserved byte of the encoded command in
 // b is zero. The engine refuses a command that breaks this rule (with
-// StatusReserved), so that a later stage can give those bytes a meaning
+// StatusReserved), so that those bytes can be given a meaning later
 // without old garbage in them changing what a command does.
 func ReservedZero(b []byte) bool {
 	_ = b[CommandSize-1]

@@ -10,17 +10,22 @@ package abi
 //	BusBase ...... BusBase+BusSize   bus addresses: pinned host memory,
 //	                                 reached through the DMA window
 //
-// The DMA window is a table of WindowSlots entries in the register space.
-// Entry i, while its RegWinEnable reads 1, maps the bus range
-// [RegWinBus, RegWinBus+RegWinSize) onto the same number of bytes of host
-// memory starting at host address RegWinHost (in this model, the address
-// of mapped memory in the host process, as a physical address is on real
-// hardware). The device resolves a bus address by finding the one enabled
-// entry whose range holds its first byte; the whole range of the operand
-// must then lie inside that entry. So:
+// The DMA window is a table of WindowSlots entries in a privileged page of
+// the register space. Entry i, while its RegWinEnable reads 1, maps the bus
+// range [RegWinBus, RegWinBus+RegWinSize) onto the same number of bytes of
+// host memory starting at host address RegWinHost. The device resolves a
+// bus address by finding the one enabled entry whose range holds its first
+// byte; the whole range of the operand must then lie inside that entry.
+//
+// The host address is only a name. The device never turns it into a
+// pointer: the driver first registers each region of host memory with the
+// device itself (the platform's IOMMU, in this model), and the device
+// accepts an entry only if the host range it names lies inside one region
+// it was given. So:
 //
 //   - a bus address that no enabled entry holds fails the command with
-//     StatusNoDMA;
+//     StatusNoDMA, and so does an entry naming host memory the device was
+//     never given;
 //   - a range that starts in an entry and runs past its end fails with
 //     StatusOutOfRange — even when the next bus addresses belong to another
 //     entry: two entries adjacent on the bus are unrelated host memory;
@@ -29,10 +34,9 @@ package abi
 //
 // Unregistering. The driver disables an entry (stores 0 to RegWinEnable)
 // and then waits until no engine's RegDMAHeld has the entry's bit set;
-// only then may it unmap the host memory or reuse the entry. An engine sets
-// its bit before it reads the entry, and clears it when the command that
-// touched the entry is done (see device/dma.go for why this order makes
-// the wait sufficient).
+// only then may it reuse the entry. An engine sets its bit before it reads
+// the entry, and clears it when the command that touched the entry is done
+// (see device/dma.go for why this order makes the wait sufficient).
 const (
 	// BusBase is the first bus address. It lies far above the largest
 	// device memory, so the two kinds of address can never be confused.
@@ -44,9 +48,6 @@ const (
 	// WindowSlots is the number of entries in the DMA window: one per
 	// bit of RegDMAHeld.
 	WindowSlots = 64
-	// WindowRegsBase is the offset of entry 0's registers; entry i's are
-	// at WindowRegs(i). The bank follows the last engine's.
-	WindowRegsBase = EngineRegStride * (1 + NumEngines)
 	// WindowRegStride is one cache line per entry. All four words of an
 	// entry are written by the driver.
 	WindowRegStride = 0x40
@@ -56,14 +57,18 @@ const (
 	RegWinSize   = 0x10 // driver: bytes mapped
 	RegWinEnable = 0x18 // driver: 1 while the entry maps; stored last when registering, first when unregistering
 
-	// RegDMAHeld is a per-engine register, at EngineRegs(e)+RegDMAHeld,
-	// written by the engine: bit i is set while the command the engine is
-	// running may touch the host memory of window entry i. Its own cache
-	// line.
-	RegDMAHeld = 0x100
+	// RegDMAHeld is in each engine's read-only status page, at
+	// EngineStatusPage(e)+RegDMAHeld, written by the engine: bit i is set
+	// while the command the engine is running may touch the host memory
+	// of window entry i. Its own cache line.
+	RegDMAHeld = 0x040
 )
 
 // ANCHOR_END: addresses
 
+// WindowPage is the offset of the DMA window's privileged page, after the
+// channels' banks: WindowSlots entries of WindowRegStride bytes fill it.
+const WindowPage = channelBanksBase + NumChannels*channelBankStride
+
 // WindowRegs returns the offset of window entry i's registers.
-func WindowRegs(i int) uint64 { return WindowRegsBase + WindowRegStride*uint64(i) }
+func WindowRegs(i int) uint64 { return WindowPage + WindowRegStride*uint64(i) }

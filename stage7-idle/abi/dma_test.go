@@ -2,30 +2,23 @@ package abi
 
 import "testing"
 
-// TestWindowLayout pins the DMA window's place in the register space and the
-// one-writer-per-line rule for the registers this stage adds.
+// TestWindowLayout pins the DMA window's place in the register space: a
+// page of its own, entries inside it, RegDMAHeld on a line of its own in
+// the engine's status page.
 func TestWindowLayout(t *testing.T) {
-	line := func(off uint64) uint64 { return off / 64 }
-	if WindowRegsBase < EngineRegs(NumEngines-1)+EngineRegStride {
-		t.Errorf("the window bank (%#x) overlaps the last engine's bank", WindowRegsBase)
+	if WindowPage%RegPageSize != 0 || WindowPage < ChannelStatusPage(NumChannels-1)+RegPageSize {
+		t.Errorf("the window page (%#x) is not a page of its own after the banks", WindowPage)
 	}
-	if end := WindowRegs(WindowSlots-1) + WindowRegStride; end != RegSpaceSize {
-		t.Errorf("the last window entry ends at %#x; want the end of the register space, %#x", end, RegSpaceSize)
+	if end := WindowRegs(WindowSlots-1) + WindowRegStride; end > WindowPage+RegPageSize {
+		t.Errorf("the last window entry ends at %#x, past its page", end)
 	}
 	for _, off := range []uint64{RegWinHost, RegWinBus, RegWinSize, RegWinEnable} {
 		if off+8 > WindowRegStride {
 			t.Errorf("window register %#x falls outside its entry's %#x bytes", off, WindowRegStride)
 		}
 	}
-	// RegDMAHeld has a line of its own: not the driver's lines, and not
-	// the lines of the head or the fence, which waiters poll.
-	for _, other := range []uint64{RegDoorbell, RegHead, RegFence, RegIrqArm} {
-		if line(RegDMAHeld) == line(other) {
-			t.Errorf("RegDMAHeld (%#x) shares a cache line with %#x", RegDMAHeld, other)
-		}
-	}
-	if RegDMAHeld+8 > EngineRegStride {
-		t.Errorf("RegDMAHeld (%#x) is outside the engine bank", RegDMAHeld)
+	if RegDMAHeld/64 == RegEngineState/64 {
+		t.Errorf("RegDMAHeld shares a line with RegEngineState")
 	}
 	if WindowSlots > 64 {
 		t.Errorf("WindowSlots = %d; RegDMAHeld has one bit per entry, 64 at most", WindowSlots)

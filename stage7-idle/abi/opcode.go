@@ -6,7 +6,7 @@ import "fmt"
 // slot of zero bytes is an invalid command, not a silent NOP.
 type Opcode uint8
 
-// Every opcode of this stage.
+// Every opcode.
 const (
 	OpNop   Opcode = 0x01 // do nothing; completes at once
 	OpFill  Opcode = 0x02 // memset: Size bytes at Dst to the byte Value
@@ -62,7 +62,7 @@ var runsOn = func() (t [256]engineMask) {
 	return t
 }()
 
-// Defined reports whether op is an opcode of this stage.
+// Defined reports whether op is a defined opcode.
 func (op Opcode) Defined() bool { return runsOn[op] != 0 }
 
 // Supports reports whether engine e executes opcode op.

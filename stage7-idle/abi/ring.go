@@ -1,41 +1,49 @@
 package abi
 
-import "encoding/binary"
-
-// The command ring. Each engine has one: RingSize slots of CommandSize bytes
-// in host-visible memory, RingSize a power of two read from RegRingSize, and
-// beside it a status array of RingSize entries of StatusEntrySize bytes.
+// The rings. Each channel has two, in host-visible memory, RingSize entries
+// each, RingSize a power of two read from RegRingSize:
 //
-//	index i (free-running uint64) ──► slot i & (RingSize-1)
+//	index i (free-running uint64) ──► entry i & (RingSize-1) of each ring
 //
-//	ring    [ slot 0 | slot 1 | ... | slot RingSize-1 ]   64 B each, driver-written
-//	status  [ st 0   | st 1   | ... | st RingSize-1   ]   4 B each, engine-written
+//	submission  [ slot 0 | slot 1 | ... ]   CommandSize (64) bytes each, written by the driver
+//	completion  [ cqe 0  | cqe 1  | ... ]   CompletionSize (16) bytes each, written by the engine
 //
 // Indices never wrap back to a slot number: the driver's tail (RegDoorbell)
-// and the engine's head (RegHead) count commands since the ring started, and
-// only the mask turns one into a slot. The commands in the ring are those
-// with head <= i < tail, and the protocol keeps tail-head <= RingSize.
+// counts commands since the ring started, and only the mask turns an index
+// into an entry. The engine runs command i from submission slot i&mask and
+// then writes completion entry i&mask:
 //
-// The engine runs command i from slot i&mask, writes its Status into status
-// entry i&mask, and only then stores i+1 into RegHead: a driver that has
-// loaded a head above i may read command i's status. The entry stays valid
-// until the driver writes command i+RingSize into the same slot, which it
-// must not do before it has read the entry (see driver/ring.go).
+//	word 0  the ring index i of the command it completes — stored last,
+//	        so a driver that loads i there may read the rest
+//	word 1  the command's Status, in the low 32 bits
+//
+// A completion entry holds, over time, indices i, i+RingSize, i+2·RingSize
+// …: it only ever grows, so "command i has completed" is the wrap-safe test
+// int64(entry-i) >= 0, which stays true after the entry is reused. At reset
+// every entry holds the index one lap before the first that maps to it, so
+// every index below the starting one reads as completed and none above it.
+//
+// The driver reads one line the engine wrote to learn that a command is
+// done and how it ended — the arrangement of io_uring's and NVMe's
+// completion queues. The driver reuses submission slot i&mask for command
+// i+RingSize only once it has read completion i ("reaped" it), so the
+// status of i is never overwritten before someone has read it.
 
-// StatusEntrySize is the size of one entry of the status array: a
-// little-endian uint32 holding a Status.
-const StatusEntrySize = 4
+// CompletionSize is the size of one completion entry: two words.
+const CompletionSize = 16
 
-// SlotOffset returns the byte offset in the ring of the slot that holds the
-// command with ring index i. mask is RingSize-1.
+// CompletionWords is CompletionSize in 64-bit words.
+const CompletionWords = CompletionSize / 8
+
+// SlotOffset returns the byte offset in the submission ring of the slot
+// that holds the command with ring index i. mask is RingSize-1.
 func SlotOffset(i, mask uint64) uint64 { return (i & mask) * CommandSize }
 
-// StatusOffset returns the byte offset in the status array of the entry of
-// the command with ring index i. mask is RingSize-1.
-func StatusOffset(i, mask uint64) uint64 { return (i & mask) * StatusEntrySize }
+// CompletionWord returns the index, in the completion ring seen as 64-bit
+// words, of word 0 of the entry of the command with ring index i; word 1 is
+// the next one.
+func CompletionWord(i, mask uint64) uint64 { return (i & mask) * CompletionWords }
 
-// PutStatus writes st into the status entry that starts at b[0].
-func PutStatus(b []byte, st Status) { binary.LittleEndian.PutUint32(b, uint32(st)) }
-
-// LoadStatus reads the status entry that starts at b[0].
-func LoadStatus(b []byte) Status { return Status(binary.LittleEndian.Uint32(b)) }
+// Completed reports whether the completion entry that now holds index
+// entry says that command i has completed: wrap-safe, entry >= i.
+func Completed(entry, i uint64) bool { return int64(entry-i) >= 0 }

@@ -11,12 +11,12 @@ const (
 	StatusOK          Status = 0
 	StatusBadOpcode   Status = 1 // the opcode is not defined
 	StatusWrongEngine Status = 2 // the opcode is defined, but this engine does not run it
-	StatusBadFlags    Status = 3 // a flag bit this stage does not define is set
+	StatusBadFlags    Status = 3 // a flag bit that is not defined is set
 	StatusOutOfRange  Status = 4 // an address range leaves device memory, or address+size overflows
 	StatusMisaligned  Status = 5 // an address or size breaks the opcode's alignment rule
 	StatusAborted     Status = 6 // the device was closed while the command ran
 	StatusReserved    Status = 7 // a reserved byte of the descriptor is not zero
-	StatusNoDMA       Status = 8 // a bus address that no enabled DMA window entry maps
+	StatusNoDMA       Status = 8 // a bus address that no enabled DMA window entry maps to registered host memory
 )
 
 var statusText = [...]string{

@@ -27,8 +27,3 @@ func alignedWords(n int) []atomic.Uint64 {
 	skip := (cacheLine - int(uintptr(unsafe.Pointer(&raw[0]))%cacheLine)) % cacheLine / 8
 	return raw[skip : skip+n : skip+n]
 }
-
-// cacheAligned reports whether b starts on a cache-line boundary.
-func cacheAligned(b []byte) bool {
-	return len(b) > 0 && uintptr(unsafe.Pointer(&b[0]))%cacheLine == 0
-}

@@ -2,32 +2,32 @@
 // a 1 GHz clock, a register space, and two engines — compute and copy — each
 // a goroutine that executes 64-byte commands.
 //
-// In stage 1 each engine has a command ring: a power-of-two array of
-// command slots and a status array beside it, in host-visible memory, and
-// two registers holding free-running indices into it (see ring.go):
+// Each engine serves one channel, and a channel is a mailbox: a command slot in host-visible memory and three registers the
+// driver and the engine share (mailbox.go):
 //
-//	driver                                    engine (pollLoop, spinning)
-//	------                                    ---------------------------
-//	encode n commands into the slots
-//	  of indices tail, ..., tail+n-1  ──┐
-//	store tail+n → RegDoorbell ─────────┼───► fetch: nothing left below the
-//	                                    │       tail it saw? load RegDoorbell
-//	                                    └───► execute: slot head&mask
-//	load RegHead; past my index? ◄──────────  complete: store status → status[head&mask],
-//	read status[index&mask]      ◄──────────            then store head+1 → RegHead
+//	driver                                   engine (pollLoop, spinning)
+//	------                                   ---------------------------
+//	encode command into the slot  ──┐
+//	store seq → RegDoorbell ────────┼──────► fetch: load RegDoorbell; moved by one?
+//	                                └──────► copy the slot out; execute it
+//	load RegCompletedSeq == seq? ◄────────── complete: store status → RegCompletedStatus
+//	load RegCompletedStatus      ◄────────── complete: store seq → RegCompletedSeq
 //
-// The driver reaches the device only through Registers, Ring, RingStatus and
-// Memory — what a real driver has through its BARs — and, since stage 7,
-// Wake, the call that wakes a sleeping engine (idle.go). Nothing outside this
-// package touches an engine's internals.
+// What the driver may use of a device is written down as an interface in
+// package driver (driver.Hardware): the register space, device memory, the
+// command slots and the trace. Nothing outside this package touches an
+// engine's internals, and the engines trust nothing the driver writes: a
+// bad command is a Status, a doorbell out of protocol faults its channel
+// (and only it), and no value read from a register ever becomes a pointer.
 //
 // Invariants:
-//   - each shared cache line has one writer: the ring slots and RegDoorbell
-//     are written only by the driver, the status array and RegHead only by
-//     the engine;
+//   - each shared cache line has one writer (abi.Table says which);
 //   - an engine never writes outside the byte range its current command
-//     names, and never panics on a bad command: it reports a Status;
-//   - after Close returns, no engine goroutine is running.
+//     names, and never panics on anything in a slot or a register: it
+//     reports a Status, or faults the channel;
+//   - RegDeviceState reads DeviceStopped only after every engine has
+//     stopped; after Close returns, no engine goroutine is running and
+//     device memory is unmapped.
 package device
 
 import (
@@ -37,6 +37,8 @@ import (
 	"sync/atomic"
 
 	"softgpu/stage7-idle/abi"
+	"softgpu/stage7-idle/mmio"
+	"softgpu/stage7-idle/trace"
 )
 
 // Config sizes the device.
@@ -45,15 +47,18 @@ type Config struct {
 	MemorySize uint64
 	// YieldEvery is how many empty polls an engine makes between calls to
 	// runtime.Gosched. Zero means the default, 64; a negative value means
-	// never yield. See pollLoop for why yielding matters on two cores.
+	// never yield. See pause in engine.go for why yielding matters on two
+	// cores.
 	YieldEvery int
-	// RingSize is the number of command slots in each engine's ring. Zero
+	// RingSize is the number of entries in each channel's rings. Zero
 	// means DefaultRingSize; otherwise a power of two up to MaxRingSize.
 	RingSize uint64
-	// RingStart is the ring index both sides start from: the engines' first
+	// Start is the ring index both sides start from: the engines' first
 	// head and the value RegDoorbell holds at reset. Zero is normal; tests
 	// start just below 2^64 to run the indices across the wrap.
-	RingStart uint64
+	Start uint64
+	// Trace, if not nil, receives the device's events (package trace).
+	Trace *trace.Buffer
 }
 
 // DefaultMemorySize is the device memory of a zero Config.
@@ -62,35 +67,42 @@ const DefaultMemorySize = 64 << 20
 // DefaultYieldEvery is the yield interval of a zero Config.
 const DefaultYieldEvery = 64
 
-// maxMemorySize keeps device addresses far from overflow and the arena
-// allocatable on a small machine.
-const maxMemorySize = 16 << 30
+// MaxMemorySize keeps device addresses far from overflow.
+const MaxMemorySize = 16 << 30
 
 // ErrConfig reports an unusable Config.
-var ErrConfig = errors.New("device: bad config")
+var ErrConfig = errors.New("softgpu: bad config")
+
+// ErrNoMemory reports that the host could not reserve the device memory.
+var ErrNoMemory = errors.New("softgpu: cannot reserve device memory")
 
 // Device is one softgpu: memory, clock, registers and the engines.
 type Device struct {
 	cfg   Config
 	clock *Clock
-	regs  *Registers
-	mem   []byte // device memory; host-visible in full (the "aperture")
+	regs  *mmio.Registers
+	mem   []byte // device memory, mapped by Open, unmapped by Close; host-visible in full (the "aperture")
+	trace *trace.Buffer
 
-	// rings[e] is engine e's command ring: host-visible memory the driver
-	// writes and the engine reads after the doorbell. statuses[e] is the
-	// status array beside it, written by the engine before it moves RegHead.
-	rings    [abi.NumEngines][]byte
-	statuses [abi.NumEngines][]byte
+	// rings[c] is channel c's submission ring: host-visible memory the
+	// driver writes and the engine reads after the doorbell.
+	// completions[c] is its completion ring, written by the engine.
+	rings       [abi.NumChannels][]byte
+	completions [abi.NumChannels][]atomic.Uint64
 
 	engines [abi.NumEngines]*Engine
 
-	// irq is the interrupt line: the handler the driver connected with
-	// SetInterruptHandler, or nil. See fence.go.
-	irq atomic.Pointer[func(abi.Engine)]
+	hostTable // host memory registered for DMA (dma.go)
 
-	stopping atomic.Bool    // set by Close; engines return when they see it
-	running  sync.WaitGroup // one count per engine goroutine
-	stopOnce sync.Once
+	// irq is the interrupt line of the connected driver, or nil: a token
+	// means "raised since the driver last looked" (fence.go). irqMu
+	// guards it, so that a raise never sends on a line being closed.
+	irqMu sync.Mutex
+	irq   chan struct{}
+
+	running   sync.WaitGroup // one count per engine goroutine
+	live      atomic.Int32   // engines not yet stopped; the last to stop publishes DeviceStopped
+	closeOnce sync.Once
 }
 
 // Open creates a device and starts its engines.
@@ -98,8 +110,8 @@ func Open(cfg Config) (*Device, error) {
 	if cfg.MemorySize == 0 {
 		cfg.MemorySize = DefaultMemorySize
 	}
-	if cfg.MemorySize > maxMemorySize {
-		return nil, fmt.Errorf("%w: MemorySize %d exceeds the %d-byte limit", ErrConfig, cfg.MemorySize, maxMemorySize)
+	if cfg.MemorySize > MaxMemorySize {
+		return nil, fmt.Errorf("%w: MemorySize %d exceeds the %d-byte limit", ErrConfig, cfg.MemorySize, uint64(MaxMemorySize))
 	}
 	if cfg.YieldEvery == 0 {
 		cfg.YieldEvery = DefaultYieldEvery
@@ -107,21 +119,24 @@ func Open(cfg Config) (*Device, error) {
 	if err := checkRingConfig(&cfg); err != nil {
 		return nil, err
 	}
-	d := &Device{
-		cfg:   cfg,
-		clock: newClock(),
-		regs:  newRegisters(abi.RegSpaceSize),
-		mem:   alignedBytes(int(cfg.MemorySize)),
+	mem, err := mapMemory(cfg.MemorySize)
+	if err != nil {
+		return nil, err
 	}
+	d := &Device{cfg: cfg, clock: newClock(), mem: mem, trace: cfg.Trace}
+	d.regs = mmio.NewRegisters(alignedWords(abi.RegSpaceSize/8), d.clock.Now)
 	d.regs.Store(abi.RegID, abi.DeviceID)
 	d.regs.Store(abi.RegMemSize, cfg.MemorySize)
 	d.regs.Store(abi.RegRingSize, cfg.RingSize)
+	for c := range abi.Channel(abi.NumChannels) {
+		d.resetRing(c)
+		d.resetFence(c)
+	}
 	for e := range abi.Engine(abi.NumEngines) {
-		d.resetRing(e)
-		d.resetFence(e)
 		d.resetIdle(e)
 		d.engines[e] = newEngine(d, e)
 	}
+	d.live.Store(abi.NumEngines)
 	for _, eng := range d.engines {
 		d.running.Add(1)
 		go eng.pollLoop()
@@ -130,33 +145,53 @@ func Open(cfg Config) (*Device, error) {
 }
 
 // Registers returns the register space.
-func (d *Device) Registers() *Registers { return d.regs }
+func (d *Device) Registers() *mmio.Registers { return d.regs }
 
-// Ring returns engine e's command ring: RingSize slots of abi.CommandSize
-// bytes, the first on a cache-line boundary.
-func (d *Device) Ring(e abi.Engine) []byte { return d.rings[e] }
+// Ring returns channel c's submission ring — RingSize slots of
+// abi.CommandSize bytes, the first on a cache-line boundary — or nil if c
+// is not a channel of the device.
+func (d *Device) Ring(c abi.Channel) []byte {
+	if !c.Valid() {
+		return nil
+	}
+	return d.rings[c]
+}
 
-// RingStatus returns the status array of engine e's ring: RingSize entries
-// of abi.StatusEntrySize bytes, written by the engine.
-func (d *Device) RingStatus(e abi.Engine) []byte { return d.statuses[e] }
+// Completions returns channel c's completion ring as 64-bit words
+// (abi.CompletionWords per entry), written by the engine, or nil if c is
+// not a channel of the device.
+func (d *Device) Completions(c abi.Channel) []atomic.Uint64 {
+	if !c.Valid() {
+		return nil
+	}
+	return d.completions[c]
+}
 
 // Memory returns device memory. All of it is host-visible in this model, as
 // if the whole of it sat behind a large BAR: the driver copies ordinary Go
-// slices in and out with the CPU.
+// slices in and out with the CPU. It must not be touched after Close.
 func (d *Device) Memory() []byte { return d.mem }
 
-// Clock returns the device clock.
-func (d *Device) Clock() *Clock { return d.clock }
+// Trace returns the buffer the device records its events in, or nil when
+// tracing is off.
+func (d *Device) Trace() *trace.Buffer { return d.trace }
 
-// Close stops the engines and waits for their goroutines to return. A command
-// that is running finishes (a DELAY is cut short and reports StatusAborted);
-// the commands behind it in the ring are never started, and a doorbell rung
-// after that is never answered, which the driver detects by its own closed
-// flag. Close is idempotent.
+// Close powers the device off: it stops the engines as ControlStop does,
+// waits for their goroutines to return, and unmaps device memory. The
+// caller must be done with Memory (the driver is, once its Close has
+// returned). Close is idempotent.
 func (d *Device) Close() {
-	d.stopOnce.Do(func() {
-		d.stopping.Store(true) // every engine loop loads it; see pollLoop and delay
-		d.wakeAll()            // and a sleeping engine must wake to see it (idle.go)
-		d.running.Wait()
+	d.closeOnce.Do(func() {
+		d.stop()
+		unmapMemory(d.mem)
+		d.mem = nil
 	})
+}
+
+// stop stops the engines as ControlStop does and waits for their
+// goroutines to return.
+func (d *Device) stop() {
+	d.regs.Store(abi.RegControl, abi.ControlStop) // every engine loop loads it; see stopRequested
+	d.wakeAll()                                   // and a sleeping engine must wake to see it (idle.go)
+	d.running.Wait()
 }

@@ -3,6 +3,7 @@ package device
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"testing"
 	"time"
 
@@ -12,24 +13,31 @@ import (
 )
 
 // The tests here play the driver's part of the DMA window by hand: they map
-// host memory, store its entry's registers, and disable entries, as
-// driver/pinned.go does.
+// host memory, hand it to the device, store its entry's registers, and
+// disable entries, as driver/pinned.go does.
 
 // mapHost maps n bytes of anonymous memory, outside the Go heap as the
 // driver's are, and returns them with their host address; they are unmapped
 // when the test ends (after the device closes: cleanups run last-registered
-// first, so call it before openTest). The raw system call gives the address
-// as an integer, as a window entry holds it, and hostBytes — the device's
-// own conversion — makes it bytes, so the test needs no unsafe of its own.
+// first, so call it before openTest).
 func mapHost(t *testing.T, n int) ([]byte, uint64) {
 	t.Helper()
-	addr, _, errno := unix.Syscall6(unix.SYS_MMAP, 0, uintptr(n), unix.PROT_READ|unix.PROT_WRITE,
-		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, ^uintptr(0), 0)
-	if errno != 0 {
-		t.Fatalf("mmap %d bytes: %v", n, errno)
+	mem, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatalf("mmap %d bytes: %v", n, err)
 	}
-	t.Cleanup(func() { unix.Syscall(unix.SYS_MUNMAP, addr, uintptr(n), 0) })
-	return hostBytes(uint64(addr), uint64(n)), uint64(addr)
+	t.Cleanup(func() { unix.Munmap(mem) })
+	return mem, addressOf(mem)
+}
+
+// give hands host memory to the device, as the driver's HostAlloc does.
+func give(t *testing.T, d *Device, mem ...[]byte) {
+	t.Helper()
+	for _, m := range mem {
+		if err := d.RegisterHost(m); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // register maps window entry slot onto size bytes at host address host, at
@@ -43,7 +51,9 @@ func register(d *Device, slot int, host, size, bus uint64) {
 }
 
 // held returns engine e's RegDMAHeld.
-func held(d *Device, e abi.Engine) uint64 { return d.regs.Load(abi.EngineRegs(e) + abi.RegDMAHeld) }
+func held(d *Device, e abi.Engine) uint64 {
+	return d.regs.Load(abi.EngineStatusPage(e) + abi.RegDMAHeld)
+}
 
 // Two regions, adjacent on the bus and unrelated in host memory.
 const (
@@ -56,6 +66,7 @@ func TestDMACommands(t *testing.T) {
 	a, aHost := mapHost(t, regionSize)
 	b, bHost := mapHost(t, regionSize)
 	d := openTest(t, Config{})
+	give(t, d, a, b)
 	register(d, 0, aHost, regionSize, busA)
 	register(d, 5, bHost, regionSize, busB)
 	le := binary.LittleEndian
@@ -114,12 +125,21 @@ func TestDMABadAddresses(t *testing.T) {
 	const maxU = 1<<64 - 1
 	a, aHost := mapHost(t, regionSize)
 	b, bHost := mapHost(t, regionSize)
-	_, cHost := mapHost(t, regionSize)
+	c, cHost := mapHost(t, regionSize)
+	unregistered, uHost := mapHost(t, regionSize)
 	d := openTest(t, Config{})
+	give(t, d, a, b, c)
 	register(d, 0, aHost, regionSize, busA)
 	register(d, 1, bHost, regionSize, busB)
 	register(d, 2, cHost, regionSize, abi.BusBase+1<<30)
 	d.regs.Store(abi.WindowRegs(2)+abi.RegWinEnable, 0) // registered, then disabled
+	// Entries naming host memory the device was never given: mapped but
+	// not registered, a wild address, and a registered region's range run
+	// past its end. Each would have been a pointer into the process.
+	register(d, 3, uHost, regionSize, abi.BusBase+2<<30)
+	register(d, 4, 0xdead0000, regionSize, abi.BusBase+3<<30)
+	register(d, 6, aHost+regionSize/2, regionSize, abi.BusBase+4<<30)
+	_ = unregistered
 	copyCmd := func(src, dst, size uint64) abi.Command {
 		return abi.Command{Op: abi.OpCopy, Src: src, Dst: dst, Size: size}
 	}
@@ -141,6 +161,9 @@ func TestDMABadAddresses(t *testing.T) {
 		{"between device memory and the bus", copyCmd(testMem, 0, 8), abi.StatusOutOfRange},
 		{"just below BusBase", copyCmd(abi.BusBase-4, 0, 8), abi.StatusOutOfRange},
 		{"misaligned before unmapped", abi.Command{Op: abi.OpSum32, Src: abi.BusBase + 2, Dst: 0, Size: 4}, abi.StatusMisaligned},
+		{"entry names unregistered memory", copyCmd(abi.BusBase+2<<30, 0, 8), abi.StatusNoDMA},
+		{"entry names a wild address", copyCmd(0, abi.BusBase+3<<30, 8), abi.StatusNoDMA},
+		{"entry runs past its region", copyCmd(abi.BusBase+4<<30, 0, 8), abi.StatusNoDMA},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -187,11 +210,13 @@ func TestUnregisterWaitsForTheHolder(t *testing.T) {
 	a, aHost := mapHost(t, regionSize)
 	d := openTest(t, Config{})
 	pattern(a)
+	give(t, d, a)
 	register(d, 3, aHost, regionSize, busA)
 
+	copyChannel := abi.DefaultChannel(abi.EngineCopy)
 	c := abi.Command{Op: abi.OpCopy, Src: busA, Dst: 0, Size: regionSize}
-	c.Encode(slot(d, abi.EngineCopy, 0))
-	ringDoorbell(d, abi.EngineCopy, 1)
+	c.Encode(slot(d, copyChannel, 0))
+	ringDoorbell(d, copyChannel, 1)
 	<-stopped // the engine holds entry 3 and has not copied yet
 
 	d.regs.Store(abi.WindowRegs(3)+abi.RegWinEnable, 0) // (3): unregister
@@ -206,9 +231,21 @@ func TestUnregisterWaitsForTheHolder(t *testing.T) {
 	if h := held(d, abi.EngineCopy); h != 1<<3 {
 		t.Errorf("RegDMAHeld while the COPY is still stopped = %#x; want %#x", h, 1<<3)
 	}
+	// UnregisterHost must wait for the holder too: the memory stays the
+	// device's until the COPY is done.
+	unregistered := make(chan error, 1)
+	go func() { unregistered <- d.UnregisterHost(a) }()
+	select {
+	case err := <-unregistered:
+		t.Fatalf("UnregisterHost returned (%v) while a COPY held the region", err)
+	case <-time.After(5 * time.Millisecond):
+	}
 	close(resume)
-	waitHead(t, d, abi.EngineCopy, 1)
-	if st := statusOf(d, abi.EngineCopy, 0); st != abi.StatusOK {
+	if err := <-unregistered; err != nil {
+		t.Errorf("UnregisterHost = %v", err)
+	}
+	waitCompleted(t, d, copyChannel, 0)
+	if st := statusOf(d, copyChannel, 0); st != abi.StatusOK {
 		t.Errorf("the COPY that held the entry = %v; want ok (it resolved before the unregister)", st)
 	}
 	if h := held(d, abi.EngineCopy); h != 0 {
@@ -216,5 +253,26 @@ func TestUnregisterWaitsForTheHolder(t *testing.T) {
 	}
 	if !bytes.Equal(d.Memory()[:regionSize], a) {
 		t.Errorf("the COPY that held the entry did not copy the whole region")
+	}
+}
+
+func TestRegisterHostChecks(t *testing.T) {
+	a, _ := mapHost(t, regionSize)
+	d := openTest(t, Config{})
+	if err := d.RegisterHost(nil); !errors.Is(err, ErrHostRegion) {
+		t.Errorf("RegisterHost(nil) = %v; want ErrHostRegion", err)
+	}
+	give(t, d, a)
+	if err := d.RegisterHost(a[100:200]); !errors.Is(err, ErrHostRegion) {
+		t.Errorf("RegisterHost of an overlapping region = %v; want ErrHostRegion", err)
+	}
+	if err := d.UnregisterHost(a[:100]); !errors.Is(err, ErrHostRegion) {
+		t.Errorf("UnregisterHost of a region never registered = %v; want ErrHostRegion", err)
+	}
+	if err := d.UnregisterHost(a); err != nil {
+		t.Errorf("UnregisterHost = %v", err)
+	}
+	if err := d.UnregisterHost(a); !errors.Is(err, ErrHostRegion) {
+		t.Errorf("a second UnregisterHost = %v; want ErrHostRegion", err)
 	}
 }

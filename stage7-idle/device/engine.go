@@ -2,52 +2,74 @@ package device
 
 import (
 	"runtime"
+	"sync/atomic"
 
 	"softgpu/stage7-idle/abi"
+	"softgpu/stage7-idle/mmio"
+	"softgpu/stage7-idle/trace"
 )
 
-// Engine is one of the device's engines: a goroutine that polls its ring's
-// doorbell and executes the commands it announces.
+// Engine is one of the device's engines: a goroutine that polls the
+// doorbell of the channel it serves and executes the commands it announces.
 type Engine struct {
-	dev  *Device
-	id   abi.Engine
-	bank uint64 // base of this engine's registers, abi.EngineRegs(id)
-	ring []byte // the command ring, written by the driver
-	mask uint64 // RingSize-1: index & mask is a slot
+	dev   *Device
+	id    abi.Engine
+	regs  *mmio.Registers
+	trace *trace.Buffer // nil when tracing is off
 
-	status []byte // the ring's status array, written by this engine
+	statusPage  uint64 // abi.EngineStatusPage(id)
+	controlPage uint64 // abi.EngineControlPage(id)
+	held        uint64 // window entries the running command holds; RegDMAHeld follows it (private; see dma.go)
 
-	yieldEvery int    // empty polls between yields; < 0 means never
-	head       uint64 // the next index to run; RegHead follows it (private to the engine goroutine)
-	tail       uint64 // the last doorbell value fetched (private to the engine goroutine)
-	held       uint64 // window entries the running command holds; RegDMAHeld follows it (private; see dma.go)
+	// The channel this engine serves: its pages in the register space
+	// and its rings.
+	channel     abi.Channel
+	doorbell    uint64          // abi.DoorbellPage(channel)
+	status      uint64          // abi.ChannelStatusPage(channel)
+	ring        []byte          // the submission ring, written by the driver
+	completions []atomic.Uint64 // the completion ring, written by this engine
+	ringSize    uint64
+	mask        uint64 // ringSize-1: index & mask is an entry
+
+	yieldEvery int // empty polls between yields; < 0 means never
+
+	// Private to the engine goroutine.
+	head    uint64 // the next index to run
+	tail    uint64 // the last doorbell value accepted
+	faulted bool   // the channel is faulted: RegChannelFault is set, and the engine no longer serves it
+	job     job    // the command being executed (execute.go)
 
 	wakeup    chan struct{} // idle.go: a sleeping engine waits for a token here; buffered, one token
-	idleSince uint64        // idle.go: clock at the first empty poll since the last command (private)
+	idleSince uint64        // idle.go: clock when the budget started, at its first look; 0 when not started (private)
+	adaptive  adaptive      // adaptive.go: the learnt budget (private)
+	wokenAt   atomic.Uint64 // idle.go: when Wake was last called
 }
 
 func newEngine(d *Device, id abi.Engine) *Engine {
-	return &Engine{dev: d, id: id, bank: abi.EngineRegs(id), ring: d.rings[id], mask: d.cfg.RingSize - 1,
-		status: d.statuses[id], yieldEvery: d.cfg.YieldEvery, head: d.cfg.RingStart, tail: d.cfg.RingStart,
-		wakeup: make(chan struct{}, 1)}
+	c := abi.DefaultChannel(id)
+	return &Engine{dev: d, id: id, regs: d.regs, trace: d.trace, statusPage: abi.EngineStatusPage(id), channel: c,
+		doorbell: abi.DoorbellPage(c), status: abi.ChannelStatusPage(c),
+		ring: d.rings[c], completions: d.completions[c], ringSize: d.cfg.RingSize, mask: d.cfg.RingSize - 1,
+		yieldEvery: d.cfg.YieldEvery, head: d.cfg.Start, tail: d.cfg.Start,
+		controlPage: abi.EngineControlPage(id), wakeup: make(chan struct{}, 1), adaptive: adaptive{budget: abi.DefaultIdleBudget}}
 }
 
 // ANCHOR: pollloop
 // pollLoop is the engine's whole life: fetch the next command, execute it,
 // publish its completion; when there is nothing to fetch, idle; until the
-// device closes. Later stages replace the pieces, not the loop: stage 1
-// fetches from a ring, stage 7 idles by sleeping.
+// driver (or Close) stops the device. A ring instead of a mailbox, or
+// sleeping instead of spinning, replaces the pieces, not the loop.
 func (e *Engine) pollLoop() {
 	defer e.dev.running.Done()
+	defer e.stop()
 	for polls := 1; ; polls++ {
-		if desc, seq, ok := e.fetch(); ok {
-			f := fenceOf(desc) // read before complete hands the slot back to the driver
-			e.complete(seq, e.execute(desc))
-			e.signal(f)
+		if e.fetch() {
+			e.complete(e.execute(&e.job))
+			e.signal()
 			polls = 0
 			continue
 		}
-		if e.dev.stopping.Load() {
+		if e.stopRequested() {
 			return
 		}
 		e.idle(polls)
@@ -55,6 +77,29 @@ func (e *Engine) pollLoop() {
 }
 
 // ANCHOR_END: pollloop
+
+// stopRequested reports whether the driver has stored ControlStop. The load
+// is of a line the driver writes once in the device's life, so it stays in
+// the engine's cache: polling it costs a few nanoseconds.
+func (e *Engine) stopRequested() bool {
+	return e.regs.Load(abi.RegControl) == abi.ControlStop
+}
+
+// stop publishes that this engine has stopped, and, if it is the last one,
+// that the device has. The stores come after the engine's last write to a
+// completion or to memory, so a driver that reads DeviceStopped knows every
+// completion is final.
+func (e *Engine) stop() {
+	if e.trace != nil {
+		e.trace.Record(trace.Event{Kind: trace.KindStop, Start: e.dev.clock.Now(), Engine: e.id})
+	}
+	e.regs.Store(e.statusPage+abi.RegEngineState, abi.EngineStopped)
+	if e.dev.live.Add(-1) == 0 {
+		e.regs.Store(abi.RegDeviceState, abi.DeviceStopped)
+		e.dev.raise(abi.IrqCauseStopped) // blocked waiters must look at the state
+		e.dev.disconnectInterrupts()
+	}
+}
 
 // ANCHOR: pause
 // pause is what a spinning engine does between empty polls: it yields the
@@ -76,3 +121,16 @@ func (e *Engine) pause(polls int) {
 }
 
 // ANCHOR_END: pause
+
+// fault stops serving the engine's channel: it publishes why (the value
+// first, then the fault, which the driver polls) and never reads the
+// channel's ring or doorbell again. The other channels are not affected.
+func (e *Engine) fault(f abi.ChannelFault, value uint64) {
+	e.faulted = true
+	e.regs.Store(e.status+abi.RegChannelFaultValue, value)
+	e.regs.Store(e.status+abi.RegChannelFault, uint64(f))
+	if e.trace != nil {
+		e.trace.Record(trace.Event{Kind: trace.KindFault, Start: e.dev.clock.Now(), Engine: e.id,
+			Channel: e.channel, Arg: uint64(f), Seq: value})
+	}
+}

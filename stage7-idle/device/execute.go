@@ -6,20 +6,45 @@ import (
 	"softgpu/stage7-idle/abi"
 )
 
-// This file is the engines' command interpreter. Its contract: execute never
-// panics on a command's contents, and it writes only inside the byte range
-// the command names, after every check has passed. A bad command becomes a
-// Status and leaves memory as it was.
+// This file is the engines' command interpreter. Its contract: execute
+// never panics on a command's contents, and it writes only inside the byte
+// ranges the command names.
+//
+// A command works on operands — address ranges — and the interpreter walks
+// each one as a sequence of runs: pieces of contiguous memory that runs.go
+// resolves, one at a time, from a cursor (job.done). Here every operand
+// is a single run, resolved before a byte moves, so a bad command
+// changes nothing. The walk is what later mechanisms hook into: an address
+// space with pages resolves a run per page, a scheduler can stop between
+// runs and resume from the cursor, a fault can stop at a run and replay it.
+
+// job is a command being executed: a copy of its descriptor, taken when the
+// engine fetched it, and how far execution has got.
+type job struct {
+	desc  [abi.CommandSize]byte // the descriptor as fetched; the slot may be reused meanwhile
+	cmd   abi.Command           // desc decoded
+	seq   uint64                // the sequence number it was fetched under
+	done  uint64                // the cursor: bytes of each operand handled (cycles, for DELAY)
+	sum   uint64                // SUM32's running total
+	start uint64                // when the engine took it (only kept while tracing)
+}
+
+// load makes j the command encoded in desc, fetched under seq.
+func (j *job) load(desc []byte, seq uint64) {
+	copy(j.desc[:], desc)
+	j.cmd = abi.Decode(j.desc[:])
+	j.seq, j.done, j.sum = seq, 0, 0
+}
 
 // ANCHOR: execute
-// execute runs the command encoded in desc and returns its status. The checks
-// come in a fixed order, so a command with several faults always reports the
-// first: opcode, engine, flags, reserved bytes, then alignment and range per
-// operand. Whatever the outcome, the command's holds on the DMA window are
-// released on the way out (see dma.go).
-func (e *Engine) execute(desc []byte) abi.Status {
+// execute runs j and returns its status. The checks come in a fixed order,
+// so a command with several faults always reports the first: opcode,
+// engine, flags, reserved bytes, then alignment and range per operand.
+// Whatever the outcome, the command's holds on the DMA window are released
+// on the way out (see dma.go).
+func (e *Engine) execute(j *job) abi.Status {
 	defer e.releaseDMA()
-	cmd := abi.Decode(desc)
+	cmd := &j.cmd
 	if !cmd.Op.Defined() {
 		return abi.StatusBadOpcode
 	}
@@ -29,78 +54,167 @@ func (e *Engine) execute(desc []byte) abi.Status {
 	if !abi.FlagsDefined(cmd.Flags) {
 		return abi.StatusBadFlags
 	}
-	if !abi.ReservedZero(desc) {
+	if !abi.ReservedZero(j.desc[:]) {
 		return abi.StatusReserved
 	}
 	switch cmd.Op {
 	case abi.OpNop:
 		return abi.StatusOK
 	case abi.OpFill:
-		dst, st := e.span(cmd.Dst, cmd.Size, 1)
-		if st != abi.StatusOK {
+		if st := operand(cmd.Dst, cmd.Size, 1); st != abi.StatusOK {
 			return st
 		}
-		fill(dst, byte(cmd.Value))
+		return e.fillRuns(j)
 	case abi.OpCopy:
-		src, st := e.span(cmd.Src, cmd.Size, 1)
-		if st != abi.StatusOK {
+		if st := operand(cmd.Src, cmd.Size, 1); st != abi.StatusOK {
 			return st
 		}
-		dst, st := e.span(cmd.Dst, cmd.Size, 1)
-		if st != abi.StatusOK {
+		if st := operand(cmd.Dst, cmd.Size, 1); st != abi.StatusOK {
 			return st
 		}
-		copy(dst, src) // memmove: overlapping ranges are fine
+		return e.copyRuns(j)
 	case abi.OpDelay:
-		return e.delay(cmd.Value)
+		return e.delay(j)
 	case abi.OpSum32:
-		src, st := e.span(cmd.Src, cmd.Size, 4)
-		if st != abi.StatusOK {
+		if st := operand(cmd.Src, cmd.Size, 4); st != abi.StatusOK {
 			return st
 		}
-		dst, st := e.span(cmd.Dst, 8, 8)
-		if st != abi.StatusOK {
+		if st := operand(cmd.Dst, 8, 8); st != abi.StatusOK {
 			return st
 		}
-		binary.LittleEndian.PutUint64(dst, sum32(src))
+		return e.sumRuns(j)
 	case abi.OpAdd32:
-		dst, st := e.span(cmd.Dst, cmd.Size, 4)
-		if st != abi.StatusOK {
+		if st := operand(cmd.Dst, cmd.Size, 4); st != abi.StatusOK {
 			return st
 		}
-		add32(dst, uint32(cmd.Value))
+		return e.addRuns(j)
 	}
-	return abi.StatusOK
+	return abi.StatusBadOpcode // unreachable: Defined covers every case above
 }
 
 // ANCHOR_END: execute
 
-// ANCHOR: span
-// span returns the memory behind [addr, addr+size) if the range is aligned
-// to align and lies wholly inside device memory, or wholly inside one entry
-// of the DMA window (a bus address, see dma.go). The end is computed once
-// and compared with addr, so a size that wraps the 64-bit address space is
-// caught rather than turned into a small, valid-looking range. Every
-// operand of every command is resolved here, and only here: this is where
-// a later stage's MMU translates.
-func (e *Engine) span(addr, size, align uint64) ([]byte, abi.Status) {
+// operand checks what can be checked of [addr, addr+size) before any run
+// is resolved: alignment, and that the end does not wrap the 64-bit address
+// space (a size that wraps would otherwise look like a small, valid range).
+func operand(addr, size, align uint64) abi.Status {
 	if addr%align != 0 || size%align != 0 {
-		return nil, abi.StatusMisaligned
+		return abi.StatusMisaligned
 	}
-	end := addr + size
-	if end < addr {
-		return nil, abi.StatusOutOfRange
+	if addr+size < addr {
+		return abi.StatusOutOfRange
 	}
-	if addr >= abi.BusBase {
-		return e.busSpan(addr, end)
-	}
-	if end > uint64(len(e.dev.mem)) {
-		return nil, abi.StatusOutOfRange
-	}
-	return e.dev.mem[addr:end:end], abi.StatusOK
+	return abi.StatusOK
 }
 
-// ANCHOR_END: span
+// ANCHOR: walk
+// fillRuns fills the destination run by run, from the cursor on.
+func (e *Engine) fillRuns(j *job) abi.Status {
+	c := &j.cmd
+	for {
+		dst, st := e.run(c.Dst+j.done, c.Size-j.done)
+		if st != abi.StatusOK {
+			return st
+		}
+		fill(dst, byte(c.Value))
+		j.done += uint64(len(dst))
+		if j.done == c.Size {
+			return abi.StatusOK
+		}
+	}
+}
+
+// copyRuns copies the source to the destination run by run: each step
+// resolves the run at the cursor in the source, then as much of the
+// destination as that run covers, and moves the shorter of the two. When
+// the destination overlaps the source from above, it walks down from the
+// top instead, as memmove does, so no byte is overwritten before it is
+// read.
+func (e *Engine) copyRuns(j *job) abi.Status {
+	c := &j.cmd
+	if c.Dst > c.Src && c.Dst-c.Src < c.Size {
+		return e.copyRunsDown(j)
+	}
+	for {
+		src, st := e.run(c.Src+j.done, c.Size-j.done)
+		if st != abi.StatusOK {
+			return st
+		}
+		dst, st := e.run(c.Dst+j.done, uint64(len(src)))
+		if st != abi.StatusOK {
+			return st
+		}
+		j.done += uint64(copy(dst, src)) // memmove: a run may overlap its partner
+		if j.done == c.Size {
+			return abi.StatusOK
+		}
+	}
+}
+
+// ANCHOR_END: walk
+
+// copyRunsDown is copyRuns from the top: the cursor counts the bytes copied
+// below the end.
+func (e *Engine) copyRunsDown(j *job) abi.Status {
+	c := &j.cmd
+	for {
+		left := c.Size - j.done
+		src, st := e.runBefore(c.Src+left, left)
+		if st != abi.StatusOK {
+			return st
+		}
+		dst, st := e.runBefore(c.Dst+left, uint64(len(src)))
+		if st != abi.StatusOK {
+			return st
+		}
+		n := uint64(len(dst))
+		copy(dst, src[uint64(len(src))-n:])
+		j.done += n
+		if j.done == c.Size {
+			return abi.StatusOK
+		}
+	}
+}
+
+// sumRuns adds up the source's words run by run (runs never split a word:
+// they start at aligned addresses and are cut at aligned boundaries), then
+// stores the total.
+func (e *Engine) sumRuns(j *job) abi.Status {
+	c := &j.cmd
+	for {
+		src, st := e.run(c.Src+j.done, c.Size-j.done)
+		if st != abi.StatusOK {
+			return st
+		}
+		j.sum += sum32(src)
+		j.done += uint64(len(src))
+		if j.done == c.Size {
+			break
+		}
+	}
+	dst, st := e.run(c.Dst, 8)
+	if st != abi.StatusOK {
+		return st
+	}
+	binary.LittleEndian.PutUint64(dst, j.sum)
+	return abi.StatusOK
+}
+
+// addRuns adds the constant to the destination's words run by run.
+func (e *Engine) addRuns(j *job) abi.Status {
+	c := &j.cmd
+	for {
+		dst, st := e.run(c.Dst+j.done, c.Size-j.done)
+		if st != abi.StatusOK {
+			return st
+		}
+		add32(dst, uint32(c.Value))
+		j.done += uint64(len(dst))
+		if j.done == c.Size {
+			return abi.StatusOK
+		}
+	}
+}
 
 // fill sets every byte of b to v. It builds a 64-byte block of v with eight
 // word stores and copies it in, which is all of a small fill; a larger one
@@ -133,18 +247,22 @@ func add32(b []byte, v uint32) {
 	}
 }
 
-// delay keeps the engine busy for the given number of cycles, the way a long
-// shader would. It yields like pollLoop does, for the same reason, and gives
-// up with StatusAborted if the device is closed meanwhile. The comparison is
-// on elapsed cycles, so a huge count cannot overflow a deadline.
-func (e *Engine) delay(cycles uint64) abi.Status {
+// delay keeps the engine busy for the command's cycles, the way a long
+// shader would, with the cursor counting the cycles done. It yields like
+// pollLoop does, for the same reason, and gives up with StatusAborted if the
+// device is stopped meanwhile. The comparison is on elapsed cycles, so a
+// huge count cannot overflow a deadline.
+func (e *Engine) delay(j *job) abi.Status {
 	clock := e.dev.clock
-	start := clock.Now()
-	for polls := 1; clock.Now()-start < cycles; polls++ {
-		if e.dev.stopping.Load() {
+	cycles := j.cmd.Value
+	start := clock.Now() - j.done
+	for polls := 1; ; polls++ {
+		if j.done = clock.Now() - start; j.done >= cycles {
+			return abi.StatusOK
+		}
+		if e.stopRequested() {
 			return abi.StatusAborted
 		}
 		e.pause(polls)
 	}
-	return abi.StatusOK
 }

@@ -2,29 +2,30 @@ package device
 
 import (
 	"softgpu/stage7-idle/abi"
+	"softgpu/stage7-idle/trace"
 )
 
-// This file is idle gating (stage 7): what an engine does when its ring is
-// empty. Until stage 4 it spun, a core per engine whether or not anybody
-// submitted; now the driver picks, per engine, in RegIdleMode and
-// RegIdleBudget (abi/idle.go): spin, sleep, or spin for a budget of cycles
-// and then sleep (the default, 50 µs).
+// This file is idle gating: what an engine does when its channel has no
+// work. The driver picks, per engine, in RegIdleMode and its budget
+// registers (abi/idle.go): spin, sleep, spin for a budget of cycles and then
+// sleep (the default, 50 µs), or spin for a budget learnt from the gaps
+// (adaptive.go).
 //
 // A sleeping engine is parked on a channel, as any goroutine blocked on one
 // is: the Go scheduler takes it off its thread, and the thread and the core
-// go to whoever needs them. Device.Wake readies it again. This is the Go
-// runtime's own parking, not a futex on a thread of the engine's own: a
-// goroutine blocked in a raw futex call keeps its P until the runtime's
-// monitor takes it back (DESIGN §9), and the engine goroutines are not
-// locked to threads (see pause in engine.go). What a wake-up costs here, and
-// what was tried to make it cheaper, is in the README.
+// go to whoever needs them. Wake readies it again. This is the Go runtime's
+// own parking, not a futex on a thread of the engine's own: a goroutine
+// blocked in a raw futex call keeps its P until the runtime's monitor takes
+// it back, and the engine goroutines are not locked to threads (see pause
+// in engine.go). What a wake-up costs here, and what was tried to make it
+// cheaper, is in the README.
 //
 // The need-wakeup handshake, engine side (the driver's is in
 // driver/idle.go):
 //
 //	engine (sleep)                           driver (publish, wakeIfIdle)
 //	store 1 → RegNeedWakeup                  store tail → RegDoorbell
-//	load RegDoorbell: moved? → don't sleep   load RegNeedWakeup: 1? → Wake(e)
+//	load RegDoorbell: moved? → don't sleep   load RegNeedWakeup: 1? → Wake(c)
 //	park until a token arrives               (Wake leaves a token; never blocks)
 //	store 0 → RegNeedWakeup
 //
@@ -37,48 +38,69 @@ import (
 //   - a token may be stale (sent for a sleep the engine then skipped on its
 //     re-check); it costs one spurious trip round pollLoop, never a command.
 
+// budgetCheckEvery is how many empty polls a budgeted engine makes between
+// looks at the clock. Its resolution is a microsecond or so, fine against
+// budgets of tens of microseconds; and the first look, which starts the
+// budget, comes only after that many polls, so an engine that is handed a
+// command soon after its last one never reads the clock at all — a clock
+// read costs tens of nanoseconds here, and an engine reading it is not
+// looking at its doorbell.
+const budgetCheckEvery = 64
+
 // ANCHOR: idle
 // idle is what the engine does after an empty poll; polls counts the empty
 // polls since the engine last ran a command (1 for the first). It reads the
 // driver's choice each time, so a change takes effect at the next poll.
 func (e *Engine) idle(polls int) {
-	regs := e.dev.regs
-	if polls == 1 {
-		e.idleSince = e.dev.clock.Now()
-	}
-	switch abi.IdleMode(regs.Load(e.bank + abi.RegIdleMode)) {
+	var budget uint64
+	switch abi.IdleMode(e.regs.Load(e.controlPage + abi.RegIdleMode)) {
 	case abi.IdleSpin:
 		e.pause(polls)
+		return
 	case abi.IdleSleep:
 		e.sleep()
+		return
+	case abi.IdleAdaptive:
+		budget = e.adaptive.budget
 	default: // abi.IdleHybrid; an undefined mode is never stored (the driver checks)
-		// The clock is read every budgetCheckEvery polls, not on every
-		// one: a poll is a few nanoseconds, a clock read tens.
-		if polls%budgetCheckEvery == 0 && e.dev.clock.Now()-e.idleSince >= regs.Load(e.bank+abi.RegIdleBudget) {
+		budget = e.regs.Load(e.controlPage + abi.RegIdleBudget)
+	}
+	if polls == 1 && e.idleSince != 0 {
+		// The last gap ended in a command while the engine spun: an
+		// adaptive engine notes how long it was (adaptive.go). The clock
+		// is read now, after the command ran, not between its doorbell
+		// and its start.
+		if abi.IdleMode(e.regs.Load(e.controlPage+abi.RegIdleMode)) == abi.IdleAdaptive {
+			e.adaptive.record(e.dev.clock.Now()-e.idleSince, e.regs, e.controlPage)
+		}
+		e.idleSince = 0
+	}
+	if polls%budgetCheckEvery == 0 {
+		now := e.dev.clock.Now()
+		if polls == budgetCheckEvery {
+			e.idleSince = now
+		}
+		if now-e.idleSince >= budget {
 			e.sleep()
 			return
 		}
-		e.pause(polls)
 	}
+	e.pause(polls)
 }
-
-// budgetCheckEvery is how many empty polls a hybrid engine makes between
-// looks at the clock. Its resolution is a few hundred nanoseconds, fine
-// against budgets of microseconds.
-const budgetCheckEvery = 16
 
 // ANCHOR_END: idle
 
 // ANCHOR: sleep
-// sleep parks the engine until the driver rings its doorbell, Close stops
-// the device, or a stale token wakes it for nothing (then pollLoop finds no
-// command and idles again; a hybrid engine whose budget is spent goes
-// straight back to sleep, since its idle time counts from its last command).
+// sleep parks the engine until the driver rings its doorbell, the device
+// stops, or a stale token wakes it for nothing (then pollLoop finds no
+// command and idles again; a budgeted engine whose budget is spent goes
+// straight back to sleep, since its idle time counts from its last
+// command).
 func (e *Engine) sleep() {
-	regs := e.dev.regs
+	regs := e.regs
 	// Announce the sleep before the last look at the doorbell. This store
 	// pairs with the driver's load of RegNeedWakeup in wakeIfIdle.
-	regs.Store(e.bank+abi.RegNeedWakeup, 1)
+	regs.Store(e.statusPage+abi.RegNeedWakeup, 1)
 	// The re-check. This load pairs with the driver's store of
 	// RegDoorbell. No lost wake-up: the driver stores the tail, then loads
 	// the flag; the engine stores the flag, then loads the tail. Go's
@@ -86,49 +108,83 @@ func (e *Engine) sleep() {
 	// one order, and whichever store comes first is seen by the other
 	// side's load: either this load sees the new tail (and the engine does
 	// not sleep), or the driver's load sees 1 (and it calls Wake, whose
-	// token the receive below gets, however late it parks). Close stores
-	// stopping, then sends a token to every engine, so the same holds for
-	// stopping.
-	if regs.Load(e.bank+abi.RegDoorbell) == e.head && !e.dev.stopping.Load() {
-		regs.Store(e.bank+abi.RegSleeps, regs.Load(e.bank+abi.RegSleeps)+1) // the engine is its only writer
+	// token the receive below gets, however late it parks). Stopping
+	// stores RegControl, then sends a token to every engine, so the same
+	// holds for a stop.
+	if regs.Load(e.doorbell+abi.RegDoorbell) == e.tail && !e.stopRequested() {
+		regs.Store(e.statusPage+abi.RegSleeps, regs.Load(e.statusPage+abi.RegSleeps)+1) // the engine is its only writer
+		regs.Store(e.statusPage+abi.RegEngineState, abi.EngineAsleep)
+		start := e.dev.clock.Now()
 		<-e.wakeup
+		woke := e.dev.clock.Now()
+		regs.Store(e.statusPage+abi.RegEngineState, abi.EngineRunning)
+		since := e.idleSince // the budget's start, or, in sleep mode, the sleep's
+		if since == 0 {
+			since = start
+		}
+		// The gap ended when the doorbell was rung, not when the engine
+		// got back on a CPU: the wake call's time, if it came during
+		// this sleep (a stale token's would be older).
+		end := woke
+		if called := e.wokenAt.Load(); called >= start && called <= woke {
+			end = called
+		}
+		if abi.IdleMode(regs.Load(e.controlPage+abi.RegIdleMode)) == abi.IdleAdaptive {
+			e.adaptive.record(end-since, e.regs, e.controlPage) // adaptive.go
+		}
+		e.idleSince = 0
+		regs.Store(e.statusPage+abi.RegIdleBudgetNow, e.adaptive.budget)
+		if e.trace != nil {
+			e.trace.Record(trace.Event{Kind: trace.KindSleep, Start: start, End: woke, Engine: e.id,
+				Channel: e.channel, Arg: woke - e.wokenAt.Load()})
+		}
 	}
 	// Awake: doorbells from here on need no wake-up call. A driver that
 	// still read 1 calls Wake for nothing; its token is a stale one.
-	regs.Store(e.bank+abi.RegNeedWakeup, 0)
+	regs.Store(e.statusPage+abi.RegNeedWakeup, 0)
 }
 
 // ANCHOR_END: sleep
 
 // ANCHOR: wake
-// Wake wakes engine e if it is asleep or on its way there; otherwise its
-// only effect is a stale token (a spurious trip round the engine's loop).
-// It never blocks. It is the driver's half of the need-wakeup handshake,
-// called after a doorbell store that found RegNeedWakeup set — the call that
-// io_uring_enter(IORING_ENTER_SQ_WAKEUP) is for an SQPOLL ring: a store to
-// memory wakes no thread, so waking one takes a call.
-func (d *Device) Wake(e abi.Engine) {
+// Wake wakes the engine that serves channel c if it is asleep or on its
+// way there; otherwise its only effect is a stale token (a spurious trip
+// round the engine's loop). It never blocks, and does nothing for a
+// channel the device does not have. It is the driver's half of the
+// need-wakeup handshake, called after a doorbell store that found
+// RegNeedWakeup set — the call that io_uring_enter(IORING_ENTER_SQ_WAKEUP)
+// is for an SQPOLL ring: a store to memory wakes no thread, so waking one
+// takes a call.
+func (d *Device) Wake(c abi.Channel) {
+	if !c.Valid() {
+		return
+	}
+	e := d.engines[c.Engine()]
+	e.wokenAt.Store(d.clock.Now()) // for the trace and the adaptive budget: where the gap ended
 	select {
-	case d.engines[e].wakeup <- struct{}{}:
+	case e.wakeup <- struct{}{}:
 	default: // a token is already waiting: the engine will see this doorbell too
 	}
 }
 
 // ANCHOR_END: wake
 
-// wakeAll wakes every engine; Close calls it after storing stopping, so that
-// a sleeping engine sees that too.
+// wakeAll wakes every engine; Close calls it after storing ControlStop, so
+// that a sleeping engine sees that too.
 func (d *Device) wakeAll() {
-	for e := range abi.Engine(abi.NumEngines) {
-		d.Wake(e)
+	for c := range abi.Channel(abi.NumChannels) {
+		d.Wake(c)
 	}
 }
 
 // resetIdle puts engine e's idle registers at their reset values: hybrid,
-// with the default budget, and awake.
+// with the default budget and adaptive bounds, and awake.
 func (d *Device) resetIdle(e abi.Engine) {
-	bank := abi.EngineRegs(e)
-	d.regs.Store(bank+abi.RegIdleMode, uint64(abi.IdleHybrid))
-	d.regs.Store(bank+abi.RegIdleBudget, abi.DefaultIdleBudget)
-	d.regs.Store(bank+abi.RegNeedWakeup, 0)
+	control, status := abi.EngineControlPage(e), abi.EngineStatusPage(e)
+	d.regs.Store(control+abi.RegIdleMode, uint64(abi.IdleHybrid))
+	d.regs.Store(control+abi.RegIdleBudget, abi.DefaultIdleBudget)
+	d.regs.Store(control+abi.RegIdleBudgetMin, abi.DefaultIdleBudgetMin)
+	d.regs.Store(control+abi.RegIdleBudgetMax, abi.DefaultIdleBudgetMax)
+	d.regs.Store(status+abi.RegNeedWakeup, 0)
+	d.regs.Store(status+abi.RegIdleBudgetNow, abi.DefaultIdleBudget)
 }

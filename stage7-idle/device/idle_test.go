@@ -1,76 +1,72 @@
 package device
 
 import (
-	"strings"
+	"math/rand/v2"
 	"testing"
 	"time"
 
 	"softgpu/stage7-idle/abi"
-	"softgpu/stage7-idle/internal/leakcheck"
 )
-
-// ringDoorbell is the driver's doorbell as these tests play it: store the
-// tail, then wake the engine if it said it needs waking (driver/idle.go,
-// wakeIfIdle, is the real one). Every doorbell in this package's tests
-// goes through it, since from stage 7 on an engine may be asleep.
-func ringDoorbell(d *Device, e abi.Engine, tail uint64) {
-	bank := abi.EngineRegs(e)
-	d.Registers().Store(bank+abi.RegDoorbell, tail)
-	if d.Registers().Load(bank+abi.RegNeedWakeup) != 0 {
-		d.Wake(e)
-	}
-}
 
 // setIdle programs engine e's idle registers as the driver's SetIdle does.
 func setIdle(d *Device, e abi.Engine, mode abi.IdleMode, budget uint64) {
-	bank := abi.EngineRegs(e)
-	d.Registers().Store(bank+abi.RegIdleBudget, budget)
-	d.Registers().Store(bank+abi.RegIdleMode, uint64(mode))
-	d.Wake(e)
+	control := abi.EngineControlPage(e)
+	d.Registers().Store(control+abi.RegIdleBudget, budget)
+	d.Registers().Store(control+abi.RegIdleMode, uint64(mode))
+	d.Wake(abi.DefaultChannel(e))
 }
 
 func sleeps(d *Device, e abi.Engine) uint64 {
-	return d.Registers().Load(abi.EngineRegs(e) + abi.RegSleeps)
+	return d.Registers().Load(abi.EngineStatusPage(e) + abi.RegSleeps)
 }
 
-// waitAsleep waits until n engine goroutines are parked in sleep. An engine
-// told to sleep gets there within its budget plus a scheduling delay; 5 s is
-// that many orders of magnitude over, so only an engine that never sleeps
-// fails it.
-//
-// Parked means blocked on its wake-up channel ("[chan receive]"), not just
-// inside sleep: a goroutine blocked on a receive found the channel empty, so
-// no stale token is waiting, and RegNeedWakeup stays 1 until a Wake — the
-// next doorbell is sure to find the engine asleep.
-func waitAsleep(t *testing.T, n int) {
+// asleep reports whether engine e says, in its registers, that it is
+// asleep: RegEngineState is EngineAsleep and RegNeedWakeup is set, so the
+// next doorbell must wake it.
+func asleep(d *Device, e abi.Engine) bool {
+	status := abi.EngineStatusPage(e)
+	return d.Registers().Load(status+abi.RegEngineState) == abi.EngineAsleep && d.Registers().Load(status+abi.RegNeedWakeup) == 1
+}
+
+// waitAsleep waits until exactly the engines in want are asleep. An engine
+// told to sleep gets there within its budget plus a scheduling delay; 5 s
+// is that many orders of magnitude over, so only an engine that never
+// sleeps (or never wakes) fails it.
+func waitAsleep(t *testing.T, d *Device, want ...abi.Engine) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for parked() != n {
+	for {
+		ok := true
+		for e := range abi.Engine(abi.NumEngines) {
+			wanted := false
+			for _, w := range want {
+				wanted = wanted || w == e
+			}
+			ok = ok && asleep(d, e) == wanted
+		}
+		if ok {
+			return
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d engines asleep after 5 s; want %d", parked(), n)
+			t.Fatalf("after 5 s: compute asleep %v, copy asleep %v; want asleep: %v",
+				asleep(d, abi.EngineCompute), asleep(d, abi.EngineCopy), want)
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
 }
 
-// parked counts the engine goroutines blocked in sleep's receive.
-func parked() int {
-	n := 0
-	for _, g := range leakcheck.RunningIn("(*Engine).sleep") {
-		if header, _, _ := strings.Cut(g, "\n"); strings.Contains(header, "[chan receive") {
-			n++
-		}
-	}
-	return n
-}
-
 func TestIdleRegistersResetToHybrid(t *testing.T) {
 	d := openTest(t, Config{})
 	for e := range abi.Engine(abi.NumEngines) {
-		bank := abi.EngineRegs(e)
-		mode, budget := abi.IdleMode(d.Registers().Load(bank+abi.RegIdleMode)), d.Registers().Load(bank+abi.RegIdleBudget)
+		control := abi.EngineControlPage(e)
+		mode, budget := abi.IdleMode(d.Registers().Load(control+abi.RegIdleMode)), d.Registers().Load(control+abi.RegIdleBudget)
 		if mode != abi.IdleHybrid || budget != abi.DefaultIdleBudget {
 			t.Errorf("%v engine at reset: mode %v, budget %d; want hybrid, %d", e, mode, budget, abi.DefaultIdleBudget)
+		}
+		lo, hi := d.Registers().Load(control+abi.RegIdleBudgetMin), d.Registers().Load(control+abi.RegIdleBudgetMax)
+		if lo != abi.DefaultIdleBudgetMin || hi != abi.DefaultIdleBudgetMax {
+			t.Errorf("%v engine at reset: adaptive bounds [%d, %d]; want [%d, %d]", e, lo, hi,
+				abi.DefaultIdleBudgetMin, abi.DefaultIdleBudgetMax)
 		}
 	}
 }
@@ -99,7 +95,7 @@ func TestEachModeIdlesAsItSays(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			d := openTest(t, Config{})
 			setIdle(d, abi.EngineCopy, tt.mode, tt.budget)
-			setIdle(d, abi.EngineCompute, abi.IdleSpin, 0) // keep the other engine out of RunningIn
+			setIdle(d, abi.EngineCompute, abi.IdleSleep, 0) // keep the other engine off the cores
 			// The first command runs after the engine has read the new
 			// mode (setIdle woke it, if a sleep under the old one had
 			// begun), so sleeps counted from here are the new mode's.
@@ -113,7 +109,7 @@ func TestEachModeIdlesAsItSays(t *testing.T) {
 				}
 				time.Sleep(tt.gap)
 				if tt.sleeps {
-					waitAsleep(t, 1)
+					waitAsleep(t, d, abi.EngineCompute, abi.EngineCopy)
 				}
 			}
 			slept := sleeps(d, abi.EngineCopy) - before
@@ -136,26 +132,26 @@ func TestSetIdleWakesASleeper(t *testing.T) {
 	d := openTest(t, Config{})
 	setIdle(d, abi.EngineCompute, abi.IdleSleep, 0)
 	setIdle(d, abi.EngineCopy, abi.IdleSleep, 0)
-	waitAsleep(t, 2)
+	waitAsleep(t, d, abi.EngineCompute, abi.EngineCopy)
 	setIdle(d, abi.EngineCopy, abi.IdleSpin, 0)
-	waitAsleep(t, 1)
+	waitAsleep(t, d, abi.EngineCompute)
 	setIdle(d, abi.EngineCompute, abi.IdleSpin, 0)
-	waitAsleep(t, 0)
+	waitAsleep(t, d)
 }
 
 // TestCloseWakesSleepingEngines closes a device whose engines are both
-// asleep: Close must return, and leakcheck must find no engine left.
+// asleep: Close must return, with both engines stopped.
 func TestCloseWakesSleepingEngines(t *testing.T) {
 	d := openTest(t, Config{})
 	for e := range abi.Engine(abi.NumEngines) {
 		setIdle(d, e, abi.IdleSleep, 0)
 	}
-	waitAsleep(t, 2)
+	waitAsleep(t, d, abi.EngineCompute, abi.EngineCopy)
 	d.Close() // the cleanup's Close is then a no-op; leakcheck runs after it
-	// Close returned, so every engine has left pollLoop (leakcheck, at
-	// cleanup, proves the goroutines end); none can still be asleep.
-	if n := len(leakcheck.RunningIn("(*Engine).sleep")); n != 0 {
-		t.Errorf("%d engines still asleep after Close returned", n)
+	for e := range abi.Engine(abi.NumEngines) {
+		if got := d.Registers().Load(abi.EngineStatusPage(e) + abi.RegEngineState); got != abi.EngineStopped {
+			t.Errorf("%v engine after Close: state %d; want EngineStopped", e, got)
+		}
 	}
 }
 
@@ -166,11 +162,77 @@ func TestStaleWakeIsHarmless(t *testing.T) {
 	d := openTest(t, Config{})
 	setIdle(d, abi.EngineCompute, abi.IdleSpin, 0)
 	setIdle(d, abi.EngineCopy, abi.IdleSpin, 0)
-	d.Wake(abi.EngineCopy) // a token for an engine that is spinning
+	d.Wake(abi.DefaultChannel(abi.EngineCopy)) // a token for an engine that is spinning
 	setIdle(d, abi.EngineCopy, abi.IdleSleep, 0)
-	waitAsleep(t, 1)
+	waitAsleep(t, d, abi.EngineCopy)
 	if st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpNop}); st != abi.StatusOK {
 		t.Fatalf("NOP after a stale wake = %v", st)
 	}
-	waitAsleep(t, 1)
+	waitAsleep(t, d, abi.EngineCopy)
+}
+
+// TestWakeOfNoChannelIsHarmless: Wake with a channel the device does not
+// have does nothing — no panic.
+func TestWakeOfNoChannelIsHarmless(t *testing.T) {
+	d := openTest(t, Config{})
+	d.Wake(abi.NumChannels)
+	d.Wake(1<<16 - 1)
+}
+
+// TestAdaptiveBudgetStaysInBounds feeds the budget rule every kind of gap
+// — none, short, around the wake cost and the max, absurdly long — with
+// bounds of every shape, and checks that the budget never leaves them.
+func TestAdaptiveBudgetStaysInBounds(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	gapsOf := []uint64{0, 1, 5_000, 99_999, 100_000, 100_001, 199_999, 200_000, 200_001, 1 << 40, 1<<64 - 1}
+	bounds := [][2]uint64{{0, 200_000}, {0, 0}, {10_000, 10_000}, {50_000, 1 << 20}, {0, 1<<64 - 1}, {300, 7}}
+	for _, b := range bounds {
+		lo, hi := b[0], b[1]
+		var gaps []uint64
+		for range 2_000 {
+			g := gapsOf[rng.IntN(len(gapsOf))]
+			if rng.IntN(3) == 0 {
+				g = rng.Uint64()
+			}
+			gaps = append(gaps, g)
+			if len(gaps) > adaptiveHistory {
+				gaps = gaps[1:]
+			}
+			budget := bestBudget(gaps, lo, hi)
+			if effLo, effHi := lo, max(lo, hi); budget < effLo || budget > effHi {
+				t.Fatalf("bounds [%d, %d]: budget %d after gaps %v", lo, hi, budget, gaps)
+			}
+		}
+	}
+}
+
+// TestAdaptiveBudgetConverges: for a steady gap under the wake cost the
+// budget covers it (spin through, never wake); for a steady gap over it,
+// the budget is the min (sleep at once); for a mix of the two it covers
+// the short ones.
+func TestAdaptiveBudgetConverges(t *testing.T) {
+	const lo, hi = 0, 200_000
+	steady := func(g uint64) []uint64 {
+		gaps := make([]uint64, adaptiveHistory)
+		for i := range gaps {
+			gaps[i] = g
+		}
+		return gaps
+	}
+	for _, tt := range []struct {
+		name string
+		gaps []uint64
+		want uint64
+	}{
+		{"steady 3 us", steady(3_000), 3_000},
+		{"steady 30 us", steady(30_000), 30_000},
+		{"steady 90 us, under the wake cost", steady(90_000), 90_000},
+		{"steady 150 us, over the wake cost", steady(150_000), lo},
+		{"steady 1 ms, over the max", steady(1_000_000), lo},
+		{"bimodal 20 us and 1 ms", []uint64{20_000, 1_000_000, 20_000, 1_000_000, 21_000, 1_000_000}, 21_000},
+	} {
+		if got := bestBudget(tt.gaps, lo, hi); got != tt.want {
+			t.Errorf("%s: budget %d; want %d", tt.name, got, tt.want)
+		}
+	}
 }

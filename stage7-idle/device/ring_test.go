@@ -3,38 +3,11 @@ package device
 import (
 	"bytes"
 	"errors"
-	"runtime"
 	"testing"
 	"time"
 
 	"softgpu/stage7-idle/abi"
 )
-
-// slot returns the ring slot of engine e that holds index i.
-func slot(d *Device, e abi.Engine, i uint64) []byte {
-	mask := d.Registers().Load(abi.RegRingSize) - 1
-	return d.Ring(e)[abi.SlotOffset(i, mask):][:abi.CommandSize]
-}
-
-// statusOf reads the status the engine published for index i. Call it only
-// after RegHead has passed i.
-func statusOf(d *Device, e abi.Engine, i uint64) abi.Status {
-	mask := d.Registers().Load(abi.RegRingSize) - 1
-	return abi.LoadStatus(d.RingStatus(e)[abi.StatusOffset(i, mask):])
-}
-
-// waitHead spins until engine e's RegHead reads want.
-func waitHead(t *testing.T, d *Device, e abi.Engine, want uint64) {
-	t.Helper()
-	bank := abi.EngineRegs(e)
-	deadline := time.Now().Add(10 * time.Second)
-	for d.Registers().Load(bank+abi.RegHead) != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("%v engine: RegHead = %#x after 10 s; want %#x", e, d.Registers().Load(bank+abi.RegHead), want)
-		}
-		runtime.Gosched()
-	}
-}
 
 func TestRingConfig(t *testing.T) {
 	tests := []struct {
@@ -50,7 +23,8 @@ func TestRingConfig(t *testing.T) {
 		{1<<64 - 1, 0},
 	}
 	for _, tt := range tests {
-		d, err := Open(Config{MemorySize: 1 << 16, RingSize: tt.size, RingStart: 1 << 40})
+		const start = 1 << 40
+		d, err := Open(Config{MemorySize: 1 << 16, RingSize: tt.size, Start: start})
 		if tt.want == 0 {
 			if !errors.Is(err, ErrConfig) {
 				t.Errorf("Open(RingSize=%d) error = %v; want ErrConfig", tt.size, err)
@@ -68,18 +42,20 @@ func TestRingConfig(t *testing.T) {
 		if got := regs.Load(abi.RegRingSize); got != tt.want {
 			t.Errorf("RingSize=%d: RegRingSize = %d; want %d", tt.size, got, tt.want)
 		}
-		for e := range abi.Engine(abi.NumEngines) {
-			bank := abi.EngineRegs(e)
-			if h, tl := regs.Load(bank+abi.RegHead), regs.Load(bank+abi.RegDoorbell); h != 1<<40 || tl != 1<<40 {
-				t.Errorf("%v engine: head, tail = %#x, %#x at reset; want RingStart %#x for both", e, h, tl, uint64(1<<40))
+		for c := range abi.Channel(abi.NumChannels) {
+			if tl := regs.Load(abi.DoorbellPage(c) + abi.RegDoorbell); tl != start {
+				t.Errorf("%v: tail = %#x at reset; want Start %#x", c, tl, uint64(start))
 			}
-			ring, status := d.Ring(e), d.RingStatus(e)
-			if uint64(len(ring)) != tt.want*abi.CommandSize || uint64(len(status)) != tt.want*abi.StatusEntrySize {
-				t.Errorf("%v engine: ring %d bytes, status %d bytes; want %d and %d", e, len(ring), len(status),
-					tt.want*abi.CommandSize, tt.want*abi.StatusEntrySize)
+			if e := entry(d, c, start-1); !abi.Completed(e, start-1) {
+				t.Errorf("%v: index Start-1 does not read as completed at reset (entry %#x)", c, e)
 			}
-			if !cacheAligned(ring) {
-				t.Errorf("%v engine: ring at %p is not cache-line aligned", e, &ring[0])
+			if e := entry(d, c, start); abi.Completed(e, start) {
+				t.Errorf("%v: index Start reads as completed at reset (entry %#x)", c, e)
+			}
+			ring, cq := d.Ring(c), d.Completions(c)
+			if uint64(len(ring)) != tt.want*abi.CommandSize || uint64(len(cq)) != tt.want*abi.CompletionWords {
+				t.Errorf("%v: ring %d bytes, completions %d words; want %d and %d", c, len(ring), len(cq),
+					tt.want*abi.CommandSize, tt.want*abi.CompletionWords)
 			}
 		}
 		d.Close()
@@ -91,6 +67,7 @@ func TestRingConfig(t *testing.T) {
 // with its own status — a bad one in the middle fails alone.
 func TestEngineRunsEverythingUpToTheTail(t *testing.T) {
 	d := openTest(t, Config{RingSize: 8})
+	c := abi.DefaultChannel(abi.EngineCopy)
 	cmds := []abi.Command{
 		{Op: abi.OpFill, Dst: 0, Size: 64, Value: 1},
 		{Op: abi.OpFill, Dst: 0, Size: 32, Value: 2}, // after the first: order shows in memory
@@ -99,14 +76,14 @@ func TestEngineRunsEverythingUpToTheTail(t *testing.T) {
 		{Op: abi.OpNop},
 	}
 	want := []abi.Status{abi.StatusOK, abi.StatusOK, abi.StatusOutOfRange, abi.StatusOK, abi.StatusOK}
-	for i, c := range cmds {
-		c.Seq = uint64(i)
-		c.Encode(slot(d, abi.EngineCopy, uint64(i)))
+	for i, cmd := range cmds {
+		cmd.Seq = uint64(i)
+		cmd.Encode(slot(d, c, uint64(i)))
 	}
-	ringDoorbell(d, abi.EngineCopy, uint64(len(cmds)))
-	waitHead(t, d, abi.EngineCopy, uint64(len(cmds)))
+	ringDoorbell(d, c, uint64(len(cmds)))
+	waitCompleted(t, d, c, uint64(len(cmds)-1))
 	for i := range cmds {
-		if got := statusOf(d, abi.EngineCopy, uint64(i)); got != want[i] {
+		if got := statusOf(d, c, uint64(i)); got != want[i] {
 			t.Errorf("command %d (%v) = %v; want %v", i, cmds[i].Op, got, want[i])
 		}
 	}
@@ -118,10 +95,12 @@ func TestEngineRunsEverythingUpToTheTail(t *testing.T) {
 
 // TestEngineFollowsTheWrap starts the ring just below 2^64 and runs commands
 // one at a time and in a batch that straddles the wrap. The engine compares
-// indices only for equality, so nothing here may stall or skip.
+// indices only for equality and their difference, so nothing here may
+// stall, skip, or fault.
 func TestEngineFollowsTheWrap(t *testing.T) {
 	const start = 1<<64 - 3
-	d := openTest(t, Config{RingSize: 4, RingStart: start})
+	d := openTest(t, Config{RingSize: 4, Start: start})
+	c := abi.DefaultChannel(abi.EngineCopy)
 	for i := range 5 {
 		if st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: 0, Size: 8, Value: uint64(i)}); st != abi.StatusOK {
 			t.Fatalf("fill %d = %v; want ok", i, st)
@@ -130,16 +109,15 @@ func TestEngineFollowsTheWrap(t *testing.T) {
 			t.Fatalf("fill %d: memory holds %d", i, got)
 		}
 	}
-	// Head is now start+5 = 2; a batch of four runs from 2 to 5 — and one
-	// from 2^32-2 would be no different, the index is never narrowed.
+	// The head is now start+5 = 2; a batch of four runs from 2 to 5.
 	tail := uint64(start)
 	tail += 5
 	for i := range uint64(4) {
-		c := abi.Command{Op: abi.OpFill, Dst: 64 * i, Size: 64, Value: 0x80 + i, Seq: tail + i}
-		c.Encode(slot(d, abi.EngineCopy, tail+i))
+		cmd := abi.Command{Op: abi.OpFill, Dst: 64 * i, Size: 64, Value: 0x80 + i, Seq: tail + i}
+		cmd.Encode(slot(d, c, tail+i))
 	}
-	ringDoorbell(d, abi.EngineCopy, tail+4)
-	waitHead(t, d, abi.EngineCopy, tail+4)
+	ringDoorbell(d, c, tail+4)
+	waitCompleted(t, d, c, tail+3)
 	for i := range uint64(4) {
 		if got := d.Memory()[64*i+63]; got != byte(0x80+i) {
 			t.Errorf("batch command %d: memory holds %#x; want %#x", i, got, 0x80+i)
@@ -151,17 +129,20 @@ func TestEngineFollowsTheWrap(t *testing.T) {
 // Close cuts the delay short and the fill never runs.
 func TestCloseLeavesTheRestUnstarted(t *testing.T) {
 	d := openTest(t, Config{})
+	c := abi.DefaultChannel(abi.EngineCompute)
 	cmds := []abi.Command{{Op: abi.OpDelay, Value: 1 << 62}, {Op: abi.OpFill, Dst: 0, Size: 64, Value: 7, Seq: 1}}
-	for i, c := range cmds {
-		c.Encode(slot(d, abi.EngineCompute, uint64(i)))
+	for i, cmd := range cmds {
+		cmd.Encode(slot(d, c, uint64(i)))
 	}
-	ringDoorbell(d, abi.EngineCompute, 2)
+	ringDoorbell(d, c, 2)
 	time.Sleep(5 * time.Millisecond) // let the delay start; the checks hold either way
-	d.Close()
-	if head := d.Registers().Load(abi.EngineRegs(abi.EngineCompute) + abi.RegHead); head > 1 {
-		t.Errorf("RegHead after Close = %d; want at most 1 (the fill behind the delay not started)", head)
+	mem := d.Memory()[0]
+	completedFill := abi.Completed(entry(d, c, 1), 1)
+	d.stop()
+	if abi.Completed(entry(d, c, 1), 1) || completedFill {
+		t.Errorf("the fill queued behind the aborted delay completed")
 	}
-	if d.Memory()[0] == 7 {
+	if got := d.Memory()[0]; got == 7 || mem == 7 {
 		t.Errorf("the fill queued behind the aborted delay ran")
 	}
 }

@@ -1,7 +1,6 @@
 package driver
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 
@@ -56,9 +55,6 @@ const (
 	maxBounceBuffers = 64
 )
 
-// ErrConfig reports an unusable Config.
-var ErrConfig = errors.New("softgpu: bad driver config")
-
 // bounceRing is the driver's ring of pinned bounce buffers.
 type bounceRing struct {
 	chunk uint64 // bytes per buffer
@@ -71,18 +67,26 @@ type bounceRing struct {
 	inFlight []*Pending // inFlight[i]: the COPY that last used buffer i, not yet waited for
 }
 
-// initBounce checks the bounce configuration and allocates the ring.
-func (d *Driver) initBounce(cfg Config) error {
+// checkBounce fills in the bounce ring's defaults and refuses sizes it
+// cannot have.
+func checkBounce(cfg *Config) error {
 	if cfg.BounceChunk == 0 {
 		cfg.BounceChunk = DefaultBounceChunk
 	}
 	if cfg.BounceBuffers == 0 {
 		cfg.BounceBuffers = DefaultBounceBuffers
 	}
-	if cfg.BounceChunk > maxBounceChunk || cfg.BounceBuffers < 0 || cfg.BounceBuffers > maxBounceBuffers {
-		return fmt.Errorf("%w: BounceChunk %d (at most %d), BounceBuffers %d (1 to %d)",
-			ErrConfig, cfg.BounceChunk, maxBounceChunk, cfg.BounceBuffers, maxBounceBuffers)
+	if cfg.BounceChunk > maxBounceChunk {
+		return fmt.Errorf("%w: BounceChunk %d is over %d", ErrConfig, cfg.BounceChunk, maxBounceChunk)
 	}
+	if cfg.BounceBuffers < 0 || cfg.BounceBuffers > maxBounceBuffers {
+		return fmt.Errorf("%w: BounceBuffers %d is not in 1 to %d", ErrConfig, cfg.BounceBuffers, maxBounceBuffers)
+	}
+	return nil
+}
+
+// initBounce allocates the ring, as cfg (checked) sizes it.
+func (d *Driver) initBounce(cfg Config) error {
 	r := &d.bounce
 	r.chunk, r.count = cfg.BounceChunk, cfg.BounceBuffers
 	p, err := d.HostAlloc(r.chunk * uint64(r.count))

@@ -43,7 +43,7 @@ func TestStagedCopies(t *testing.T) {
 				if err := d.CopyToDevice(dst, src); err != nil {
 					t.Fatalf("CopyToDevice(%d bytes): %v", size, err)
 				}
-				if got := d.dev.Memory()[dst : dst+size]; !bytes.Equal(got, src) {
+				if got := d.hw.Memory()[dst : dst+size]; !bytes.Equal(got, src) {
 					t.Errorf("CopyToDevice(%d bytes): device memory differs at byte %d", size, firstDifference(got, src))
 				}
 				got := make([]byte, size)

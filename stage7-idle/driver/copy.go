@@ -6,11 +6,10 @@ import (
 	"softgpu/stage7-idle/abi"
 )
 
-// Copies between host memory and device memory. Since stage 3 the copy
-// engine does them, by DMA: the CPU no longer stores into device memory.
-// A slice inside pinned memory from HostAlloc is copied by one COPY that
-// names its bus address; any other slice is staged through the bounce ring
-// (bounce.go).
+// Copies between host memory and device memory. The copy engine does them,
+// by DMA: the CPU never stores into device memory. A slice inside pinned
+// memory from HostAlloc is copied by one COPY that names its bus address;
+// any other slice is staged through the bounce ring (bounce.go).
 //
 // A copy is synchronous: it returns when the engine has finished with the
 // caller's memory. Its COPYs go into the copy engine's ring behind every

@@ -10,17 +10,18 @@ import (
 	"softgpu/stage7-idle/abi"
 )
 
-// This file is the driver's side of fences (stage 2): the Fence a caller
-// waits on, the three ways to wait, and each engine's list of blocked
-// waiters with the arm registers that tell the device when to interrupt.
+// This file is the driver's side of fences: the Fence a caller waits on,
+// the three ways to wait, and each channel's list of blocked waiters with
+// the arm registers that tell the device when to interrupt.
 //
 // Every batch the driver submits ends with a command that carries FlagFence
-// and FlagInterrupt, fenced with its ring index + 1. The engine completes
-// commands in ring order, so each engine's timeline (RegFence) only grows,
-// and "my fence has signalled" is abi.Reached(RegFence, value).
+// and FlagInterrupt, fenced with its ring index + 1; so does every
+// synchronous Submit. The engine completes commands in ring order, so each
+// channel's timeline (RegFence) only grows, and "my fence has signalled" is
+// abi.Reached(RegFence, value).
 //
-// A blocked waiter and the device meet in two places (driver/irq.go has the
-// third, the handler):
+// A blocked waiter and the device meet in two places (irq.go has the third,
+// the handler):
 //
 //	waiter (block)                           engine (device/fence.go, signal)
 //	lock; push; store RegIrqTarget = min;    store RegFence = v
@@ -37,9 +38,9 @@ import (
 //   - in targeted mode, RegIrqArm is IrqTarget with RegIrqTarget the least
 //     target exactly when waiters is not empty, and IrqOff otherwise;
 //   - a waiter is in waiters only while its goroutine is in block, between
-//     add and its wake, its context's end, or Close.
+//     add and its wake, its context's end, or the device stopping.
 
-// WaitMode is how a Fence's Wait waits.
+// WaitMode is how a wait waits.
 type WaitMode int
 
 const (
@@ -47,12 +48,15 @@ const (
 	// default: short waits never pay for a wake-up, long ones never burn a
 	// core.
 	WaitHybrid WaitMode = iota
-	// WaitPoll spins on the timeline until the fence signals.
+	// WaitPoll spins until the command completes.
 	WaitPoll
 	// WaitBlock publishes the fence as an interrupt target and sleeps until
 	// the interrupt handler wakes it.
 	WaitBlock
 )
+
+// Defined reports whether m is a wait mode.
+func (m WaitMode) Defined() bool { return m >= WaitHybrid && m <= WaitBlock }
 
 func (m WaitMode) String() string {
 	switch m {
@@ -68,59 +72,71 @@ func (m WaitMode) String() string {
 
 // DefaultPollBudget is the hybrid wait's polling budget: 50 µs, a little
 // less than what waking a parked goroutine costs on the measured machine
-// (MACHINE.md: ~72 µs), so a wait that polls to the end of its budget has
-// spent about what blocking would have cost.
+// (~72 µs), so a wait that polls to the end of its budget has spent about
+// what blocking would have cost.
 const DefaultPollBudget = 50_000
 
-// Fence is a point on one engine's timeline: it signals when the engine has
-// completed the command that carries it, and with it every command before it
-// on that engine. The zero Fence is signalled.
+// Fence is a point on one channel's timeline: it signals when the engine
+// has completed the command that carries it, and with it every command
+// before it on that channel. The zero Fence is signalled.
 type Fence struct {
-	d      *Driver
-	engine abi.Engine
-	value  uint64
+	ch    *Channel
+	value uint64
 }
 
-// Engine returns the engine whose timeline f is on.
-func (f Fence) Engine() abi.Engine { return f.engine }
+// Channel returns the channel whose timeline f is on.
+func (f Fence) Channel() abi.Channel {
+	if f.ch == nil {
+		return 0
+	}
+	return f.ch.id
+}
 
 // Value returns f's value on its timeline.
 func (f Fence) Value() uint64 { return f.value }
 
 // Signaled reports whether f has signalled. It never blocks.
 func (f Fence) Signaled() bool {
-	if f.d == nil {
+	if f.ch == nil {
 		return true
 	}
 	// This load pairs with the engine's store of RegFence in signal.
-	return abi.Reached(f.d.regs.Load(abi.EngineRegs(f.engine)+abi.RegFence), f.value)
+	return abi.Reached(f.ch.regs.Load(f.ch.status+abi.RegFence), f.value)
 }
 
-// SignaledAt returns the device clock (in cycles) at which f's engine last
-// wrote its timeline — when f signalled, if f is the latest fence on it.
+// SignaledAt returns the device clock (in cycles) at which f's channel
+// last wrote its timeline — when f signalled, if f is the latest fence on
+// it. (The engine stamps it just after the store of the fence, so a waiter
+// that polls may see the fence a moment before the stamp; one woken by the
+// interrupt always sees both.)
 func (f Fence) SignaledAt() uint64 {
-	if f.d == nil {
+	if f.ch == nil {
 		return 0
 	}
-	return f.d.regs.Load(abi.EngineRegs(f.engine) + abi.RegFenceCycles)
+	return f.ch.regs.Load(f.ch.status + abi.RegFenceCycles)
 }
 
+// Wait waits until f has signalled or the device has stopped; see
+// WaitContext.
+func (f Fence) Wait() error { return f.WaitContext(context.Background()) }
+
 // ANCHOR: wait
-// Wait waits until f has signalled, ctx is done, or the driver is closed, in
-// the driver's wait mode. It returns nil once f has signalled; ctx.Err() if
-// ctx ended first; ErrClosed if Close stopped the device before the engine
-// reached f. If f signalled, the engine is done with every command up to f.
-func (f Fence) Wait(ctx context.Context) error {
+// WaitContext waits until f has signalled, ctx is done, or the device has
+// stopped, in the channel's wait mode. It returns nil once f has
+// signalled; ctx.Err() if ctx ended first; ErrClosed if the device stopped
+// before the engine reached f. If f signalled, the engine is done with
+// every command up to f.
+func (f Fence) WaitContext(ctx context.Context) error {
 	if f.Signaled() {
 		return nil
 	}
-	switch f.d.waitMode {
+	switch f.ch.waitMode {
 	case WaitPoll:
 		return f.poll(ctx, 0)
 	case WaitBlock:
 		return f.block(ctx)
 	}
-	if err := f.poll(ctx, f.d.pollBudget); err != errBudgetSpent {
+	if err := f.poll(ctx, f.ch.pollBudget); err != errBudgetSpent {
 		return err
 	}
 	return f.block(ctx)
@@ -128,45 +144,34 @@ func (f Fence) Wait(ctx context.Context) error {
 
 // ANCHOR_END: wait
 
-// WaitAll waits for every fence, on any engines, in turn: it returns nil
-// when all have signalled, or the first error.
-func WaitAll(ctx context.Context, fences ...Fence) error {
-	for _, f := range fences {
-		if err := f.Wait(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 var errBudgetSpent = errors.New("driver: poll budget spent")
 
 // poll spins on the timeline, yielding as the engines do, for at most budget
 // cycles (0: no limit), then returns errBudgetSpent.
 func (f Fence) poll(ctx context.Context, budget uint64) error {
-	d := f.d
-	checkEvery := d.yieldEvery
-	if checkEvery < 0 {
-		checkEvery = 1024
-	}
-	start := d.dev.Clock().Now()
+	ch := f.ch
+	var start uint64 // the budget's start: the first look at the clock, 64 polls in
 	for polls := 1; ; polls++ {
 		if f.Signaled() {
 			return nil
 		}
-		if polls%checkEvery != 0 {
+		if polls%64 != 0 {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if d.closed.Load() {
-			return f.settleClosed()
+		if ch.stopped() {
+			return f.settleStopped()
 		}
-		if budget > 0 && d.dev.Clock().Now()-start >= budget {
-			return errBudgetSpent
+		if budget > 0 {
+			if now := ch.regs.Load(abi.RegTimestamp); start == 0 {
+				start = now
+			} else if now-start >= budget {
+				return errBudgetSpent
+			}
 		}
-		if d.yieldEvery > 0 {
+		if ch.yieldEvery > 0 && polls%ch.yieldEvery == 0 {
 			runtime.Gosched()
 		}
 	}
@@ -176,10 +181,11 @@ func (f Fence) poll(ctx context.Context, budget uint64) error {
 // block publishes f as a target and sleeps until the interrupt handler wakes
 // it. A wake-up whose fence has not signalled — possible only in the
 // untargeted mode, where every interrupt wakes every waiter — is futile: it
-// is counted, and the waiter goes back to sleep.
+// is counted, and the waiter goes back to sleep. A wake-up because the
+// device stopped settles the wait.
 func (f Fence) block(ctx context.Context) error {
-	d := f.d
-	tl := &d.timelines[f.engine]
+	ch := f.ch
+	tl := &ch.timeline
 	w := &waiter{target: f.value, wake: make(chan struct{}, 1)}
 	for {
 		if tl.add(w) {
@@ -187,50 +193,48 @@ func (f Fence) block(ctx context.Context) error {
 		}
 		select {
 		case <-w.wake:
-			d.wakeups.Add(1)
+			ch.stats.wakeups.Add(1)
 			if f.Signaled() {
 				return nil
 			}
-			d.futileWakeups.Add(1)
+			if ch.stopped() {
+				return f.settleStopped()
+			}
+			ch.stats.futileWakeups.Add(1)
 		case <-ctx.Done():
 			tl.remove(w)
 			return ctx.Err()
-		case <-d.closing:
-			tl.remove(w)
-			return f.settleClosed()
 		}
 	}
 }
 
 // ANCHOR_END: block
 
-// settleClosed answers a wait that Close interrupted. Closing the device
-// waits for the engines to stop, so after it the timeline is final.
-func (f Fence) settleClosed() error {
-	f.d.dev.Close()
+// settleStopped answers a wait on a device that has stopped: its timeline
+// is final.
+func (f Fence) settleStopped() error {
 	if f.Signaled() {
 		return nil
 	}
 	return ErrClosed
 }
 
-// waiter is one blocked Wait.
+// waiter is one blocked wait.
 type waiter struct {
 	target uint64        // the fence value it waits for
 	wake   chan struct{} // buffered 1: the handler's send never blocks
 	index  int           // position in the heap, -1 when not in it
 }
 
-// timeline is the driver's bookkeeping for one engine's fence timeline.
+// timeline is the driver's bookkeeping for one channel's fence timeline.
 type timeline struct {
-	d    *Driver
-	bank uint64
+	ch *Channel
 
 	// mu guards waiters and the arm registers (the driver's side of them).
 	// It is held briefly by waiters and by the signaller, never across a
-	// sleep, and never with another lock. It is the one lock near the
-	// completion path, and off its fast path: only a waiter about to sleep
-	// and the handler that wakes it take it.
+	// sleep, and never with another lock. It is off the completion path's
+	// fast path: only a waiter about to sleep and the handler that wakes
+	// it take it.
 	mu      sync.Mutex
 	waiters waiterHeap
 }
@@ -239,7 +243,8 @@ type timeline struct {
 // add puts w among the waiters and arms the interrupt for the least target,
 // then looks at the timeline once more. It reports true — and takes w out
 // again — if w's fence has already signalled: the device may have written it
-// before it could see the arm, and then no interrupt will come.
+// before it could see the arm, and then no interrupt will come. The device
+// having stopped counts as true too: no interrupt will come either.
 func (tl *timeline) add(w *waiter) bool {
 	tl.mu.Lock()
 	heap.Push(&tl.waiters, w)
@@ -248,7 +253,7 @@ func (tl *timeline) add(w *waiter) bool {
 	// This load comes after the stores of armLocked; it pairs with the
 	// engine's store of RegFence, which comes before its loads of the arm
 	// registers (see the file comment).
-	if abi.Reached(tl.d.regs.Load(tl.bank+abi.RegFence), w.target) {
+	if abi.Reached(tl.ch.regs.Load(tl.ch.status+abi.RegFence), w.target) || tl.ch.stopped() {
 		tl.remove(w)
 		return true
 	}
@@ -259,18 +264,19 @@ func (tl *timeline) add(w *waiter) bool {
 // off. In the untargeted mode the device is armed for every interrupt from
 // the start and this does nothing.
 func (tl *timeline) armLocked() {
-	if tl.d.wake == WakeEvery {
+	ch := tl.ch
+	if ch.wake == WakeEvery {
 		return
 	}
 	if len(tl.waiters) == 0 {
-		tl.d.regs.Store(tl.bank+abi.RegIrqArm, abi.IrqOff)
+		ch.regs.Store(ch.doorbell+abi.RegIrqArm, abi.IrqOff)
 		return
 	}
 	// Target first, then arm: an engine that sees IrqTarget reads a target
 	// that is at least this new, or an older one whose waiter is being
 	// served anyway.
-	tl.d.regs.Store(tl.bank+abi.RegIrqTarget, tl.waiters[0].target)
-	tl.d.regs.Store(tl.bank+abi.RegIrqArm, abi.IrqTarget)
+	ch.regs.Store(ch.doorbell+abi.RegIrqTarget, tl.waiters[0].target)
+	ch.regs.Store(ch.doorbell+abi.RegIrqArm, abi.IrqTarget)
 }
 
 // ANCHOR_END: arm
@@ -283,6 +289,42 @@ func (tl *timeline) remove(w *waiter) {
 		heap.Remove(&tl.waiters, w.index)
 		tl.armLocked()
 	}
+}
+
+// ANCHOR: signal
+// signal wakes the waiters whose fences have signalled — or, untargeted,
+// every waiter — and re-arms the interrupt for those that remain.
+//
+// No waiter is left asleep with its fence reached. Its fence was written
+// either before this load of RegFence (then it is popped here), or after:
+// then the engine, having stored that fence, loads the arm registers and
+// finds either the target armed before this signal (no greater than the
+// fence: an interrupt) or the one armed below (the least remaining target,
+// at most this waiter's: an interrupt). The next interrupt serves it.
+func (tl *timeline) signal() {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	// This load pairs with the engine's store of RegFence.
+	fence := tl.ch.regs.Load(tl.ch.status + abi.RegFence)
+	for len(tl.waiters) > 0 && (tl.ch.wake == WakeEvery || abi.Reached(fence, tl.waiters[0].target)) {
+		w := heap.Pop(&tl.waiters).(*waiter)
+		w.wake <- struct{}{} // cannot block: buffered, and a waiter is woken once per add
+	}
+	tl.armLocked()
+}
+
+// ANCHOR_END: signal
+
+// wakeAll wakes every waiter, whatever its fence: the device has stopped,
+// and each must settle its wait.
+func (tl *timeline) wakeAll() {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	for len(tl.waiters) > 0 {
+		w := heap.Pop(&tl.waiters).(*waiter)
+		w.wake <- struct{}{}
+	}
+	tl.armLocked()
 }
 
 // waiterHeap orders waiters by target. Targets are compared wrap-safely,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -60,7 +61,7 @@ func TestWaitEndsWithItsContext(t *testing.T) {
 			}
 			ctx, cancel = context.WithCancel(context.Background())
 			time.AfterFunc(time.Millisecond, cancel)
-			if err := p.Fence().Wait(ctx); !errors.Is(err, context.Canceled) {
+			if err := p.Fence().WaitContext(ctx); !errors.Is(err, context.Canceled) {
 				t.Errorf("Fence.Wait cancelled = %v; want Canceled", err)
 			}
 			if n := waitersOf(d, abi.EngineCompute); n != 0 {
@@ -116,7 +117,7 @@ func TestCloseWakesEveryWaiter(t *testing.T) {
 // by... nothing, and fence 0 reached by timeline 2^64-2: the first wait
 // would hang, the second return early.
 func TestFencesAcrossTheWrap(t *testing.T) {
-	d := openWith(t, device.Config{RingStart: 1<<64 - 4}, Config{Wait: WaitBlock})
+	d := openWith(t, device.Config{Start: 1<<64 - 4}, Config{Wait: WaitBlock})
 	for i := range 8 {
 		p, err := d.SubmitBatch(abi.EngineCopy, []abi.Command{
 			{Op: abi.OpDelay, Value: 100_000},
@@ -136,20 +137,22 @@ func TestFencesAcrossTheWrap(t *testing.T) {
 	}
 }
 
-func TestWaitAllAcrossEngines(t *testing.T) {
+func TestFencesOnBothEngines(t *testing.T) {
 	d := openWith(t, device.Config{}, Config{Wait: WaitBlock})
 	a, _ := d.SubmitBatch(abi.EngineCompute, []abi.Command{{Op: abi.OpDelay, Value: 200_000}})
 	b, _ := d.SubmitBatch(abi.EngineCopy, []abi.Command{{Op: abi.OpDelay, Value: 400_000}})
-	if err := WaitAll(context.Background(), a.Fence(), b.Fence()); err != nil {
-		t.Fatalf("WaitAll = %v", err)
+	for _, f := range []Fence{a.Fence(), b.Fence()} {
+		if err := f.Wait(); err != nil {
+			t.Fatalf("Wait on %v's fence = %v", f.Channel(), err)
+		}
 	}
 	if !a.Fence().Signaled() || !b.Fence().Signaled() {
-		t.Errorf("WaitAll returned with fences signalled: compute %v, copy %v", a.Fence().Signaled(), b.Fence().Signaled())
+		t.Errorf("fences signalled after their waits: compute %v, copy %v", a.Fence().Signaled(), b.Fence().Signaled())
 	}
-	if err := WaitAll(context.Background()); err != nil {
-		t.Errorf("WaitAll of nothing = %v", err)
+	if a.Fence().Channel() == b.Fence().Channel() {
+		t.Errorf("both fences on %v; want one per engine's channel", a.Fence().Channel())
 	}
-	if !(Fence{}).Signaled() {
+	if !(Fence{}).Signaled() || (Fence{}).Wait() != nil {
 		t.Errorf("the zero Fence is not signalled")
 	}
 }
@@ -197,11 +200,12 @@ func TestTargetedWakeupsAreNeverFutile(t *testing.T) {
 						t.Errorf("targeted: %d interrupts, %d wake-ups, %d futile; want 1, 1, 0", irqs, wakeups, futile)
 					}
 				case WakeEvery:
-					// 9 fenced completions (the gate and eight) raise 9
-					// interrupts; the eight after the waiter slept each
-					// woke it, and only the last found its fence.
-					if irqs != 9 || futile < 1 || wakeups != futile+1 {
-						t.Errorf("every: %d interrupts, %d wake-ups, %d futile; want 9, futile ≥ 1, wake-ups = futile+1", irqs, wakeups, futile)
+					// 9 fenced completions (the gate and eight) each raise
+					// the line (the driver may take several raises at
+					// once); those after the waiter slept woke it, and
+					// only the last found its fence.
+					if irqs < 2 || futile < 1 || wakeups != futile+1 {
+						t.Errorf("every: %d interrupts, %d wake-ups, %d futile; want ≥ 2, futile ≥ 1, wake-ups = futile+1", irqs, wakeups, futile)
 					}
 				}
 				return
@@ -292,9 +296,9 @@ func stress(t *testing.T, d *Driver, total int) {
 				cancel()
 				switch {
 				case errors.Is(err, context.DeadlineExceeded) && p.Fence().Signaled():
-					t.Errorf("lost wake-up: fence %d on %v signalled, its waiter still asleep after 5 s", p.Fence().Value(), p.Fence().Engine())
+					t.Errorf("lost wake-up: fence %d on %v signalled, its waiter still asleep after 5 s", p.Fence().Value(), p.Fence().Channel())
 				case err != nil:
-					t.Errorf("Wait (fence %d on %v) = %v", p.Fence().Value(), p.Fence().Engine(), err)
+					t.Errorf("Wait (fence %d on %v) = %v", p.Fence().Value(), p.Fence().Channel(), err)
 				}
 			}
 		})
@@ -305,8 +309,92 @@ func stress(t *testing.T, d *Driver, total int) {
 
 // waitersOf returns how many waiters are blocked on engine e's timeline.
 func waitersOf(d *Driver, e abi.Engine) int {
-	tl := &d.timelines[e]
+	tl := &d.channels[abi.DefaultChannel(e)].timeline
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	return len(tl.waiters)
+}
+
+// TestConfigIsChecked: a wait mode, delivery path or wake policy that names
+// nothing is refused at New with ErrConfig naming the field — an unknown
+// delivery path would otherwise leave every blocked wait without a wake-up.
+func TestConfigIsChecked(t *testing.T) {
+	for _, tt := range []struct {
+		cfg   Config
+		field string
+	}{
+		{Config{Wait: 7}, "Wait"},
+		{Config{Delivery: 9}, "Delivery"},
+		{Config{Wake: -1}, "Wake"},
+	} {
+		dev, err := device.Open(device.Config{MemorySize: 1 << 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = New(dev, tt.cfg)
+		dev.Close()
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tt.field) {
+			t.Errorf("New(%+v) = %v; want ErrConfig naming %s", tt.cfg, err, tt.field)
+		}
+	}
+}
+
+// TestUndefinedFlagsNeverHangAWaiter: a batch whose only command carries a
+// flag bit that is not defined is refused before it reaches the device —
+// it never leaves a fence nobody will write.
+func TestUndefinedFlagsNeverHangAWaiter(t *testing.T) {
+	d := openWith(t, device.Config{}, Config{Wait: WaitBlock})
+	_, err := d.SubmitBatch(abi.EngineCopy, []abi.Command{{Op: abi.OpNop, Flags: 0x80}})
+	if !errors.Is(err, abi.StatusBadFlags) {
+		t.Errorf("SubmitBatch with flag 0x80 = %v; want StatusBadFlags", err)
+	}
+	if err := d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpNop, Flags: 0x80}); !errors.Is(err, abi.StatusBadFlags) {
+		t.Errorf("Submit with flag 0x80 = %v; want StatusBadFlags", err)
+	}
+}
+
+// TestErrOutsideTheBatch: Pending.Err with an index the batch does not have
+// is an error, not a panic.
+func TestErrOutsideTheBatch(t *testing.T) {
+	d := openTest(t)
+	p, err := d.SubmitBatch(abi.EngineCopy, []abi.Command{{Op: abi.OpNop}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Wait()
+	for _, i := range []int{-1, 1, 5} {
+		if err := p.Err(i); err == nil {
+			t.Errorf("Err(%d) on a batch of one = nil; want an error", i)
+		}
+	}
+}
+
+// TestNoLostWakeupsOnFreshFences is the sharpest case for the arming
+// handshake: a waiter blocks on the fence of a NOP it has just submitted,
+// with nothing queued behind it, so the fence is written while the waiter
+// is between its first look and arming. If the waiter's re-check after
+// arming were missing, the fence would be written unseen, no interrupt
+// would come, and the wait would time out with its fence signalled.
+func TestNoLostWakeupsOnFreshFences(t *testing.T) {
+	rounds := 2000
+	if testing.Short() {
+		rounds = 300
+	}
+	for _, del := range allDeliveries {
+		t.Run(del.String(), func(t *testing.T) {
+			d := openWith(t, device.Config{}, Config{Wait: WaitBlock, Delivery: del})
+			for i := range rounds {
+				p, err := d.SubmitBatch(abi.Engine(i%abi.NumEngines), []abi.Command{{Op: abi.OpNop}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				err = p.WaitContext(ctx)
+				cancel()
+				if err != nil {
+					t.Fatalf("round %d: Wait = %v (fence signalled: %v): a lost wake-up", i, err, p.Fence().Signaled())
+				}
+			}
+		})
+	}
 }

@@ -1,21 +1,20 @@
 package driver
 
 import (
-	"errors"
 	"fmt"
 	"runtime"
 
 	"softgpu/stage7-idle/abi"
 )
 
-// This file is the driver's side of idle gating (stage 7): it programs each
-// engine's idle mode and budget, and after every doorbell it wakes the
-// engine if the engine has said it needs waking — the submitter's half of
-// the need-wakeup handshake (the engine's is in device/idle.go):
+// This file is the driver's side of idle gating: it programs each engine's
+// idle mode and budget, and after every doorbell it wakes the engine if the
+// engine has said it needs waking — the submitter's half of the
+// need-wakeup handshake (the engine's is in device/idle.go):
 //
 //	driver (publish, wakeIfIdle)             engine (sleep)
 //	store tail → RegDoorbell                 store 1 → RegNeedWakeup
-//	load RegNeedWakeup: 1? → dev.Wake(e)     load RegDoorbell: moved? → don't sleep
+//	load RegNeedWakeup: 1? → Wake(c)         load RegDoorbell: moved? → don't sleep
 //
 // The driver only reads RegNeedWakeup; the engine is its one writer, and
 // clears it itself once awake. So a few doorbells rung while a woken engine
@@ -23,10 +22,11 @@ import (
 // and all but the first cost a non-blocking send that finds a token waiting.
 
 // ANCHOR: wakeifidle
-// wakeIfIdle wakes r's engine if it is asleep or on its way to sleep, and
-// reports whether it did. publish calls it right after each store to
-// RegDoorbell — it must come after it — and, if it woke the engine, hands
-// it the thread once it has let go of publishing (handoff, below).
+// wakeIfIdle wakes the channel's engine if it is asleep or on its way to
+// sleep, and reports whether it did. publish calls it right after each
+// store to RegDoorbell — it must come after it — and, if it woke the
+// engine, hands it the thread once it has let go of publishing (handoff,
+// below).
 //
 // No lost wake-up: this load of RegNeedWakeup comes after the doorbell
 // store; the engine stores RegNeedWakeup = 1 before it loads RegDoorbell
@@ -39,12 +39,12 @@ import (
 //
 // Several goroutines may publish one after another; each checks after its
 // own store, so whichever doorbell the engine slept through is answered.
-func (d *Driver) wakeIfIdle(r *ring) bool {
-	if d.regs.Load(r.bank+abi.RegNeedWakeup) == 0 {
+func (ch *Channel) wakeIfIdle() bool {
+	if ch.regs.Load(ch.engineStatus+abi.RegNeedWakeup) == 0 {
 		return false
 	}
-	d.dev.Wake(r.engine)
-	d.engineWakes.Add(1)
+	ch.wakeEngine(ch.id)
+	ch.stats.engineWakes.Add(1)
 	return true
 }
 
@@ -75,41 +75,67 @@ func handoff() { runtime.Gosched() }
 // IdleMode is what an engine does when it has no work; see abi.IdleMode.
 type IdleMode = abi.IdleMode
 
-// ErrIdleMode reports an idle mode this stage does not define.
-var ErrIdleMode = errors.New("softgpu: unknown idle mode")
+// The idle modes, under the driver's name for them.
+const (
+	IdleHybrid   = abi.IdleHybrid
+	IdleSpin     = abi.IdleSpin
+	IdleSleep    = abi.IdleSleep
+	IdleAdaptive = abi.IdleAdaptive
+)
 
-// SetIdle sets engine e's idle mode and, for IdleHybrid, its spin budget in
-// cycles (zero means abi.DefaultIdleBudget, 50 µs).
-// It takes effect at once: an engine asleep under the old mode is woken to
-// read the new one.
-func (d *Driver) SetIdle(e abi.Engine, mode IdleMode, budget uint64) error {
+// Idle is an engine's idle configuration.
+type Idle struct {
+	Mode IdleMode
+	// Budget is the hybrid spin in cycles; zero means
+	// abi.DefaultIdleBudget (50 µs).
+	Budget uint64
+	// BudgetMin and BudgetMax bound the adaptive budget, in cycles; zero
+	// for both means abi.DefaultIdleBudgetMin and abi.DefaultIdleBudgetMax
+	// (0 and 200 µs).
+	BudgetMin, BudgetMax uint64
+}
+
+// check fills in the defaults and refuses what names nothing, with
+// ErrConfig naming the field.
+func (c *Idle) check() error {
+	if !c.Mode.Defined() {
+		return fmt.Errorf("%w: idle mode %d is not an idle mode", ErrConfig, uint64(c.Mode))
+	}
+	if c.Budget == 0 {
+		c.Budget = abi.DefaultIdleBudget
+	}
+	if c.BudgetMin == 0 && c.BudgetMax == 0 {
+		c.BudgetMin, c.BudgetMax = abi.DefaultIdleBudgetMin, abi.DefaultIdleBudgetMax
+	}
+	if c.BudgetMin > c.BudgetMax {
+		return fmt.Errorf("%w: idle budget bounds [%d, %d] are the wrong way round", ErrConfig, c.BudgetMin, c.BudgetMax)
+	}
+	return nil
+}
+
+// SetIdle sets engine e's idle configuration. It takes effect at once: an
+// engine asleep under the old mode is woken to read the new one.
+func (d *Driver) SetIdle(e abi.Engine, idle Idle) error {
 	if e >= abi.NumEngines {
 		return fmt.Errorf("%w: %d", ErrNoEngine, e)
 	}
-	if !mode.Defined() {
-		return fmt.Errorf("%w: %d", ErrIdleMode, uint64(mode))
+	if err := idle.check(); err != nil {
+		return err
 	}
 	if d.closed.Load() {
 		return ErrClosed
 	}
-	if budget == 0 {
-		budget = abi.DefaultIdleBudget
-	}
-	bank := abi.EngineRegs(e)
-	// Budget first: an engine that reads the new mode reads a budget at
-	// least as new. (A hybrid engine that read the old budget with the new
-	// mode sleeps once a little early or late; nothing is lost either way.)
-	d.regs.Store(bank+abi.RegIdleBudget, budget)
-	d.regs.Store(bank+abi.RegIdleMode, uint64(mode))
+	control := abi.EngineControlPage(e)
+	// Budgets first: an engine that reads the new mode reads budgets at
+	// least as new. (A budgeted engine that read an old budget with the
+	// new mode sleeps once a little early or late; nothing is lost either
+	// way.)
+	d.regs.Store(control+abi.RegIdleBudget, idle.Budget)
+	d.regs.Store(control+abi.RegIdleBudgetMin, idle.BudgetMin)
+	d.regs.Store(control+abi.RegIdleBudgetMax, idle.BudgetMax)
+	d.regs.Store(control+abi.RegIdleMode, uint64(idle.Mode))
 	// A sleeping engine reads the registers only when it wakes; wake it,
 	// so that "spin" means spin from now on, not from the next doorbell.
-	d.dev.Wake(e)
+	d.hw.Wake(abi.DefaultChannel(e))
 	return nil
 }
-
-// The idle modes, under the driver's name for them.
-const (
-	IdleHybrid = abi.IdleHybrid
-	IdleSpin   = abi.IdleSpin
-	IdleSleep  = abi.IdleSleep
-)

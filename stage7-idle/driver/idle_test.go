@@ -13,7 +13,6 @@ import (
 
 	"softgpu/stage7-idle/abi"
 	"softgpu/stage7-idle/device"
-	"softgpu/stage7-idle/internal/leakcheck"
 )
 
 // idleConfigs are the idle configurations every idle test runs under. The
@@ -26,32 +25,31 @@ var idleConfigs = []struct {
 	{"spin", IdleSpin, 0},
 	{"sleep", IdleSleep, 0},
 	{"hybrid5us", IdleHybrid, stressBudget},
+	{"adaptive", IdleAdaptive, 0},
 }
 
-// asleep waits until n engine goroutines are parked in sleep; 5 s is orders
-// of magnitude beyond the budget plus a scheduling delay, so only an engine
-// that never sleeps fails it.
-//
-// Parked means blocked on its wake-up channel ("[chan receive]"), not just
-// inside sleep: a goroutine blocked on a receive found the channel empty, so
-// no stale token is waiting, and RegNeedWakeup stays 1 until a Wake — the
-// next doorbell is sure to find the engine asleep.
-func asleep(t *testing.T, n int) {
+// asleep waits until exactly n engines say, in their registers, that they
+// are asleep: RegEngineState is EngineAsleep and RegNeedWakeup is set, so
+// the next doorbell must wake them. 5 s is orders of magnitude beyond the
+// budget plus a scheduling delay, so only an engine that never sleeps (or
+// never wakes) fails it.
+func asleep(t *testing.T, d *Driver, n int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for parked() != n {
+	for sleeping(d) != n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d engines asleep after 5 s; want %d", parked(), n)
+			t.Fatalf("%d engines asleep after 5 s; want %d", sleeping(d), n)
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
 }
 
-// parked counts the engine goroutines blocked in sleep's receive.
-func parked() int {
+// sleeping counts the engines that say they are asleep.
+func sleeping(d *Driver) int {
 	n := 0
-	for _, g := range leakcheck.RunningIn("(*Engine).sleep") {
-		if header, _, _ := strings.Cut(g, "\n"); strings.Contains(header, "[chan receive") {
+	for e := range abi.Engine(abi.NumEngines) {
+		status := abi.EngineStatusPage(e)
+		if d.regs.Load(status+abi.RegEngineState) == abi.EngineAsleep && d.regs.Load(status+abi.RegNeedWakeup) == 1 {
 			n++
 		}
 	}
@@ -68,32 +66,43 @@ func idleFor(d time.Duration) {
 
 func TestSetIdleChecksItsArguments(t *testing.T) {
 	d := openTest(t)
-	if err := d.SetIdle(abi.NumEngines, IdleSpin, 0); !errors.Is(err, ErrNoEngine) {
+	if err := d.SetIdle(abi.NumEngines, Idle{Mode: IdleSpin}); !errors.Is(err, ErrNoEngine) {
 		t.Errorf("SetIdle(engine %d) = %v; want ErrNoEngine", abi.NumEngines, err)
 	}
-	if err := d.SetIdle(abi.EngineCopy, IdleSleep+1, 0); !errors.Is(err, ErrIdleMode) {
-		t.Errorf("SetIdle(mode %d) = %v; want ErrIdleMode", IdleSleep+1, err)
+	if err := d.SetIdle(abi.EngineCopy, Idle{Mode: IdleAdaptive + 1}); !errors.Is(err, ErrConfig) {
+		t.Errorf("SetIdle(mode %d) = %v; want ErrConfig", IdleAdaptive+1, err)
 	}
-	if err := d.SetIdle(abi.EngineCopy, IdleHybrid, 0); err != nil {
+	if err := d.SetIdle(abi.EngineCopy, Idle{Mode: IdleAdaptive, BudgetMin: 5, BudgetMax: 4}); !errors.Is(err, ErrConfig) {
+		t.Errorf("SetIdle with bounds the wrong way round = %v; want ErrConfig", err)
+	}
+	if err := d.SetIdle(abi.EngineCopy, Idle{Mode: IdleHybrid}); err != nil {
 		t.Errorf("SetIdle(hybrid, 0) = %v; want nil", err)
 	}
-	if got := d.regs.Load(abi.EngineRegs(abi.EngineCopy) + abi.RegIdleBudget); got != abi.DefaultIdleBudget {
+	if got := d.regs.Load(abi.EngineControlPage(abi.EngineCopy) + abi.RegIdleBudget); got != abi.DefaultIdleBudget {
 		t.Errorf("budget after SetIdle(hybrid, 0) = %d; want the default %d", got, abi.DefaultIdleBudget)
 	}
 	d.Close()
-	if err := d.SetIdle(abi.EngineCopy, IdleSpin, 0); !errors.Is(err, ErrClosed) {
+	if err := d.SetIdle(abi.EngineCopy, Idle{Mode: IdleSpin}); !errors.Is(err, ErrClosed) {
 		t.Errorf("SetIdle after Close = %v; want ErrClosed", err)
 	}
 }
 
 func TestConfigSetsTheIdleRegisters(t *testing.T) {
-	d := openWith(t, device.Config{}, Config{Idle: IdleSleep, IdleBudget: 1234})
+	d := openWith(t, device.Config{}, Config{Idle: Idle{Mode: IdleSleep, Budget: 1234}})
 	for e := range abi.Engine(abi.NumEngines) {
-		bank := abi.EngineRegs(e)
-		mode, budget := IdleMode(d.regs.Load(bank+abi.RegIdleMode)), d.regs.Load(bank+abi.RegIdleBudget)
+		control := abi.EngineControlPage(e)
+		mode, budget := IdleMode(d.regs.Load(control+abi.RegIdleMode)), d.regs.Load(control+abi.RegIdleBudget)
 		if mode != IdleSleep || budget != 1234 {
 			t.Errorf("%v engine: mode %v, budget %d; want sleep, 1234", e, mode, budget)
 		}
+	}
+	dev, err := device.Open(device.Config{MemorySize: 1 << 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	if _, err := New(dev, Config{Idle: Idle{Mode: 9}}); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "idle mode") {
+		t.Errorf("New with idle mode 9 = %v; want ErrConfig naming the idle mode", err)
 	}
 }
 
@@ -107,7 +116,7 @@ func TestWakesAreCounted(t *testing.T) {
 		want uint64
 	}{{IdleSleep, n}, {IdleSpin, 0}} {
 		t.Run(tt.mode.String(), func(t *testing.T) {
-			d := openWith(t, device.Config{}, Config{Idle: tt.mode})
+			d := openWith(t, device.Config{}, Config{Idle: Idle{Mode: tt.mode}})
 			// The device came out of reset hybrid, and may have gone to
 			// sleep before New set the mode: the first doorbell may wake
 			// it whatever the mode. Count from the second.
@@ -117,7 +126,7 @@ func TestWakesAreCounted(t *testing.T) {
 			before := d.Stats().EngineWakes
 			for range n {
 				if tt.mode == IdleSleep {
-					asleep(t, 2)
+					asleep(t, d, 2)
 				}
 				if err := d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpNop}); err != nil {
 					t.Fatal(err)
@@ -133,23 +142,25 @@ func TestWakesAreCounted(t *testing.T) {
 // TestCloseWhileEnginesSleep closes a driver whose engines are asleep, with
 // and without a waiter blocked on a long command on the other engine.
 func TestCloseWhileEnginesSleep(t *testing.T) {
-	d := openWith(t, device.Config{}, Config{Idle: IdleSleep})
-	asleep(t, 2)
+	d := openWith(t, device.Config{}, Config{Idle: Idle{Mode: IdleSleep}})
+	asleep(t, d, 2)
 	p, err := d.SubmitBatch(abi.EngineCompute, []abi.Command{{Op: abi.OpDelay, Value: 1 << 62}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	asleep(t, 1) // the copy engine sleeps on; compute runs the delay
+	asleep(t, d, 1) // the copy engine sleeps on; compute runs the delay
 	done := make(chan error)
 	go func() { done <- p.Wait() }()
 	d.Close()
 	if err := <-done; !errors.Is(err, abi.StatusAborted) {
 		t.Errorf("Wait on a delay cut short by Close = %v; want StatusAborted", err)
 	}
-	// Close returned, so every engine has left pollLoop (leakcheck, at
-	// cleanup, proves the goroutines end); none can still be asleep.
-	if n := len(leakcheck.RunningIn("(*Engine).sleep")); n != 0 {
-		t.Errorf("%d engines still asleep after Close returned", n)
+	// Close returned, so every engine has stopped (leakcheck, at cleanup,
+	// proves the goroutines end); none can still be asleep.
+	for e := range abi.Engine(abi.NumEngines) {
+		if got := d.regs.Load(abi.EngineStatusPage(e) + abi.RegEngineState); got != abi.EngineStopped {
+			t.Errorf("%v engine after Close: state %d; want EngineStopped", e, got)
+		}
 	}
 }
 
@@ -170,7 +181,8 @@ func TestCloseWhileEnginesSleep(t *testing.T) {
 // the watchdog cannot fire for slowness, only for a command left in the ring
 // of an engine that sleeps and will never be woken. (With the engine's
 // re-check of the doorbell after it sets RegNeedWakeup removed, in
-// device/idle.go, this test fails.)
+// device/idle.go, this test fails.) The adaptive mode runs it too: its
+// budget moves under the submitters' feet.
 func TestNoLostEngineWakeups(t *testing.T) {
 	perEngine := 10000
 	if testing.Short() {
@@ -178,15 +190,15 @@ func TestNoLostEngineWakeups(t *testing.T) {
 	}
 	for _, cfg := range idleConfigs {
 		t.Run(cfg.name, func(t *testing.T) {
-			d := openWith(t, device.Config{}, Config{Idle: cfg.mode, IdleBudget: cfg.budget})
+			d := openWith(t, device.Config{}, Config{Idle: Idle{Mode: cfg.mode, Budget: cfg.budget}})
 			stressIdle(t, d, perEngine, nil)
 		})
 	}
 	t.Run("switching", func(t *testing.T) {
-		d := openWith(t, device.Config{}, Config{Idle: IdleHybrid, IdleBudget: stressBudget})
+		d := openWith(t, device.Config{}, Config{Idle: Idle{Mode: IdleHybrid, Budget: stressBudget}})
 		stressIdle(t, d, perEngine, func(rng *rand.Rand) {
 			c := idleConfigs[rng.IntN(len(idleConfigs))]
-			if err := d.SetIdle(abi.Engine(rng.IntN(abi.NumEngines)), c.mode, c.budget); err != nil {
+			if err := d.SetIdle(abi.Engine(rng.IntN(abi.NumEngines)), Idle{Mode: c.mode, Budget: c.budget}); err != nil {
 				t.Error(err)
 			}
 		})
@@ -219,9 +231,8 @@ func stressIdle(t *testing.T, d *Driver, perEngine int, meddle func(*rand.Rand))
 		}
 		return stressBudget - 200 + r.Uint64N(1000) // across the budget
 	}
-	clock := d.dev.Clock()
 	waitUntil := func(cycle uint64) {
-		for polls := 1; int64(clock.Now()-cycle) < 0; polls++ {
+		for polls := 1; int64(d.Now()-cycle) < 0; polls++ {
 			if polls%16 == 0 {
 				runtime.Gosched()
 			}
@@ -233,7 +244,7 @@ func stressIdle(t *testing.T, d *Driver, perEngine int, meddle func(*rand.Rand))
 	// doorbells drawn across that moment really land around it.
 	submit := func(e abi.Engine) {
 		rng := rand.New(rand.NewPCG(uint64(e), 9))
-		last := clock.Now()
+		last := d.Now()
 		for i := range perEngine {
 			waitUntil(last + gap(rng))
 			p, err := d.SubmitBatch(e, []abi.Command{{Op: abi.OpFill, Dst: 64 * uint64(e), Size: 64, Value: uint64(i)}})
@@ -246,7 +257,7 @@ func stressIdle(t *testing.T, d *Driver, perEngine int, meddle func(*rand.Rand))
 			cancel()
 			if errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("lost wake-up: command %d on %v unanswered after 5 s; RegNeedWakeup = %d",
-					i, e, d.regs.Load(abi.EngineRegs(e)+abi.RegNeedWakeup))
+					i, e, d.regs.Load(abi.EngineStatusPage(e)+abi.RegNeedWakeup))
 				return
 			}
 			if err != nil {
@@ -273,5 +284,40 @@ func stressIdle(t *testing.T, d *Driver, perEngine int, meddle func(*rand.Rand))
 	stop.Store(true)
 	meddler.Wait()
 	t.Logf("%d engine wakes; sleeps: compute %d, copy %d", d.Stats().EngineWakes,
-		d.regs.Load(abi.EngineRegs(abi.EngineCompute)+abi.RegSleeps), d.regs.Load(abi.EngineRegs(abi.EngineCopy)+abi.RegSleeps))
+		d.regs.Load(abi.EngineStatusPage(abi.EngineCompute)+abi.RegSleeps), d.regs.Load(abi.EngineStatusPage(abi.EngineCopy)+abi.RegSleeps))
+}
+
+// TestAFullRingDoesNotSpin: a submitter that finds the ring full behind a
+// long command must not burn a core for as long as the engine takes: after
+// its poll budget it sleeps on the channel's fence timeline, where the test
+// finds it among the waiters, and it is woken when room appears.
+func TestAFullRingDoesNotSpin(t *testing.T) {
+	d := openWith(t, device.Config{RingSize: 2}, Config{PollBudget: 10_000})
+	if _, err := d.SubmitBatch(abi.EngineCompute, []abi.Command{{Op: abi.OpDelay, Value: 200_000_000}, {Op: abi.OpNop}}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Submit(abi.EngineCompute, abi.Command{Op: abi.OpNop}) }() // needs the DELAY's slot
+	ch := d.channels[abi.DefaultChannel(abi.EngineCompute)]
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ch.timeline.mu.Lock()
+		n := len(ch.timeline.waiters)
+		ch.timeline.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the submitter waiting for room never went to sleep on the timeline")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Submit returned (%v) while the ring was full", err)
+	default:
+	}
+	if err := <-done; err != nil {
+		t.Errorf("Submit after room appeared = %v", err)
+	}
 }

@@ -1,26 +1,30 @@
 package driver
 
 import (
-	"container/heap"
+	"sync"
+	"sync/atomic"
 
 	"softgpu/stage7-idle/abi"
+	"softgpu/stage7-idle/trace"
 )
 
-// This file is the driver's interrupt handling (stage 2): the handler the
-// device calls when it raises its interrupt line, and the three paths from
-// there to the waiters, after the ones compared in seed 001's thread:
+// This file is the driver's interrupt handling. The device raises its one
+// line the way hardware does — it sets the cause in RegIrqCause (and, for
+// a fence, the channel's bit in RegIrqChannels) and asserts the line,
+// which here wakes the driver's interrupt thread — and goes back to its
+// work. The interrupt thread plays the CPU taking the interrupt: it reads
+// the causes, acknowledges them, and then does what the chosen delivery
+// path says, after the three compared in seed 001's thread:
 //
-//	direct     engine raises → hardIRQ signals the waiters itself
-//	threaded   engine raises → hardIRQ kicks the IRQ thread → it signals
-//	workqueue  engine raises → hardIRQ kicks the IRQ thread → it queues work
-//	           → a worker signals
+//	direct     the interrupt thread signals the waiters itself
+//	threaded   it kicks a handler thread, which signals them
+//	workqueue  it kicks a handler thread, which queues work for a worker,
+//	           which signals them
 //
-// hardIRQ runs on the engine's goroutine, as a hard interrupt handler runs
-// on whatever the CPU was doing, so it must not block: the kicks are
-// non-blocking sends on channels of one, and a kick that finds one pending
-// is merged with it (the thread signals every timeline each time it runs).
-// Each hop after the first is a goroutine wake-up: the latency the
-// FenceSignal benchmark compares.
+// Each hop after the first is one more goroutine wake-up: the latency the
+// FenceSignal benchmark compares. Kicks are non-blocking sends on
+// channels of one, and a kick that finds one pending is merged with it:
+// the channels to signal accumulate in a word the next hop takes whole.
 
 // Delivery is the path from the interrupt to the waiters.
 type Delivery int
@@ -30,6 +34,9 @@ const (
 	IRQThreaded
 	IRQWorkqueue
 )
+
+// Defined reports whether d is a delivery path.
+func (d Delivery) Defined() bool { return d >= IRQDirect && d <= IRQWorkqueue }
 
 func (d Delivery) String() string {
 	switch d {
@@ -56,6 +63,9 @@ const (
 	WakeEvery
 )
 
+// Defined reports whether w is a wake policy.
+func (w Wake) Defined() bool { return w == WakeTargeted || w == WakeEvery }
+
 func (w Wake) String() string {
 	switch w {
 	case WakeTargeted:
@@ -68,66 +78,126 @@ func (w Wake) String() string {
 
 // Stats counts the driver's interrupt work since New.
 type Stats struct {
-	IRQs          uint64 // times the device raised the interrupt line
+	IRQs          uint64 // times the interrupt thread took the line
 	Wakeups       uint64 // times a blocked waiter was woken
 	FutileWakeups uint64 // wake-ups whose fence had not signalled
-	EngineWakes   uint64 // doorbells that found their engine asleep and woke it (stage 7)
+	EngineWakes   uint64 // doorbells that found their engine asleep and woke it
+}
+
+// stats is Stats as the driver keeps it; channels share the driver's.
+type stats struct {
+	irqs, wakeups, futileWakeups atomic.Uint64
+	engineWakes                  atomic.Uint64
 }
 
 // Stats returns the interrupt counters.
 func (d *Driver) Stats() Stats {
-	return Stats{IRQs: d.irqs.Load(), Wakeups: d.wakeups.Load(), FutileWakeups: d.futileWakeups.Load(),
-		EngineWakes: d.engineWakes.Load()}
+	return Stats{IRQs: d.stats.irqs.Load(), Wakeups: d.stats.wakeups.Load(), FutileWakeups: d.stats.futileWakeups.Load(),
+		EngineWakes: d.stats.engineWakes.Load()}
 }
 
-// startIRQ connects the handler to the device's interrupt line and starts the
-// goroutines the delivery path needs. In the untargeted mode it also arms
-// every engine for every interrupt, once and for all.
+// irq is the driver's interrupt machinery.
+type irq struct {
+	line    <-chan struct{} // the device's interrupt line, closed when the device stops
+	pending atomic.Uint64   // channels whose waiters the next hop should signal
+	kick    chan struct{}   // the interrupt thread → the handler thread (threaded, workqueue)
+	work    chan struct{}   // the handler thread → the worker (workqueue)
+	stop    chan struct{}   // closed by the interrupt thread as it ends: stops the others
+	threads sync.WaitGroup
+}
+
+// startIRQ starts the interrupt thread and the goroutines the delivery path
+// needs. In the untargeted mode it also arms every channel for every
+// interrupt, once and for all.
 func (d *Driver) startIRQ() {
-	d.closing = make(chan struct{})
-	d.irqKick = make(chan struct{}, 1)
-	d.irqWork = make(chan struct{}, 1)
-	d.irqStop = make(chan struct{})
-	for e := range abi.Engine(abi.NumEngines) {
-		d.timelines[e] = timeline{d: d, bank: abi.EngineRegs(e)}
-		arm := uint64(abi.IrqOff)
-		if d.wake == WakeEvery {
-			arm = abi.IrqEvery
+	d.irq.line = d.hw.Interrupts()
+	d.irq.kick = make(chan struct{}, 1)
+	d.irq.work = make(chan struct{}, 1)
+	d.irq.stop = make(chan struct{})
+	if d.wake == WakeEvery {
+		for _, ch := range d.channels {
+			d.regs.Store(ch.doorbell+abi.RegIrqArm, abi.IrqEvery)
 		}
-		d.regs.Store(abi.EngineRegs(e)+abi.RegIrqArm, arm)
 	}
+	d.irq.threads.Go(d.interruptLoop)
 	switch d.delivery {
 	case IRQThreaded:
-		d.irqThreads.Go(func() { d.irqThreadLoop(d.irqKick, d.signalAll) })
+		d.irq.threads.Go(func() { d.irqThreadLoop(d.irq.kick, d.signalPending) })
 	case IRQWorkqueue:
-		d.irqThreads.Go(func() { d.irqThreadLoop(d.irqKick, d.queueWork) })
-		d.irqThreads.Go(func() { d.irqThreadLoop(d.irqWork, d.signalAll) })
-	}
-	d.dev.SetInterruptHandler(d.hardIRQ)
-}
-
-// stopIRQ disconnects the handler and stops the delivery goroutines. It runs
-// in Close after the device has stopped, so no interrupt is in progress.
-func (d *Driver) stopIRQ() {
-	d.dev.SetInterruptHandler(nil)
-	close(d.irqStop)
-	d.irqThreads.Wait()
-}
-
-// ANCHOR: hardirq
-// hardIRQ is the interrupt handler: it runs on engine e's goroutine each
-// time e raises the line.
-func (d *Driver) hardIRQ(e abi.Engine) {
-	d.irqs.Add(1)
-	switch d.delivery {
-	case IRQDirect:
-		d.timelines[e].signal()
-	default:
-		kick(d.irqKick)
+		d.irq.threads.Go(func() { d.irqThreadLoop(d.irq.kick, func() { kick(d.irq.work) }) })
+		d.irq.threads.Go(func() { d.irqThreadLoop(d.irq.work, d.signalPending) })
 	}
 }
 
-// ANCHOR_END: hardirq
+// awaitIRQ waits for the interrupt goroutines to end. Close calls it after
+// the device has stopped: the device closes the line, the interrupt thread
+// ends, and the others with it.
+func (d *Driver) awaitIRQ() { d.irq.threads.Wait() }
+
+// interruptLoop is the interrupt thread: it takes the line each time the
+// device raises it, until the line is closed — the device stopped, or
+// another driver took the line over.
+func (d *Driver) interruptLoop() {
+	defer close(d.irq.stop)
+	for range d.irq.line {
+		d.handleInterrupt()
+	}
+}
+
+// ANCHOR: handle
+// handleInterrupt reads what the device raised, acknowledges it, and
+// delivers it. The acknowledgement comes before the work, as in any
+// interrupt handler: a cause raised after the read stays set (the
+// registers are write-one-to-clear) and comes with a new token, so it is
+// handled on the next round; a fence written before the acknowledgement
+// is seen by the signal below, which reads RegFence after it.
+func (d *Driver) handleInterrupt() {
+	var start uint64
+	if d.trace != nil {
+		start = d.Now()
+	}
+	cause := d.regs.Load(abi.RegIrqCause)
+	d.regs.Store(abi.RegIrqCause, cause) // acknowledge: clears exactly these bits
+	d.stats.irqs.Add(1)
+	if cause&abi.IrqCauseFence != 0 {
+		channels := d.regs.Load(abi.RegIrqChannels)
+		d.regs.Store(abi.RegIrqChannels, channels)
+		d.deliver(channels)
+	}
+	if cause&abi.IrqCauseStopped != 0 {
+		for _, ch := range d.channels {
+			ch.timeline.wakeAll()
+		}
+	}
+	if d.trace != nil {
+		d.trace.Record(trace.Event{Kind: trace.KindIRQHandled, Start: start, End: d.Now(), Arg: cause})
+	}
+}
+
+// ANCHOR_END: handle
+
+// deliver signals the waiters of the channels in the bit set channels, by
+// the driver's delivery path.
+func (d *Driver) deliver(channels uint64) {
+	if d.delivery == IRQDirect {
+		d.signal(channels)
+		return
+	}
+	d.irq.pending.Or(channels)
+	kick(d.irq.kick)
+}
+
+// signalPending signals every channel queued for the next hop.
+func (d *Driver) signalPending() { d.signal(d.irq.pending.Swap(0)) }
+
+// signal signals the timelines of the channels in the bit set channels.
+func (d *Driver) signal(channels uint64) {
+	for c := range abi.Channel(abi.NumChannels) {
+		if channels&(1<<c) != 0 {
+			d.channels[c].timeline.signal()
+		}
+	}
+}
 
 // kick wakes the goroutine that receives from c, unless a kick is already
 // pending; never blocks.
@@ -138,46 +208,15 @@ func kick(c chan struct{}) {
 	}
 }
 
-// irqThreadLoop runs work once per kick on c until stopIRQ.
+// irqThreadLoop runs work once per kick on c until the interrupt thread
+// ends.
 func (d *Driver) irqThreadLoop(c chan struct{}, work func()) {
 	for {
 		select {
 		case <-c:
 			work()
-		case <-d.irqStop:
+		case <-d.irq.stop:
 			return
 		}
 	}
 }
-
-func (d *Driver) queueWork() { kick(d.irqWork) }
-
-func (d *Driver) signalAll() {
-	for e := range d.timelines {
-		d.timelines[e].signal()
-	}
-}
-
-// ANCHOR: signal
-// signal wakes the waiters whose fences have signalled — or, untargeted,
-// every waiter — and re-arms the interrupt for those that remain.
-//
-// No waiter is left asleep with its fence reached. Its fence was written
-// either before this load of RegFence (then it is popped here), or after:
-// then the engine, having stored that fence, loads the arm registers and
-// finds either the target armed before this signal (no greater than the
-// fence: an interrupt) or the one armed below (the least remaining target,
-// at most this waiter's: an interrupt). The next interrupt serves it.
-func (tl *timeline) signal() {
-	tl.mu.Lock()
-	defer tl.mu.Unlock()
-	// This load pairs with the engine's store of RegFence.
-	fence := tl.d.regs.Load(tl.bank + abi.RegFence)
-	for len(tl.waiters) > 0 && (tl.d.wake == WakeEvery || abi.Reached(fence, tl.waiters[0].target)) {
-		w := heap.Pop(&tl.waiters).(*waiter)
-		w.wake <- struct{}{} // cannot block: buffered, and a waiter is woken once per add
-	}
-	tl.armLocked()
-}
-
-// ANCHOR_END: signal

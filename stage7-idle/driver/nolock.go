@@ -1,46 +1,46 @@
 package driver
 
 import (
+	"context"
 	"fmt"
-	"runtime"
 	"sync/atomic"
 
 	"softgpu/stage7-idle/abi"
 )
 
-// This file is stage 4's mechanism: many goroutines submit to one engine's
-// ring at once, and commands complete, with no lock. Up to stage 3 one global
-// lock made each ring single-writer; here every step a submitter or a waiter
-// takes is an atomic operation on a word with a stated writer.
+// This file is the lock-free submission protocol: many goroutines submit to
+// one channel's ring at once, and commands complete, with no lock. Every
+// step a submitter or a waiter takes is an atomic operation on a word with
+// a stated writer.
 //
-//	submitter (SubmitBatch)                           engine (unchanged)
+//	submitter (Submit, SubmitBatch)                   engine (unchanged)
 //	reserve  first = reserved.Add(n) - n
 //	         [first, first+n) is this batch's, and so is
 //	         its fence: first+n, the last index + 1
 //	write    for each index i of the batch:
 //	           wait for freeFor[i&mask] == i
-//	             (reap i-size first if the head has passed it)
+//	             (reap i-size first if it has completed)
+//	           owner[i&mask] = its request (nil: reaps its own)
 //	           encode command i into slot i&mask
-//	           owner[i&mask] = its request
 //	mark     written[i&mask] = i, last index first
 //	publish  if publishing.CompareAndSwap(false, true):
-//	           scan from the doorbell over every written slot
+//	           scan from rung over every written slot
 //	           store the new tail → RegDoorbell  ──────────► fetch: load RegDoorbell,
 //	           publishing = false; look again                  run the slots below it
-//	waiter   fence reached, so head > i  ◄────────────────  complete: status, then RegHead
-//	         reap: claim request i (result 0 → reaping),
-//	         read status[i&mask], store the result,
-//	         store freeFor[i&mask] = i+size (slot free for the next lap)
+//	waiter   completion entry i reads i  ◄───────────────  complete: status, then index
+//	reap:    claim the request (result 0 → reaping), or, for
+//	         a Submit, nothing to claim: it is its own reaper;
+//	         read the status, store freeFor[i&mask] = i+size
 //
-// The words, each with who writes it (indices are free-running, as in
-// stage 1, and compared only wrap-safely):
+// The words, each with who writes it (indices are free-running and compared
+// only wrap-safely):
 //
 //	reserved      every submitter, by atomic add: the next index to hand out
 //	written[k]    the submitter of the command in slot k, once it is fully
 //	              written: slot k holds command written[k]
 //	publishing    set by the one goroutine publishing, with CompareAndSwap;
 //	              cleared by it when it is done
-//	doorbell      the publishing goroutine: the driver's shadow of RegDoorbell
+//	rung          the publishing goroutine: the driver's shadow of RegDoorbell
 //	freeFor[k]    the goroutine that reaped slot k's last command, once per
 //	              lap: slot k may take command freeFor[k]
 //	owner[k]      the submitter of the command in slot k, before it marks
@@ -57,26 +57,23 @@ import (
 //     reserve and mark leaves a slot unwritten, and the doorbell stops
 //     there: the submitters behind it return, their commands wait in the
 //     ring, and the engine never reads a slot nobody finished writing;
-//   - head <= doorbell <= reserved, and reserved-head is unbounded: a
-//     submitter that reserves beyond a full ring waits in "write" for its
-//     slot, so a full ring is backpressure, never an error or a drop;
-//   - exactly one goroutine reads the status entry of command i — the one
-//     whose CompareAndSwap moves req.result from 0 to reaping — and it
-//     frees the slot (freeFor = i+size) only after that read. That is what
-//     stage 1's reaping under the lock guaranteed: the entry stays valid
-//     until command i+size overwrites it, which cannot be written before
-//     the slot is free.
+//   - rung <= reserved, and reserved-rung is unbounded: a submitter that
+//     reserves beyond a full ring waits in "write" for its slot, so a full
+//     ring is backpressure, never an error or a drop;
+//   - exactly one goroutine reads the completion entry of command i for
+//     its status — a synchronous Submit for its own command, or whoever's
+//     CompareAndSwap moves a batch's req.result from 0 to reaping — and it
+//     frees the slot (freeFor = i+size) only after that read, so the entry
+//     is never overwritten by command i+size before it has been read.
 //
-// Who reaps: a waiter reaps its own commands once its fence has signalled;
-// a submitter that needs a slot whose previous command nobody has waited
-// for reaps that one. Nothing else ever has to: a slot is only needed by
-// the submitter of its next command.
+// Who reaps: a waiter reaps its own commands once they have completed; a
+// submitter that needs a slot whose previous command was a batch's that
+// nobody has waited for reaps that one. Nothing else ever has to: a slot
+// is only needed by the submitter of its next command, and a synchronous
+// Submit is always there to reap its own.
 //
 // Go's atomics are sequentially consistent, stronger than the release and
 // acquire a real driver would use; the comments still name each pair.
-//
-// The end of the file takes the one lock off the copy path that stage 3
-// added: a pinned copy finds its region in a snapshot, not under pinMu.
 
 // pad keeps the words on either side of it on different cache lines:
 // reserved is written by every submitter, publishing by every publisher,
@@ -89,7 +86,7 @@ type counters struct {
 	reserved   atomic.Uint64 // next index to hand out; every submitter adds to it
 	_          pad
 	publishing atomic.Bool // held, never waited for, by the goroutine moving the doorbell
-	doorbell   uint64      // shadow of RegDoorbell; touched only while holding publishing
+	rung       uint64      // shadow of RegDoorbell; touched only while holding publishing
 	_          pad
 }
 
@@ -105,70 +102,96 @@ const (
 // ANCHOR: reserve
 // reserve hands out n consecutive ring indices, [first, first+n). It is one
 // atomic add: it never fails and never waits — a full ring makes the
-// submitter wait later, for each slot, in waitForSlot.
-func (r *ring) reserve(n uint64) (first uint64) {
-	return r.reserved.Add(n) - n
+// submitter wait later, for each slot, in awaitSlot.
+func (ch *Channel) reserve(n uint64) (first uint64) {
+	return ch.reserved.Add(n) - n
 }
 
 // ANCHOR_END: reserve
 
 // slotFree reports whether slot i&mask may take command i: the command it
-// held a lap ago, i-size, has been reaped. This load pairs with the reaper's
-// store of freeFor in reap, which comes after its read of the status.
-func (r *ring) slotFree(i uint64) bool { return r.freeFor[i&r.mask].Load() == i }
+// held a lap ago, i-size, has been reaped. This load pairs with the
+// reaper's store of freeFor, which comes after its read of the status.
+func (ch *Channel) slotFree(i uint64) bool { return ch.freeFor[i&ch.mask].Load() == i }
 
-// ANCHOR: waitforslot
-// waitForSlot waits until slot i&mask may take command i. If the engine has
-// run the slot's previous command, i-size, and nobody has reaped it — its
-// waiter has not come, or never will — it reaps it itself. It reports false
-// if the driver was closed first.
+// ANCHOR: awaitslot
+// awaitSlot waits until slot i&mask may take command i. If the engine has
+// completed the slot's previous command, i-size, and it belongs to a batch
+// nobody has reaped — its waiter has not come, or never will — it reaps it
+// itself. It returns an error if the device stops or the channel faults
+// first.
+//
+// It waits as a fence wait does: it polls for the channel's poll budget,
+// then sleeps on the timeline until the fence after i-size, and looks
+// again. There is always such a fence: the batch containing i-size ends at
+// one (at least i-size+1) if it is another submitter's, and if it is the
+// caller's own, the run the caller published before waiting ends at one
+// (SubmitBatch fences the last command of each run it publishes).
+// A submitter held up by a full ring burns no core for longer than the
+// budget, however long the engine takes.
 //
 // The caller has marked and published every command of its own below i, so
 // if i-size is its own (a batch longer than the ring), the engine can get
 // to it.
-func (d *Driver) waitForSlot(r *ring, i uint64) bool {
-	return d.spin(func() bool {
-		if !r.slotFree(i) {
-			d.reapPassed(r, i, i+1)
+func (ch *Channel) awaitSlot(i uint64) error {
+	free := func() bool {
+		if !ch.slotFree(i) {
+			ch.reapPassed(i - ch.size)
 		}
-		return r.slotFree(i)
-	})
+		return ch.slotFree(i)
+	}
+	for {
+		budget := ch.pollBudget
+		if ch.waitMode == WaitPoll {
+			budget = 0
+		}
+		err := ch.spinFor(free, budget)
+		if err != errBudgetSpent {
+			return err
+		}
+		if err := (Fence{ch: ch, value: i - ch.size + 1}).block(context.Background()); err != nil && !free() {
+			return err
+		}
+	}
 }
 
-// ANCHOR_END: waitforslot
+// ANCHOR_END: awaitslot
 
-// reapPassed reaps the previous command of each slot that indices
-// [from, to) will take — the command a lap earlier — in order, as long as
-// the engine has passed it. The caller has reserved [from, to): only it
-// writes those slots' owner entries next, so each owner entry it reads is
-// still the previous command's request.
-func (d *Driver) reapPassed(r *ring, from, to uint64) {
-	// This load pairs with the engine's store to RegHead: the status of
-	// every command below head is in place.
-	head := d.regs.Load(r.bank + abi.RegHead)
-	for i := from; i != to && !r.slotFree(i); i++ {
-		previous := i - r.size
-		if int64(head-previous) <= 0 {
-			return // not run yet, nor anything after it
-		}
-		req := r.owner[i&r.mask].Load()
-		if req.index != previous {
-			panic(fmt.Sprintf("driver: invariant owner[i&mask] is the request of i-size broken: slot %d holds %#x, want %#x", i&r.mask, req.index, previous))
-		}
-		r.reap(req)
+// reapPassed reaps command i if it belongs to a batch and the engine has
+// completed it. The caller has reserved i+size, whose slot it is: only it
+// writes that slot's owner entry next, so the owner entry it reads is
+// still command i's.
+//
+// The completion is looked at before the owner entry, not after: the
+// entry's index pairs with the engine's store in complete, which comes
+// after the engine read slot i, which comes after i's submitter stored
+// owner and marked the slot — so a completed i guarantees i's owner entry
+// is in place. Loaded the other way round, the owner entry could still be
+// the previous lap's, stored before i's submitter got there.
+func (ch *Channel) reapPassed(i uint64) {
+	if !ch.completed(i) {
+		return // not run yet
 	}
+	req := ch.owner[i&ch.mask].Load()
+	if req == nil {
+		return // a Submit's own command: its submitter reaps it
+	}
+	if req.index != i {
+		panic(fmt.Sprintf("driver: invariant owner[i&mask] is the request of i broken: slot %d holds %#x, want %#x", i&ch.mask, req.index, i))
+	}
+	ch.reap(req)
 }
 
 // ANCHOR: mark
 // mark declares commands [from, to) fully written. It marks the last first:
 // a publisher's scan stops at the first unmarked slot, so it finds the run
 // whole, or not at all, and a batch that fits goes out under one doorbell.
-func (r *ring) mark(from, to uint64) {
+func (ch *Channel) markWritten(from, to uint64) {
 	for i := to; i != from; {
 		i--
 		// This store publishes the slot writes of command i to whoever
 		// publishes it; the load in publish pairs with it.
-		r.written[i&r.mask].Store(i)
+		ch.written[i&ch.mask].Store(i)
 	}
 }
 
@@ -177,14 +200,14 @@ func (r *ring) mark(from, to uint64) {
 // ANCHOR: publish
 // publish moves the doorbell over every written slot after it, unless
 // another goroutine is doing so already — in which case that one publishes
-// the caller's slots too. It never waits. (Since stage 7 it may yield once:
-// a doorbell that woke a sleeping engine hands it the thread, idle.go.)
+// the caller's slots too. It never waits. (It may yield once: a doorbell
+// that woke a sleeping engine hands it the thread, idle.go.)
 //
 // Only the holder of publishing stores the doorbell, so RegDoorbell only
 // moves forward, as the device requires. The scan moves it over written
 // slots only, so it never covers a slot still being written; and it ends
-// within a ring: command doorbell+size cannot be written before command
-// doorbell has run.
+// within a ring: command rung+size cannot be written before command rung
+// has run.
 //
 // No marked slot is left unpublished. A submitter marks, then tries to take
 // publishing; the holder releases publishing, then looks once more at the
@@ -192,32 +215,32 @@ func (r *ring) mark(from, to uint64) {
 // stores, and Go's atomics are sequentially consistent: if the submitter's
 // CompareAndSwap failed, the holder's look comes after it and sees the mark,
 // and the holder goes round again.
-func (d *Driver) publish(r *ring) {
-	for r.publishing.CompareAndSwap(false, true) {
-		tail, woke := r.doorbell, false
-		// These loads pair with the stores in mark.
-		for r.written[tail&r.mask].Load() == tail {
+func (ch *Channel) publish() {
+	for ch.publishing.CompareAndSwap(false, true) {
+		tail, woke := ch.rung, false
+		// These loads pair with the stores in markWritten.
+		for ch.written[tail&ch.mask].Load() == tail {
 			tail++
 		}
-		if tail != r.doorbell {
+		if tail != ch.rung {
 			// This store publishes every slot write the loads above
 			// saw; the engine's load of RegDoorbell in fetch pairs
 			// with it.
-			d.regs.Store(r.bank+abi.RegDoorbell, tail)
-			woke = d.wakeIfIdle(r) // stage 7: after the store, never before (idle.go)
-			r.doorbell = tail
-			d.doorbells.Add(1)
+			ch.regs.Store(ch.doorbell+abi.RegDoorbell, tail)
+			woke = ch.wakeIfIdle() // after the store, never before (idle.go)
+			ch.rung = tail
+			ch.doorbells.Add(1)
 		}
-		if d.testHookPublishing != nil {
-			d.testHookPublishing() // a test may hold publishing longer here
+		if h := ch.hooks.Publishing; h != nil {
+			h(ch.id) // a test may hold publishing longer here
 		}
-		r.publishing.Store(false)
+		ch.publishing.Store(false)
 		if woke {
-			handoff() // stage 7: run the woken engine now, not while holding publishing
+			handoff() // run the woken engine now, not while holding publishing
 		}
 		// The look after the release: a slot marked while this goroutine
 		// held publishing, by a submitter whose CompareAndSwap failed.
-		if r.written[tail&r.mask].Load() != tail {
+		if ch.written[tail&ch.mask].Load() != tail {
 			return
 		}
 	}
@@ -226,53 +249,29 @@ func (d *Driver) publish(r *ring) {
 // ANCHOR_END: publish
 
 // ANCHOR: reap
-// reap copies command req.index's status into req and frees its slot,
-// unless another goroutine has claimed req first. The engine's head must
-// have passed req.index.
+// reap copies a batch command's status into its request and frees its
+// slot, unless another goroutine has claimed the request first. The engine
+// must have completed req.index.
 //
-// The claim is the CompareAndSwap: one reaper per command reads its status
-// entry, and it stores freeFor — letting the slot's next command be written,
-// and so, later, the entry be overwritten — only after that read.
-func (r *ring) reap(req *request) {
+// The claim is the CompareAndSwap: one reaper per command reads its
+// completion entry, and it stores freeFor — letting the slot's next command
+// be written, and so, later, the entry be overwritten — only after that
+// read.
+func (ch *Channel) reap(req *request) {
 	if !req.result.CompareAndSwap(resultPending, resultReaping) {
 		return // reaped, or being reaped, by someone else
 	}
-	// A plain read: the engine wrote this entry before it stored RegHead
-	// past req.index (the caller loaded that head), and nobody writes it
-	// again before the store of freeFor below lets the slot be reused.
-	status := abi.LoadStatus(r.status[abi.StatusOffset(req.index, r.mask):])
+	status := ch.statusOf(req.index)
 	// This store delivers the status; a waiter's load in collect pairs
 	// with it.
 	req.result.Store(resultDone | uint64(status))
-	// This store frees the slot for the next lap; slotFree's load pairs
-	// with it.
-	r.freeFor[req.index&r.mask].Store(req.index + r.size)
+	ch.free(req.index)
 }
 
 // ANCHOR_END: reap
 
-// spin polls done until it reports true, yielding as the engines do, and
-// reports whether it did; false if the driver was closed first.
-func (d *Driver) spin(done func() bool) bool {
-	checkEvery := d.yieldEvery
-	if checkEvery < 0 { // never yield, but still notice Close
-		checkEvery = 1024
-	}
-	for polls := 1; ; polls++ {
-		if done() {
-			return true
-		}
-		if polls%checkEvery != 0 {
-			continue
-		}
-		if d.closed.Load() {
-			return false
-		}
-		if d.yieldEvery > 0 {
-			runtime.Gosched()
-		}
-	}
-}
+// The copy path's one lock comes off too: a pinned copy finds its region in
+// a snapshot of the live regions' spans, not under pinMu.
 
 // ANCHOR: spans
 // pinnedSpan is where a live pinned region lies, host and bus side.
@@ -293,7 +292,7 @@ func (d *Driver) publishSpansLocked() {
 // spans returns the latest snapshot of the live regions' spans. A region
 // HostFree is taking out may still be in it: a copy that names it then
 // fails with abi.StatusNoDMA, as a copy that looked it up just before
-// HostFree did in stage 3.
+// HostFree did under the lock.
 func (d *Driver) spans() []pinnedSpan {
 	if p := d.pinnedSpans.Load(); p != nil {
 		return *p

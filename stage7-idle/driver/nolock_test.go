@@ -16,8 +16,8 @@ import (
 	"softgpu/stage7-idle/device"
 )
 
-// The tests of stage 4's lock-free submission (nolock.go). Stage 1's tests
-// of the ring (ring_test.go) all still run, and now run lock-free too.
+// The tests of lock-free submission (nolock.go). The tests of the ring
+// (ring_test.go) all still run, and now run lock-free too.
 
 // TestManySubmittersOneRing is the stress test: eight goroutines submit
 // batches of random length to both engines at once, several batches in
@@ -52,7 +52,7 @@ func TestManySubmittersOneRing(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := openRing(t, device.Config{RingSize: tt.ringSize, RingStart: tt.ringStart})
+			d := openRing(t, device.Config{RingSize: tt.ringSize, Start: tt.ringStart})
 			const submitters = 8
 			var wg sync.WaitGroup
 			for w := range submitters {
@@ -189,18 +189,21 @@ func TestStalledSubmitter(t *testing.T) {
 	for _, closeDuringStall := range []bool{false, true} {
 		t.Run(fmt.Sprintf("close=%v", closeDuringStall), func(t *testing.T) {
 			const others, perOther = 7, 50
-			d := openRing(t, device.Config{RingSize: 32, RingStart: 1<<64 - 5})
+			d := openRing(t, device.Config{RingSize: 32, Start: 1<<64 - 5})
 			var stalledAt atomic.Uint64
 			parked, resume := make(chan struct{}), make(chan struct{})
 			release := sync.OnceFunc(func() { close(resume) })
 			defer release() // if the test fails before it resumes the submitter
-			d.testHookReserved = func(e abi.Engine, first, n uint64) {
-				if n == 3 { // only the stalled submitter sends batches of three
-					stalledAt.Store(first)
+			var armed atomic.Bool
+			armed.Store(true)
+			ch := d.channels[abi.DefaultChannel(abi.EngineCompute)]
+			d.SetHooks(Hooks{Reserved: func(abi.Channel) {
+				if armed.CompareAndSwap(true, false) { // the first submitter, alone so far: the one to stall
+					stalledAt.Store(ch.reserved.Load() - 3)
 					close(parked)
 					<-resume
 				}
-			}
+			}})
 			add := func(w int) abi.Command {
 				return abi.Command{Op: abi.OpAdd32, Dst: counterOf(w), Size: 4, Value: 1}
 			}
@@ -246,9 +249,8 @@ func TestStalledSubmitter(t *testing.T) {
 				time.Sleep(100 * time.Microsecond)
 			}
 			time.Sleep(2 * time.Millisecond) // let a wrongly rung doorbell reach the engine
-			bank := abi.EngineRegs(abi.EngineCompute)
 			first := stalledAt.Load()
-			if tail := d.regs.Load(bank + abi.RegDoorbell); int64(tail-first) > 0 {
+			if tail := d.regs.Load(ch.doorbell + abi.RegDoorbell); int64(tail-first) > 0 {
 				t.Errorf("doorbell at %#x while a submitter is stalled before writing index %#x", tail, first)
 			}
 			for w := range others + 1 {
@@ -295,7 +297,7 @@ func TestStalledSubmitter(t *testing.T) {
 // reserved, so batches of any length from any goroutine get fences that
 // differ by exactly their lengths, in the order they ran.
 func TestFencesFollowReservations(t *testing.T) {
-	d := openRing(t, device.Config{RingSize: 16, RingStart: 1<<64 - 20})
+	d := openRing(t, device.Config{RingSize: 16, Start: 1<<64 - 20})
 	const submitters, batches = 4, 40
 	type issued struct{ fence, n uint64 }
 	got := make(chan issued, submitters*batches)
@@ -354,8 +356,8 @@ func TestNoLostPublish(t *testing.T) {
 		rounds = 50
 	}
 	d := openRing(t, device.Config{})
-	d.testHookPublishing = func() { time.Sleep(50 * time.Microsecond) }
-	r := &d.rings[abi.EngineCopy]
+	d.SetHooks(Hooks{Publishing: func(abi.Channel) { time.Sleep(50 * time.Microsecond) }})
+	ch := d.channels[abi.DefaultChannel(abi.EngineCopy)]
 	for round := range rounds {
 		start := make(chan struct{})
 		var wg sync.WaitGroup
@@ -373,7 +375,7 @@ func TestNoLostPublish(t *testing.T) {
 				defer cancel()
 				if err := p.WaitContext(ctx); err != nil {
 					t.Errorf("round %d: Wait = %v with the doorbell at %#x and %#x reserved: a marked command was never published",
-						round, err, d.regs.Load(abi.EngineRegs(abi.EngineCopy)+abi.RegDoorbell), r.reserved.Load())
+						round, err, d.regs.Load(ch.doorbell+abi.RegDoorbell), ch.reserved.Load())
 				}
 			})
 		}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"slices"
 
 	"golang.org/x/sys/unix"
@@ -19,38 +18,45 @@ import (
 //
 //	HostAlloc   mmap anonymous memory (outside the Go heap)
 //	            mlock it (the kernel may no longer page it out or move it)
+//	            hand it to the device (Hardware.RegisterHost, the IOMMU)
 //	            register: take a free window entry and a bus range, store
 //	            the entry's host address, bus address and size, then store
 //	            RegWinEnable = 1 — the point from which commands may name it
 //	  ...       COPY (or any command) names it by bus address; the engine
 //	            reads and writes the pages directly
-//	HostFree    unregister: store RegWinEnable = 0, then wait until no
-//	            engine's RegDMAHeld has the entry's bit — the point after
-//	            which no engine touches the pages
-//	            munmap (which also unlocks); give back the entry and the
-//	            bus range
+//	HostFree    note each channel's tail: the commands queued before the free
+//	            unregister: store RegWinEnable = 0, then wait until no
+//	            engine's RegDMAHeld has the entry's bit
+//	            take it from the device (UnregisterHost), munmap it
+//	            retire the entry and the bus range until every channel has
+//	            completed what was queued before the free; only then may
+//	            HostAlloc hand them out again
 //
 // Freeing a region while commands name it. A command that is running and
 // holds the entry finishes, and HostFree waits for it; a command that
-// reaches the entry after HostFree disabled it fails with abi.StatusNoDMA.
-// The engine can never touch unmapped memory: device/dma.go has the ordering
-// argument. HostFree does not wait for commands still queued behind: they
-// fail when they run. (CUDA's cudaFreeHost synchronizes the whole device
-// first; see the exercises in the README.)
+// reaches the entry after HostFree disabled it fails with abi.StatusNoDMA —
+// including one queued before the free that runs long after it: its bus
+// address is not handed to another region until it has run, so it can
+// never land in memory allocated since. (IOMMU drivers defer the reuse of
+// I/O addresses the same way, and TTM delays the destruction of a buffer
+// the GPU may still use.) HostFree does not wait for those queued
+// commands; CUDA's cudaFreeHost synchronises the whole device instead.
 //
 // Driver state, guarded by Driver.pinMu:
 //
-//	slotsInUse  bit i set from HostAlloc taking entry i until HostFree has
-//	            drained it; a set bit is never handed out again
+//	slotsInUse  bit i set from HostAlloc taking entry i until the entry has
+//	            retired; a set bit is never handed out
 //	regions     the live regions: a region is live from HostAlloc until
 //	            HostFree takes it out; copies recognise pinned slices in
-//	            pinnedSpans, a snapshot of it (stage 4, nolock.go)
-//	busSpace    the bus ranges in use, as offsets from abi.BusBase
+//	            pinnedSpans, a snapshot of it (nolock.go)
+//	busSpace    the bus ranges in use or retiring, as offsets from abi.BusBase
+//	retiring    freed entries and bus ranges, each with the channel tails
+//	            it waits for
 //
 // An entry's registers have one writer at a time: register fills them in
 // under pinMu, right after taking the entry's bit; HostFree disables and
-// drains the entry without the lock (the wait may last a command), and
-// clears the bit only after that.
+// drains the entry without the lock (the wait may last a command), and the
+// entry is reused only after it has retired.
 
 // Pinned is a region of pinned host memory, mapped for DMA. Bytes is
 // ordinary memory to the host; Bus is the address that names it in a
@@ -71,12 +77,21 @@ func (p *Pinned) Bytes() []byte { return p.bytes }
 // that any command may name, up to Bus()+len(Bytes()).
 func (p *Pinned) Bus() uint64 { return p.bus }
 
+// retired is a freed window entry and bus range, waiting for the commands
+// queued before its free.
+type retired struct {
+	slot  int
+	bus   uint64                  // offset from abi.BusBase
+	marks [abi.NumChannels]uint64 // each channel's tail when the region was freed
+}
+
 var (
 	// ErrPinLimit reports that the kernel refused to lock memory in RAM,
 	// almost always because of the process's RLIMIT_MEMLOCK. It wraps the
 	// errno as well.
 	ErrPinLimit = errors.New("softgpu: cannot pin host memory")
-	// ErrNoWindow reports that every DMA window entry is in use.
+	// ErrNoWindow reports that every DMA window entry is in use, or that
+	// no bus addresses are left.
 	ErrNoWindow = errors.New("softgpu: no free DMA window entry")
 	// ErrBadHostFree reports a HostFree of a region that is not live.
 	ErrBadHostFree = errors.New("softgpu: HostFree of a region that is not allocated")
@@ -94,7 +109,7 @@ func (d *Driver) HostAlloc(size uint64) (*Pinned, error) {
 		return nil, ErrZeroSize
 	}
 	if size > abi.BusSize {
-		return nil, fmt.Errorf("softgpu: HostAlloc of %d bytes: more than the %d-byte bus address space", size, uint64(abi.BusSize))
+		return nil, fmt.Errorf("%w: HostAlloc of %d bytes: more than the %d-byte bus address space", ErrNoWindow, size, uint64(abi.BusSize))
 	}
 	page := uint64(os.Getpagesize())
 	length := (size + page - 1) &^ (page - 1)
@@ -107,7 +122,12 @@ func (d *Driver) HostAlloc(size uint64) (*Pinned, error) {
 		return nil, pinError(length, err)
 	}
 	p := &Pinned{mapping: mapping, bytes: mapping[:size:size], host: addressOf(mapping)}
+	if err := d.hw.RegisterHost(p.bytes); err != nil {
+		unix.Munmap(mapping)
+		return nil, err
+	}
 	if err := d.register(p); err != nil {
+		d.hw.UnregisterHost(p.bytes)
 		unix.Munmap(mapping)
 		return nil, err
 	}
@@ -117,45 +137,73 @@ func (d *Driver) HostAlloc(size uint64) (*Pinned, error) {
 // ANCHOR_END: hostalloc
 
 // register gives p a window entry and a bus range, and enables the entry.
+// If every entry is taken but some are only retiring — freed, with
+// commands queued before the free still to run — it waits for the oldest
+// to retire: the engines get there by running what is already queued.
 func (d *Driver) register(p *Pinned) error {
 	d.pinMu.Lock()
 	defer d.pinMu.Unlock()
-	slot := -1
-	for i := range abi.WindowSlots {
-		if d.slotsInUse&(1<<i) == 0 {
-			slot = i
-			break
+	for {
+		d.reclaimLocked()
+		slot := -1
+		for i := range abi.WindowSlots {
+			if d.slotsInUse&(1<<i) == 0 {
+				slot = i
+				break
+			}
 		}
+		var off uint64
+		var err error
+		if slot >= 0 {
+			off, err = d.busSpace.Alloc(uint64(len(p.bytes)))
+		}
+		if slot >= 0 && err == nil {
+			d.enableLocked(p, slot, off)
+			return nil
+		}
+		if len(d.retiring) == 0 {
+			if slot < 0 {
+				return fmt.Errorf("%w: all %d are mapped", ErrNoWindow, abi.WindowSlots)
+			}
+			return fmt.Errorf("%w: no bus addresses left: %w", ErrNoWindow, err)
+		}
+		oldest := d.retiring[0]
+		d.pinMu.Unlock()
+		spinUntil(func() bool { return d.retired(oldest) })
+		d.pinMu.Lock()
 	}
-	if slot < 0 {
-		return fmt.Errorf("%w: all %d are mapped", ErrNoWindow, abi.WindowSlots)
-	}
-	off, err := d.busSpace.Alloc(uint64(len(p.bytes)))
-	if err != nil {
-		return fmt.Errorf("softgpu: no bus addresses left: %w", err)
-	}
+}
+
+// enableLocked records p in window entry slot at bus offset off, and
+// enables the entry.
+func (d *Driver) enableLocked(p *Pinned, slot int, off uint64) {
 	d.slotsInUse |= 1 << slot
 	p.slot, p.bus = slot, abi.BusBase+off
 	d.regions = append(d.regions, p)
+	d.publishSpansLocked()
 	w := abi.WindowRegs(slot)
 	d.regs.Store(w+abi.RegWinHost, p.host)
 	d.regs.Store(w+abi.RegWinBus, p.bus)
 	d.regs.Store(w+abi.RegWinSize, uint64(len(p.bytes)))
 	// This store publishes the three above; the engine's loads of
-	// RegWinEnable in busSpan pair with it. The entry is disabled and
+	// RegWinEnable in busRun pair with it. The entry is disabled and
 	// drained until now (HostFree, or New, left it so), so no engine
 	// reads the fields while they change.
 	d.regs.Store(w+abi.RegWinEnable, 1)
-	d.publishSpansLocked()
-	return nil
 }
 
 // ANCHOR: hostfree
 // HostFree unregisters a region and unmaps it. It waits for the commands
 // that are touching the region at that moment; a command that names the
-// region later fails with abi.StatusNoDMA. HostFree works after Close too
-// (Close leaves the caller's regions mapped).
+// region later fails with abi.StatusNoDMA, even one queued before the free,
+// since the region's bus addresses are not reused until the commands queued
+// before the free have run. HostFree works after Close too (Close leaves
+// the caller's regions mapped).
 func (d *Driver) HostFree(p *Pinned) error {
+	var marks [abi.NumChannels]uint64
+	for c, ch := range d.channels {
+		marks[c] = ch.mark() // before the entry is disabled: these are the commands that might name it
+	}
 	d.pinMu.Lock()
 	live := slices.Index(d.regions, p)
 	if live < 0 {
@@ -172,6 +220,9 @@ func (d *Driver) HostFree(p *Pinned) error {
 	d.regs.Store(w+abi.RegWinEnable, 0)
 	// (4): wait out the engines that took a hold before the store.
 	d.waitUnheld(uint64(1) << p.slot)
+	if err := d.hw.UnregisterHost(p.bytes); err != nil {
+		panic(fmt.Sprintf("driver: invariant broken: a live region was not registered with the device: %v", err))
+	}
 	if err := unix.Munmap(p.mapping); err != nil {
 		panic(fmt.Sprintf("driver: munmap of a region HostAlloc mapped: %v", err))
 	}
@@ -179,39 +230,55 @@ func (d *Driver) HostFree(p *Pinned) error {
 
 	d.pinMu.Lock()
 	defer d.pinMu.Unlock()
-	d.slotsInUse &^= 1 << p.slot
-	if err := d.busSpace.Free(p.bus - abi.BusBase); err != nil {
-		panic(fmt.Sprintf("driver: invariant broken: bus range of a live region not allocated: %v", err))
-	}
+	d.retiring = append(d.retiring, retired{slot: p.slot, bus: p.bus - abi.BusBase, marks: marks})
 	return nil
 }
 
 // ANCHOR_END: hostfree
 
-// ANCHOR: waitunheld
-// waitUnheld spins until no engine holds any of the window entries in
-// bits. Its loads of RegDMAHeld pair with the engines' stores in busSpan
-// and releaseDMA. The wait is one command long at most: an engine holds an
-// entry only while a command that resolved it runs. If the driver is closed
-// meanwhile, it closes the device, which waits for the engines to stop; a
-// stopped engine holds nothing.
-func (d *Driver) waitUnheld(bits uint64) {
-	for polls := 1; ; polls++ {
-		var held uint64
-		for e := range abi.Engine(abi.NumEngines) {
-			held |= d.regs.Load(abi.EngineRegs(e) + abi.RegDMAHeld)
+// reclaimLocked gives back to the free pool every retired entry and bus
+// range whose channels have completed everything queued before its free.
+func (d *Driver) reclaimLocked() {
+	d.retiring = slices.DeleteFunc(d.retiring, func(r retired) bool {
+		if !d.retired(r) {
+			return false
 		}
-		if held&bits == 0 {
-			return
+		d.slotsInUse &^= 1 << r.slot
+		if err := d.busSpace.Free(r.bus); err != nil {
+			panic(fmt.Sprintf("driver: invariant broken: a retired bus range was not allocated: %v", err))
 		}
-		if d.closed.Load() {
-			d.dev.Close()
-			return
-		}
-		if d.yieldEvery > 0 && polls%d.yieldEvery == 0 {
-			runtime.Gosched()
+		return true
+	})
+}
+
+// retired reports whether every channel has completed the commands queued
+// before r was freed — or the device has stopped: nothing will run again.
+func (d *Driver) retired(r retired) bool {
+	if d.stopped() {
+		return true
+	}
+	for c, ch := range d.channels {
+		if !ch.passed(r.marks[c]) {
+			return false
 		}
 	}
+	return true
+}
+
+// ANCHOR: waitunheld
+// waitUnheld waits until no engine holds any of the window entries in
+// bits. Its loads of RegDMAHeld pair with the engines' stores in busRun
+// and releaseDMA. The wait is one command long at most: an engine holds an
+// entry only while a command that resolved it runs; a stopped engine holds
+// nothing.
+func (d *Driver) waitUnheld(bits uint64) {
+	spinUntil(func() bool {
+		var held uint64
+		for e := range abi.Engine(abi.NumEngines) {
+			held |= d.regs.Load(abi.EngineStatusPage(e) + abi.RegDMAHeld)
+		}
+		return held&bits == 0
+	})
 }
 
 // ANCHOR_END: waitunheld
@@ -232,7 +299,7 @@ func (d *Driver) pinnedBus(b []byte) (uint64, bool) {
 		return 0, false
 	}
 	addr, size := addressOf(b), uint64(len(b))
-	for _, r := range d.spans() { // stage 4: a snapshot, not pinMu (nolock.go)
+	for _, r := range d.spans() { // a snapshot, not pinMu (nolock.go)
 		if off := addr - r.host; off < r.size && size <= r.size-off {
 			return r.bus + off, true
 		}

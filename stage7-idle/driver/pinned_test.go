@@ -149,7 +149,7 @@ func TestPinnedCopies(t *testing.T) {
 			if err := d.CopyToDevice(dst, src); err != nil {
 				t.Fatalf("CopyToDevice: %v", err)
 			}
-			if got := d.dev.Memory()[dst : dst+size]; !bytes.Equal(got, src) {
+			if got := d.hw.Memory()[dst : dst+size]; !bytes.Equal(got, src) {
 				t.Errorf("device memory after CopyToDevice differs at byte %d", firstDifference(got, src))
 			}
 			clear(p.Bytes())
@@ -213,7 +213,7 @@ func TestHostFreeWaitsForHolders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	heldReg := abi.EngineRegs(abi.EngineCompute) + abi.RegDMAHeld
+	heldReg := abi.EngineStatusPage(abi.EngineCompute) + abi.RegDMAHeld
 	d.regs.Store(heldReg, 1<<p.slot)
 	freed := make(chan error, 1)
 	go func() { freed <- d.HostFree(p) }()
@@ -309,4 +309,45 @@ func firstDifference(a, b []byte) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// TestFreedMemoryIsNotReusedUnderAQueuedCommand: a FILL of region A queued
+// behind a long DELAY, then A freed and B allocated. Were B given A's window
+// entry and bus address at once, the FILL would land in B when it finally
+// ran, and report success. The entry and the range retire until the
+// commands queued before the free have run, so the FILL fails with
+// StatusNoDMA and B is untouched.
+func TestFreedMemoryIsNotReusedUnderAQueuedCommand(t *testing.T) {
+	d := openPinned(t, device.Config{}, Config{})
+	a := hostAlloc(t, d, 4096)
+	delay, err := d.SubmitBatch(abi.EngineCopy, []abi.Command{{Op: abi.OpDelay, Value: 30_000_000}}) // 30 ms
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill, err := d.SubmitBatch(abi.EngineCopy, []abi.Command{{Op: abi.OpFill, Dst: a.Bus(), Size: 4096, Value: 0xee}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	aBus := a.Bus()
+	if err := d.HostFree(a); err != nil {
+		t.Fatal(err)
+	}
+	b := hostAlloc(t, d, 4096)
+	if b.Bus() == aBus {
+		t.Errorf("B got A's bus address %#x while a command naming it was still queued", aBus)
+	}
+	if err := delay.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fill.Wait(); !errors.Is(err, abi.StatusNoDMA) {
+		t.Errorf("the FILL queued before the free = %v; want StatusNoDMA", err)
+	}
+	for i, x := range b.Bytes() {
+		if x != 0 {
+			t.Fatalf("byte %d of B = %#x: the FILL meant for A landed in B", i, x)
+		}
+	}
+	// Once the queued commands have run, the entry and the range come back.
+	c := hostAlloc(t, d, 4096)
+	d.HostFree(c)
 }

@@ -83,8 +83,8 @@ func TestManyInFlight(t *testing.T) {
 			t.Fatalf("fill %d: Wait = %v, %v; want nil", i, errs[0][i], errs[1][i])
 		}
 	}
-	// Counted before the read below, which (since stage 3) is a COPY on
-	// the copy engine and rings a doorbell of its own.
+	// Counted before the read below, which may itself be a command on
+	// the copy engine, with a doorbell of its own.
 	if rung := d.Doorbells() - before; rung != n {
 		t.Errorf("doorbells for %d single submissions = %d; want %d", n, rung, n)
 	}

@@ -71,10 +71,11 @@ func ours(stack, prefix string) bool {
 		if !strings.HasPrefix(line, prefix) && !strings.HasPrefix(line, modulePath+".") {
 			continue
 		}
-		// A goroutine sitting in a Test or Benchmark function is the
-		// testing package's own, still unwinding.
+		// A goroutine sitting in a Test, Benchmark, Example or Fuzz
+		// function is the testing package's own, still unwinding or
+		// running the fuzz target.
 		fn := line[strings.LastIndex(line, "/")+1:]
-		if strings.Contains(fn, ".Test") || strings.Contains(fn, ".Benchmark") || strings.Contains(fn, ".Example") {
+		if strings.Contains(fn, ".Test") || strings.Contains(fn, ".Benchmark") || strings.Contains(fn, ".Example") || strings.Contains(fn, ".Fuzz") {
 			continue
 		}
 		return true
