@@ -2,19 +2,27 @@ package device
 
 import "softgpu/stage2-fence/abi"
 
+// access is what a command does with an operand: reads it, or writes it.
+type access bool
+
+const (
+	reading access = false
+	writing access = true
+)
+
 // ANCHOR: run
-// run resolves the first run of the range [addr, addr+size): the longest
-// piece of contiguous memory that starts at addr, at most size bytes, and
-// at least one unless size is 0 (a zero-length operand still names an
-// address, which must be valid). Every operand of every command is resolved
-// here, and only here: this is where an address becomes memory, and so
-// where page tables, if there were any, would translate.
+// run resolves the first run of the range [addr, addr+size), which the
+// command reads or writes (acc): the longest piece of contiguous memory that
+// starts at addr, at most size bytes, and at least one unless size is 0 (a
+// zero-length operand still names an address, which must be valid). Every
+// operand of every command is resolved here, and only here: this is where an
+// address becomes memory, and so where page tables, if there were any, would
+// translate.
 //
-// An address is an offset into device memory, and a range is
-// one run or none: it must lie wholly inside device memory, or the command
-// fails with StatusOutOfRange. The caller has checked that addr+size does
-// not wrap.
-func (e *Engine) run(addr, size uint64) ([]byte, abi.Status) {
+// An address is an offset into device memory, and a range is one run or
+// none: it must lie wholly inside device memory, or the command fails with
+// StatusOutOfRange. The caller has checked that addr+size does not wrap.
+func (e *Engine) run(addr, size uint64, acc access) ([]byte, abi.Status) {
 	mem := e.dev.mem
 	if addr > uint64(len(mem)) || size > uint64(len(mem))-addr {
 		return nil, abi.StatusOutOfRange
@@ -29,6 +37,6 @@ func (e *Engine) run(addr, size uint64) ([]byte, abi.Status) {
 // piece of contiguous memory that ends at end, at most size bytes. copyRunsDown
 // walks an operand with it from the top. Here, as for run, the range is one
 // run.
-func (e *Engine) runBefore(end, size uint64) ([]byte, abi.Status) {
-	return e.run(end-size, size)
+func (e *Engine) runBefore(end, size uint64, acc access) ([]byte, abi.Status) {
+	return e.run(end-size, size, acc)
 }

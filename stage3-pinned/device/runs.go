@@ -2,20 +2,29 @@ package device
 
 import "softgpu/stage3-pinned/abi"
 
+// access is what a command does with an operand: reads it, or writes it.
+type access bool
+
+const (
+	reading access = false
+	writing access = true
+)
+
 // ANCHOR: run
-// run resolves the first run of the range [addr, addr+size): the longest
-// piece of contiguous memory that starts at addr, at most size bytes, and
-// at least one unless size is 0 (a zero-length operand still names an
-// address, which must be valid). Every operand of every command is resolved
-// here, and only here: this is where an address becomes memory, and so
-// where page tables, if there were any, would translate.
+// run resolves the first run of the range [addr, addr+size), which the
+// command reads or writes (acc): the longest piece of contiguous memory that
+// starts at addr, at most size bytes, and at least one unless size is 0 (a
+// zero-length operand still names an address, which must be valid). Every
+// operand of every command is resolved here, and only here: this is where an
+// address becomes memory, and so where page tables, if there were any, would
+// translate.
 //
 // An address is an offset into device memory, or a bus address that names
 // pinned host memory through the DMA window (dma.go); a range is one run or
-// none: it must lie wholly inside device memory, or wholly inside one
-// window entry, or the command fails. The caller has checked that
-// addr+size does not wrap.
-func (e *Engine) run(addr, size uint64) ([]byte, abi.Status) {
+// none: it must lie wholly inside device memory, or wholly inside one window
+// entry, or the command fails. The caller has checked that addr+size does
+// not wrap.
+func (e *Engine) run(addr, size uint64, acc access) ([]byte, abi.Status) {
 	if addr >= abi.BusBase {
 		return e.busRun(addr, size)
 	}
@@ -33,6 +42,6 @@ func (e *Engine) run(addr, size uint64) ([]byte, abi.Status) {
 // piece of contiguous memory that ends at end, at most size bytes. copyRunsDown
 // walks an operand with it from the top. Here, as for run, the range is one
 // run.
-func (e *Engine) runBefore(end, size uint64) ([]byte, abi.Status) {
-	return e.run(end-size, size)
+func (e *Engine) runBefore(end, size uint64, acc access) ([]byte, abi.Status) {
+	return e.run(end-size, size, acc)
 }

@@ -170,12 +170,13 @@ func TestPinnedCopies(t *testing.T) {
 // the driver submits. Every way of getting the address wrong fails that
 // command alone.
 func TestBusAddressChecks(t *testing.T) {
+	const region = 4096
 	d := openPinned(t, device.Config{}, Config{})
-	a, b := hostAlloc(t, d, 4096), hostAlloc(t, d, 4096)
-	if b.Bus() != a.Bus()+4096 {
-		t.Fatalf("two 4 KiB regions at bus %#x and %#x; want them adjacent (the bus allocator is first fit)", a.Bus(), b.Bus())
+	a, b := hostAlloc(t, d, region), hostAlloc(t, d, region)
+	if b.Bus() != a.Bus()+region {
+		t.Fatalf("two %d-byte regions at bus %#x and %#x; want them adjacent (the bus allocator is first fit)", region, a.Bus(), b.Bus())
 	}
-	freed := hostAlloc(t, d, 4096)
+	freed := hostAlloc(t, d, region)
 	if err := d.HostFree(freed); err != nil {
 		t.Fatal(err)
 	}
@@ -187,11 +188,11 @@ func TestBusAddressChecks(t *testing.T) {
 		cmd  abi.Command
 		want error
 	}{
-		{"whole region", cp(a.Bus(), 8192, 4096), nil},
+		{"whole region", cp(a.Bus(), 8192, region), nil},
 		{"freed region", cp(freed.Bus(), 8192, 8), abi.StatusNoDMA},
 		{"never registered", cp(abi.BusBase+abi.BusSize-4096, 8192, 8), abi.StatusNoDMA},
-		{"past the end", cp(b.Bus()+4000, 8192, 97), abi.StatusOutOfRange},
-		{"straddling two regions", cp(a.Bus()+4000, 8192, 200), abi.StatusOutOfRange},
+		{"past the end", cp(b.Bus()+region-96, 8192, 97), abi.StatusOutOfRange},
+		{"straddling two regions", cp(a.Bus()+region-96, 8192, 200), abi.StatusOutOfRange},
 		{"straddling, as destination", cp(8192, b.Bus()-1, 2), abi.StatusOutOfRange},
 		{"overflow", cp(a.Bus(), 8192, ^uint64(0)-a.Bus()+2), abi.StatusOutOfRange},
 	}

@@ -112,7 +112,7 @@ func operand(addr, size, align uint64) abi.Status {
 func (e *Engine) fillRuns(j *job) abi.Status {
 	c := &j.cmd
 	for {
-		dst, st := e.run(c.Dst+j.done, c.Size-j.done)
+		dst, st := e.run(c.Dst+j.done, c.Size-j.done, writing)
 		if st != abi.StatusOK {
 			return st
 		}
@@ -136,11 +136,11 @@ func (e *Engine) copyRuns(j *job) abi.Status {
 		return e.copyRunsDown(j)
 	}
 	for {
-		src, st := e.run(c.Src+j.done, c.Size-j.done)
+		src, st := e.run(c.Src+j.done, c.Size-j.done, reading)
 		if st != abi.StatusOK {
 			return st
 		}
-		dst, st := e.run(c.Dst+j.done, uint64(len(src)))
+		dst, st := e.run(c.Dst+j.done, uint64(len(src)), writing)
 		if st != abi.StatusOK {
 			return st
 		}
@@ -159,11 +159,11 @@ func (e *Engine) copyRunsDown(j *job) abi.Status {
 	c := &j.cmd
 	for {
 		left := c.Size - j.done
-		src, st := e.runBefore(c.Src+left, left)
+		src, st := e.runBefore(c.Src+left, left, reading)
 		if st != abi.StatusOK {
 			return st
 		}
-		dst, st := e.runBefore(c.Dst+left, uint64(len(src)))
+		dst, st := e.runBefore(c.Dst+left, uint64(len(src)), writing)
 		if st != abi.StatusOK {
 			return st
 		}
@@ -182,7 +182,7 @@ func (e *Engine) copyRunsDown(j *job) abi.Status {
 func (e *Engine) sumRuns(j *job) abi.Status {
 	c := &j.cmd
 	for {
-		src, st := e.run(c.Src+j.done, c.Size-j.done)
+		src, st := e.run(c.Src+j.done, c.Size-j.done, reading)
 		if st != abi.StatusOK {
 			return st
 		}
@@ -192,7 +192,7 @@ func (e *Engine) sumRuns(j *job) abi.Status {
 			break
 		}
 	}
-	dst, st := e.run(c.Dst, 8)
+	dst, st := e.run(c.Dst, 8, writing)
 	if st != abi.StatusOK {
 		return st
 	}
@@ -204,7 +204,7 @@ func (e *Engine) sumRuns(j *job) abi.Status {
 func (e *Engine) addRuns(j *job) abi.Status {
 	c := &j.cmd
 	for {
-		dst, st := e.run(c.Dst+j.done, c.Size-j.done)
+		dst, st := e.run(c.Dst+j.done, c.Size-j.done, writing)
 		if st != abi.StatusOK {
 			return st
 		}

@@ -252,11 +252,11 @@ func TestCallsAfterCloseFail(t *testing.T) {
 
 func TestCopiesCheckTheirRange(t *testing.T) {
 	d := openTest(t)
-	const mem = 4 << 20
+	mem := d.MemorySize()
 	tests := []struct {
 		name string
 		addr uint64
-		n    int
+		n    uint64
 		ok   bool
 	}{
 		{"whole memory", 0, mem, true},
