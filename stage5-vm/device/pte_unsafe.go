@@ -14,3 +14,23 @@ import (
 func loadPTE(mem []byte, pa uint64) abi.PTE {
 	return abi.PTE(atomic.LoadUint64((*uint64)(unsafe.Pointer(&mem[pa : pa+8][0]))))
 }
+
+// countRun counts the entries of the table at pa, from index first up to
+// (not including) last, that equal want, want+step, want+2*step, …: a run
+// of pages whose frames follow one another. Each entry is one atomic load,
+// as in loadPTE. The caller keeps [first, last) inside the table.
+func countRun(mem []byte, pa, first, last uint64, want abi.PTE, step uint64) uint64 {
+	if first >= last {
+		return 0
+	}
+	tbl := unsafe.Slice((*uint64)(unsafe.Pointer(&mem[pa : pa+abi.TableBytes][0])), abi.TableSlots)
+	k := uint64(0)
+	for i := first; i < last; i++ {
+		if abi.PTE(atomic.LoadUint64(&tbl[i])) != want {
+			break
+		}
+		want += abi.PTE(step)
+		k++
+	}
+	return k
+}
