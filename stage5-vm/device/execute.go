@@ -267,6 +267,7 @@ func (e *Engine) delay(j *job) abi.Status {
 		if e.stopRequested() {
 			return abi.StatusAborted
 		}
+		e.checkInval() // a DELAY holds no translation: every poll is a safe point
 		e.pause(polls)
 	}
 }

@@ -130,6 +130,9 @@ func TestMalformedEntries(t *testing.T) {
 		{"a table outside device memory", func(t *testing.T, tb *tables, root uint64) {
 			tb.write(pteAt(root, va, 0), abi.MakeTable(uint64(len(tb.d.mem))))
 		}},
+		{"a page beyond device memory", func(t *testing.T, tb *tables, root uint64) {
+			tb.write(leafOf(tb, root, va), abi.MakePage(uint64(len(tb.d.mem)), abi.PTEPage4K, true, false))
+		}},
 		{"a table in host memory", func(t *testing.T, tb *tables, root uint64) {
 			tb.write(pteAt(root, va, 0), tb.read(pteAt(root, va, 0))|abi.PTEHost)
 		}},

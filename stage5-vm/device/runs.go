@@ -32,7 +32,7 @@ func (e *Engine) run(addr, size uint64, acc access) ([]byte, abi.Status) {
 	if st != abi.StatusOK {
 		return nil, st
 	}
-	return e.physRun(pa, n, host)
+	return e.physRunAt(addr, pa, n, host, acc)
 }
 
 // ANCHOR_END: run
@@ -48,7 +48,18 @@ func (e *Engine) runBefore(end, size uint64, acc access) ([]byte, abi.Status) {
 	if st != abi.StatusOK {
 		return nil, st
 	}
-	return e.physRun(pa, n, host)
+	return e.physRunAt(end-n, pa, n, host, acc)
+}
+
+// physRunAt is physRun for the run a translation of va found: a device range
+// outside device memory is a page entry naming memory the device does not
+// have — malformed, and a fault of the context at va like any other.
+func (e *Engine) physRunAt(va, pa, n uint64, host bool, acc access) ([]byte, abi.Status) {
+	b, st := e.physRun(pa, n, host)
+	if st == abi.StatusBadEntry {
+		return nil, e.pageFault(va, abi.FaultMalformed, acc)
+	}
+	return b, st
 }
 
 // physRun returns the memory of the physical range [pa, pa+n): device
