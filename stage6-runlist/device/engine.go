@@ -1,0 +1,137 @@
+package device
+
+import (
+	"runtime"
+	"sync/atomic"
+
+	"softgpu/stage6-runlist/abi"
+	"softgpu/stage6-runlist/mmio"
+	"softgpu/stage6-runlist/trace"
+)
+
+// Engine is one of the device's engines: a goroutine that polls the
+// doorbell of the channel it serves and executes the commands it announces.
+type Engine struct {
+	dev   *Device
+	id    abi.Engine
+	regs  *mmio.Registers
+	trace *trace.Buffer // nil when tracing is off
+
+	statusPage  uint64 // abi.EngineStatusPage(id)
+	controlPage uint64 // abi.EngineControlPage(id)
+	held        uint64 // window entries the running command holds; RegDMAHeld follows it (private; see dma.go)
+
+	// The channel this engine serves: its pages in the register space
+	// and its rings.
+	channel     abi.Channel
+	doorbell    uint64          // abi.DoorbellPage(channel)
+	status      uint64          // abi.ChannelStatusPage(channel)
+	ring        []byte          // the submission ring, written by the driver
+	completions []atomic.Uint64 // the completion ring, written by this engine
+	ringSize    uint64
+	mask        uint64 // ringSize-1: index & mask is an entry
+
+	yieldEvery int // empty polls between yields; < 0 means never
+
+	// Private to the engine goroutine.
+	head    uint64 // the next index to run
+	tail    uint64 // the last doorbell value accepted
+	faulted bool   // the channel is faulted: RegChannelFault is set, and the engine no longer serves it
+	job     job    // the command being executed (execute.go)
+
+	wakeup    chan struct{} // idle.go: a sleeping engine waits for a token here; buffered, one token
+	idleSince uint64        // idle.go: clock when the budget started, at its first look; 0 when not started (private)
+	adaptive  adaptive      // adaptive.go: the learnt budget (private)
+	mmu       mmu           // mmu.go: the TLB and the context translated in (private)
+	wokenAt   atomic.Uint64 // idle.go: when Wake was last called
+}
+
+func newEngine(d *Device, id abi.Engine) *Engine {
+	c := abi.DefaultChannel(id)
+	return &Engine{dev: d, id: id, regs: d.regs, trace: d.trace, statusPage: abi.EngineStatusPage(id), channel: c,
+		doorbell: abi.DoorbellPage(c), status: abi.ChannelStatusPage(c),
+		ring: d.rings[c], completions: d.completions[c], ringSize: d.cfg.RingSize, mask: d.cfg.RingSize - 1,
+		yieldEvery: d.cfg.YieldEvery, head: d.cfg.Start, tail: d.cfg.Start,
+		controlPage: abi.EngineControlPage(id), wakeup: make(chan struct{}, 1), adaptive: adaptive{budget: abi.DefaultIdleBudget}}
+}
+
+// ANCHOR: pollloop
+// pollLoop is the engine's whole life: fetch the next command, execute it,
+// publish its completion; when there is nothing to fetch, idle; until the
+// driver (or Close) stops the device. A ring instead of a mailbox, or
+// sleeping instead of spinning, replaces the pieces, not the loop.
+func (e *Engine) pollLoop() {
+	defer e.dev.running.Done()
+	defer e.stop()
+	for polls := 1; ; polls++ {
+		if e.fetch() {
+			e.complete(e.execute(&e.job))
+			e.signal()
+			polls = 0
+			continue
+		}
+		if e.stopRequested() {
+			return
+		}
+		e.idle(polls)
+	}
+}
+
+// ANCHOR_END: pollloop
+
+// stopRequested reports whether the driver has stored ControlStop. The load
+// is of a line the driver writes once in the device's life, so it stays in
+// the engine's cache: polling it costs a few nanoseconds.
+func (e *Engine) stopRequested() bool {
+	return e.regs.Load(abi.RegControl) == abi.ControlStop
+}
+
+// stop publishes that this engine has stopped, and, if it is the last one,
+// that the device has. The stores come after the engine's last write to a
+// completion or to memory, so a driver that reads DeviceStopped knows every
+// completion is final.
+func (e *Engine) stop() {
+	if e.trace != nil {
+		e.trace.Record(trace.Event{Kind: trace.KindStop, Start: e.dev.clock.Now(), Engine: e.id})
+	}
+	e.regs.Store(e.statusPage+abi.RegEngineState, abi.EngineStopped)
+	if e.dev.live.Add(-1) == 0 {
+		e.regs.Store(abi.RegDeviceState, abi.DeviceStopped)
+		e.dev.raise(abi.IrqCauseStopped) // blocked waiters must look at the state
+		e.dev.disconnectInterrupts()
+	}
+}
+
+// ANCHOR: pause
+// pause is what a spinning engine does between empty polls: it yields the
+// P on every yieldEvery-th one. (Whether an idle engine spins at all is
+// idle's choice, in idle.go.)
+//
+// Two spinning engines and a host thread do not fit on a 2-core machine. An
+// engine that never yields holds its P until the Go scheduler preempts it
+// (~10-20 ms), so the host that rang the doorbell waits that long to run.
+// Calling runtime.Gosched every yieldEvery empty polls hands the P to any
+// runnable goroutine — the host, the other engine — and costs a few hundred
+// nanoseconds when nothing else wants it. The engine goroutine is not locked
+// to an OS thread: on a locked thread each yield is a trip through the kernel
+// (~20 µs here), which is worse than not yielding at all.
+func (e *Engine) pause(polls int) {
+	if e.yieldEvery > 0 && polls%e.yieldEvery == 0 {
+		runtime.Gosched()
+	}
+}
+
+// ANCHOR_END: pause
+
+// fault stops serving the engine's channel: it publishes why (the value
+// first, then the fault, which the driver polls) and never reads the
+// channel's ring or doorbell again. The other channels are not affected.
+func (e *Engine) fault(f abi.ChannelFault, value uint64) {
+	e.faulted = true
+	e.regs.Store(e.status+abi.RegChannelFaultValue, value)
+	e.regs.Store(e.status+abi.RegChannelFault, uint64(f))
+	if e.trace != nil {
+		e.trace.Record(trace.Event{Kind: trace.KindFault, Start: e.dev.clock.Now(), Engine: e.id,
+			Channel: e.channel, Arg: uint64(f), Seq: value})
+	}
+}
