@@ -4,19 +4,18 @@ import "fmt"
 
 // Channel is the unit of submission: what a client of the device owns. A
 // channel has a doorbell, a place for commands, and its completions, and a
-// fault state of its own; one engine serves it. Each engine serves exactly
-// one channel, DefaultChannel(e), so there are as many
-// channels as engines.
+// fault state of its own. Since this stage many channels share an engine:
+// the engine serves the channels its runlist names (runlist.go), and a
+// channel belongs to no engine until a runlist puts it on one. Channel e is
+// engine e's default channel, on its runlist from reset.
 type Channel uint16
 
-// NumChannels is the number of channels the device has.
-const NumChannels = NumEngines
+// NumChannels is the number of channels the device has: 64, one bit each in
+// RegIrqChannels.
+const NumChannels = 64
 
-// DefaultChannel returns the channel engine e serves.
+// DefaultChannel returns engine e's default channel.
 func DefaultChannel(e Engine) Channel { return Channel(e) }
-
-// Engine returns the engine that serves channel c.
-func (c Channel) Engine() Engine { return Engine(c) }
 
 // Valid reports whether c is a channel of the device.
 func (c Channel) Valid() bool { return c < NumChannels }
@@ -46,6 +45,10 @@ func (f ChannelFault) String() string {
 		return "none"
 	case FaultDoorbell:
 		return "bad doorbell"
+	case FaultTimeout:
+		return "watchdog timeout"
+	case FaultState:
+		return "bad saved state"
 	}
 	return fmt.Sprintf("fault(%d)", uint64(f))
 }

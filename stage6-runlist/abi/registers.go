@@ -27,7 +27,7 @@ import "fmt"
 //	        channel c        user        the doorbell page, one per channel
 //	        channel c status read-only   fault, fence timeline, one per channel
 //	        DMA window       privileged  which host memory bus addresses name
-//	        engine e control privileged  idle mode and budget, one per engine
+//	        engine e control privileged  idle mode and budget, runlist, watchdog; one per engine
 //	        contexts         privileged  page-table roots, fault acknowledgements
 //	        context status   read-only   faults
 
@@ -225,6 +225,11 @@ func Table() []Register {
 		add(fmt.Sprintf("Engine[%d].TLBHits", e), page+RegTLBHits, WrittenByDevice, PageReadOnly)
 		add(fmt.Sprintf("Engine[%d].TLBMisses", e), page+RegTLBMisses, WrittenByDevice, PageReadOnly)
 		add(fmt.Sprintf("Engine[%d].TLBWalkReads", e), page+RegTLBWalkReads, WrittenByDevice, PageReadOnly)
+		add(fmt.Sprintf("Engine[%d].RunlistAck", e), page+RegRunlistAck, WrittenByDevice, PageReadOnly)
+		add(fmt.Sprintf("Engine[%d].RunlistError", e), page+RegRunlistError, WrittenByDevice, PageReadOnly)
+		add(fmt.Sprintf("Engine[%d].Preempts", e), page+RegPreempts, WrittenByDevice, PageReadOnly)
+		add(fmt.Sprintf("Engine[%d].Switches", e), page+RegSwitches, WrittenByDevice, PageReadOnly)
+		add(fmt.Sprintf("Engine[%d].Timeouts", e), page+RegTimeouts, WrittenByDevice, PageReadOnly)
 	}
 	for c := range Channel(NumChannels) {
 		user, status := DoorbellPage(c), ChannelStatusPage(c)
@@ -250,6 +255,10 @@ func Table() []Register {
 		add(fmt.Sprintf("Engine[%d].IdleBudget", e), page+RegIdleBudget, WrittenByDriver, PagePrivileged)
 		add(fmt.Sprintf("Engine[%d].IdleBudgetMin", e), page+RegIdleBudgetMin, WrittenByDriver, PagePrivileged)
 		add(fmt.Sprintf("Engine[%d].IdleBudgetMax", e), page+RegIdleBudgetMax, WrittenByDriver, PagePrivileged)
+		add(fmt.Sprintf("Engine[%d].RunlistBase", e), page+RegRunlistBase, WrittenByDriver, PagePrivileged)
+		add(fmt.Sprintf("Engine[%d].RunlistLen", e), page+RegRunlistLen, WrittenByDriver, PagePrivileged)
+		add(fmt.Sprintf("Engine[%d].RunlistGen", e), page+RegRunlistGen, WrittenByDriver, PagePrivileged)
+		add(fmt.Sprintf("Engine[%d].Watchdog", e), page+RegWatchdog, WrittenByDriver, PagePrivileged)
 	}
 	for c := range Context(MaxContexts) {
 		r, st := ContextRegs(c), ContextStatusRegs(c)

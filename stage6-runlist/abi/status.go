@@ -21,6 +21,8 @@ const (
 	StatusBadEntry    Status = 10 // the page walk found an entry it cannot follow
 	StatusBadContext  Status = 11 // the descriptor names a context that is not enabled
 	StatusCtxFaulted  Status = 12 // the context has faulted and the driver has not cleared it
+	StatusTimeout     Status = 13 // the watchdog stopped the command: it ran past RegWatchdog
+	StatusRemoved     Status = 14 // the channel left the runlist before the command ran
 )
 
 var statusText = [...]string{
@@ -37,6 +39,8 @@ var statusText = [...]string{
 	StatusBadEntry:    "malformed page-table entry",
 	StatusBadContext:  "no such context",
 	StatusCtxFaulted:  "context faulted earlier; cleared by the driver only",
+	StatusTimeout:     "stopped by the watchdog",
+	StatusRemoved:     "channel removed before the command ran",
 }
 
 func (s Status) String() string {

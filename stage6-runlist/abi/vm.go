@@ -210,12 +210,13 @@ const (
 	FaultUnmapped  Fault = 1 // no valid entry maps the VA (or the VA is outside the address space)
 	FaultReadOnly  Fault = 2 // a write to a page mapped read-only
 	FaultMalformed Fault = 3 // the walk found an entry it cannot follow
+	FaultHung      Fault = 4 // not the MMU's: the watchdog stopped a command of the context (runlist.go); VA 0
 
 	FaultWrite Fault = 1 << 8 // the access was a write
 )
 
 func (f Fault) String() string {
-	kind := map[Fault]string{FaultUnmapped: "unmapped", FaultReadOnly: "read-only", FaultMalformed: "malformed entry"}[f&0xff]
+	kind := map[Fault]string{FaultUnmapped: "unmapped", FaultReadOnly: "read-only", FaultMalformed: "malformed entry", FaultHung: "hung"}[f&0xff]
 	if kind == "" {
 		kind = fmt.Sprintf("fault(%d)", uint64(f&0xff))
 	}

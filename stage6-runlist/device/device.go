@@ -90,6 +90,12 @@ type Device struct {
 	rings       [abi.NumChannels][]byte
 	completions [abi.NumChannels][]atomic.Uint64
 
+	// chans[c] is channel c's state, which only the engine serving it
+	// touches; owner[c] is that engine's id + 1, or 0 while c is on no
+	// runlist (sched.go).
+	chans [abi.NumChannels]chanState
+	owner [abi.NumChannels]atomic.Uint32
+
 	engines [abi.NumEngines]*Engine
 
 	hostTable // host memory registered for DMA (dma.go)

@@ -93,7 +93,7 @@ func waitCompleted(t *testing.T, d *Device, c abi.Channel, i uint64) {
 // asleep.
 func ringDoorbell(d *Device, c abi.Channel, tail uint64) {
 	d.Registers().Store(abi.DoorbellPage(c)+abi.RegDoorbell, tail)
-	if d.Registers().Load(abi.EngineStatusPage(c.Engine())+abi.RegNeedWakeup) != 0 {
+	if e := d.owner[c].Load(); e != 0 && d.Registers().Load(abi.EngineStatusPage(abi.Engine(e-1))+abi.RegNeedWakeup) != 0 {
 		d.Wake(c)
 	}
 }

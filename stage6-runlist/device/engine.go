@@ -9,8 +9,8 @@ import (
 	"softgpu/stage6-runlist/trace"
 )
 
-// Engine is one of the device's engines: a goroutine that polls the
-// doorbell of the channel it serves and executes the commands it announces.
+// Engine is one of the device's engines: a goroutine that serves the
+// channels on its runlist (sched.go), executing the commands they announce.
 type Engine struct {
 	dev   *Device
 	id    abi.Engine
@@ -20,24 +20,15 @@ type Engine struct {
 	statusPage  uint64 // abi.EngineStatusPage(id)
 	controlPage uint64 // abi.EngineControlPage(id)
 	held        uint64 // window entries the running command holds; RegDMAHeld follows it (private; see dma.go)
-
-	// The channel this engine serves: its pages in the register space
-	// and its rings.
-	channel     abi.Channel
-	doorbell    uint64          // abi.DoorbellPage(channel)
-	status      uint64          // abi.ChannelStatusPage(channel)
-	ring        []byte          // the submission ring, written by the driver
-	completions []atomic.Uint64 // the completion ring, written by this engine
 	ringSize    uint64
 	mask        uint64 // ringSize-1: index & mask is an entry
 
 	yieldEvery int // empty polls between yields; < 0 means never
 
 	// Private to the engine goroutine.
-	head    uint64 // the next index to run
-	tail    uint64 // the last doorbell value accepted
-	faulted bool   // the channel is faulted: RegChannelFault is set, and the engine no longer serves it
-	job     job    // the command being executed (execute.go)
+	cur   *chanState // the channel being served: fetch, complete and signal work on it
+	job   job        // the command being executed (execute.go)
+	sched            // the runlist and the scheduler's state (sched.go)
 
 	wakeup    chan struct{} // idle.go: a sleeping engine waits for a token here; buffered, one token
 	idleSince uint64        // idle.go: clock when the budget started, at its first look; 0 when not started (private)
@@ -47,26 +38,38 @@ type Engine struct {
 }
 
 func newEngine(d *Device, id abi.Engine) *Engine {
-	c := abi.DefaultChannel(id)
-	return &Engine{dev: d, id: id, regs: d.regs, trace: d.trace, statusPage: abi.EngineStatusPage(id), channel: c,
-		doorbell: abi.DoorbellPage(c), status: abi.ChannelStatusPage(c),
-		ring: d.rings[c], completions: d.completions[c], ringSize: d.cfg.RingSize, mask: d.cfg.RingSize - 1,
-		yieldEvery: d.cfg.YieldEvery, head: d.cfg.Start, tail: d.cfg.Start,
+	e := &Engine{dev: d, id: id, regs: d.regs, trace: d.trace, statusPage: abi.EngineStatusPage(id),
+		ringSize: d.cfg.RingSize, mask: d.cfg.RingSize - 1, yieldEvery: d.cfg.YieldEvery,
 		controlPage: abi.EngineControlPage(id), wakeup: make(chan struct{}, 1), adaptive: adaptive{budget: abi.DefaultIdleBudget}}
+	e.resetRunlist()
+	return e
 }
 
 // ANCHOR: pollloop
-// pollLoop is the engine's whole life: fetch the next command, execute it,
-// publish its completion; when there is nothing to fetch, idle; until the
-// driver (or Close) stops the device. A ring instead of a mailbox, or
-// sleeping instead of spinning, replaces the pieces, not the loop.
+// pollLoop is the engine's whole life: take a runlist the driver has
+// submitted, choose the next command (sched.go), execute it, publish its
+// completion — or save it, if it was preempted; when no channel has work,
+// idle; until the driver (or Close) stops the device. A ring instead of a
+// mailbox, sleeping instead of spinning, or many channels instead of one,
+// replaces the pieces, not the loop.
 func (e *Engine) pollLoop() {
 	defer e.dev.running.Done()
 	defer e.stop()
 	for polls := 1; ; polls++ {
-		if e.fetch() {
-			e.complete(e.execute(&e.job))
-			e.signal()
+		e.checkRunlist()
+		if e.next() {
+			e.startCommand()
+			switch st := e.execute(&e.job); st {
+			case preempted:
+				e.preempt() // sched.go: saved; another channel runs next
+			case abi.StatusTimeout:
+				e.complete(st)
+				e.signal()
+				e.hang() // sched.go: the watchdog faults the channel and its context
+			default:
+				e.complete(st)
+				e.signal()
+			}
 			polls = 0
 			continue
 		}
@@ -123,15 +126,20 @@ func (e *Engine) pause(polls int) {
 
 // ANCHOR_END: pause
 
-// fault stops serving the engine's channel: it publishes why (the value
-// first, then the fault, which the driver polls) and never reads the
-// channel's ring or doorbell again. The other channels are not affected.
+// fault stops serving the channel being served: it publishes why (the value
+// first, then the fault, which the driver polls), raises the interrupt
+// line for it, and never reads the channel's ring or doorbell again. The other channels are not affected.
 func (e *Engine) fault(f abi.ChannelFault, value uint64) {
-	e.faulted = true
-	e.regs.Store(e.status+abi.RegChannelFaultValue, value)
-	e.regs.Store(e.status+abi.RegChannelFault, uint64(f))
+	c := e.cur
+	c.faulted = true
+	e.regs.Store(c.status+abi.RegChannelFaultValue, value)
+	e.regs.Store(c.status+abi.RegChannelFault, uint64(f))
 	if e.trace != nil {
 		e.trace.Record(trace.Event{Kind: trace.KindFault, Start: e.dev.clock.Now(), Engine: e.id,
-			Channel: e.channel, Arg: uint64(f), Seq: value})
+			Channel: c.id, Arg: uint64(f), Seq: value})
 	}
+	// Tell the driver: its waiters for commands the channel will never run
+	// must stop waiting.
+	e.regs.Set(abi.RegIrqChannels, 1<<c.id)
+	e.dev.raise(abi.IrqCauseChannel)
 }

@@ -26,21 +26,23 @@ type job struct {
 	seq   uint64                // the sequence number it was fetched under
 	done  uint64                // the cursor: bytes of each operand handled (cycles, for DELAY)
 	sum   uint64                // SUM32's running total
-	start uint64                // when the engine took it (only kept while tracing)
+	ran   uint64                // cycles it ran before its last preemption (sched.go)
+	start uint64                // when the engine took it or resumed it (only kept while tracing)
 }
 
 // load makes j the command encoded in desc, fetched under seq.
 func (j *job) load(desc []byte, seq uint64) {
 	copy(j.desc[:], desc)
 	j.cmd = abi.Decode(j.desc[:])
-	j.seq, j.done, j.sum = seq, 0, 0
+	j.seq, j.done, j.sum, j.ran = seq, 0, 0, 0
 }
 
 // ANCHOR: execute
 // execute runs j and returns its status. The checks come in a fixed order,
 // so a command with several faults always reports the first: opcode,
 // engine, flags, reserved bytes, context, then alignment and range per
-// operand.
+// operand. A command resumed after a preemption goes through them again,
+// from its saved descriptor, and carries on from its cursor.
 // Whatever the outcome, the command's holds on the DMA window are released
 // on the way out (see dma.go).
 func (e *Engine) execute(j *job) abi.Status {
@@ -57,6 +59,9 @@ func (e *Engine) execute(j *job) abi.Status {
 	}
 	if !abi.ReservedZero(j.desc[:]) {
 		return abi.StatusReserved
+	}
+	if !e.cur.privileged && cmd.Ctx != e.cur.ctx {
+		return abi.StatusBadContext // a channel's commands run in its context (its runlist entry's)
 	}
 	if st := e.enterContext(cmd.Ctx); st != abi.StatusOK {
 		return st
@@ -125,6 +130,9 @@ func (e *Engine) fillRuns(j *job) abi.Status {
 		if j.done == c.Size {
 			return abi.StatusOK
 		}
+		if st := e.boundary(j); st != abi.StatusOK {
+			return st
+		}
 	}
 }
 
@@ -152,6 +160,9 @@ func (e *Engine) copyRuns(j *job) abi.Status {
 		if j.done == c.Size {
 			return abi.StatusOK
 		}
+		if st := e.boundary(j); st != abi.StatusOK {
+			return st
+		}
 	}
 }
 
@@ -177,6 +188,9 @@ func (e *Engine) copyRunsDown(j *job) abi.Status {
 		if j.done == c.Size {
 			return abi.StatusOK
 		}
+		if st := e.boundary(j); st != abi.StatusOK {
+			return st
+		}
 	}
 }
 
@@ -194,6 +208,9 @@ func (e *Engine) sumRuns(j *job) abi.Status {
 		j.done += uint64(len(src))
 		if j.done == c.Size {
 			break
+		}
+		if st := e.boundary(j); st != abi.StatusOK {
+			return st
 		}
 	}
 	dst, st := e.run(c.Dst, 8, writing)
@@ -216,6 +233,9 @@ func (e *Engine) addRuns(j *job) abi.Status {
 		j.done += uint64(len(dst))
 		if j.done == c.Size {
 			return abi.StatusOK
+		}
+		if st := e.boundary(j); st != abi.StatusOK {
+			return st
 		}
 	}
 }
@@ -251,6 +271,10 @@ func add32(b []byte, v uint32) {
 	}
 }
 
+// delayBoundaryEvery is how many of a DELAY's polls pass between its chunk
+// boundaries: a boundary reads the clock and may scan the runlist.
+const delayBoundaryEvery = 16
+
 // delay keeps the engine busy for the command's cycles, the way a long
 // shader would, with the cursor counting the cycles done. It yields like
 // pollLoop does, for the same reason, and gives up with StatusAborted if the
@@ -268,6 +292,11 @@ func (e *Engine) delay(j *job) abi.Status {
 			return abi.StatusAborted
 		}
 		e.checkInval() // a DELAY holds no translation: every poll is a safe point
+		if polls%delayBoundaryEvery == 0 {
+			if st := e.boundary(j); st != abi.StatusOK {
+				return st
+			}
+		}
 		e.pause(polls)
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"softgpu/stage6-runlist/trace"
 )
 
-// This file is idle gating: what an engine does when its channel has no
-// work. The driver picks, per engine, in RegIdleMode and its budget
+// This file is idle gating: what an engine does when no channel on its
+// runlist has work. The driver picks, per engine, in RegIdleMode and its budget
 // registers (abi/idle.go): spin, sleep, spin for a budget of cycles and then
 // sleep (the default, 50 µs), or spin for a budget learnt from the gaps
 // (adaptive.go).
@@ -105,17 +105,19 @@ func (e *Engine) sleep() {
 	// Announce the sleep before the last look at the doorbell. This store
 	// pairs with the driver's load of RegNeedWakeup in wakeIfIdle.
 	regs.Store(e.statusPage+abi.RegNeedWakeup, 1)
-	// The re-check. This load pairs with the driver's store of
-	// RegDoorbell. No lost wake-up: the driver stores the tail, then loads
-	// the flag; the engine stores the flag, then loads the tail. Go's
-	// atomics are sequentially consistent, so the four accesses fall in
-	// one order, and whichever store comes first is seen by the other
-	// side's load: either this load sees the new tail (and the engine does
-	// not sleep), or the driver's load sees 1 (and it calls Wake, whose
-	// token the receive below gets, however late it parks). Stopping
-	// stores RegControl, then sends a token to every engine, so the same
-	// holds for a stop.
-	if regs.Load(e.doorbell+abi.RegDoorbell) == e.tail && !e.stopRequested() {
+	// The re-check: every channel on the runlist (anyWork, sched.go).
+	// Each load of a RegDoorbell pairs with the driver's store of that
+	// doorbell. No lost wake-up: the driver stores a channel's tail, then
+	// loads the flag; the engine stores the flag, then loads every tail.
+	// Go's atomics are sequentially consistent, so for each channel the
+	// four accesses fall in one order, and whichever store comes first is
+	// seen by the other side's load: either this scan sees the new tail
+	// (and the engine does not sleep), or the driver's load sees 1 (and it
+	// calls Wake, whose token the receive below gets, however late it
+	// parks). A runlist submit and a stop need no flag: the driver stores
+	// RegRunlistGen (or RegControl) and then always sends a token, which
+	// the receive gets if the scan missed the store.
+	if !e.anyWork() && !e.stopRequested() {
 		regs.Store(e.statusPage+abi.RegSleeps, regs.Load(e.statusPage+abi.RegSleeps)+1) // the engine is its only writer
 		regs.Store(e.statusPage+abi.RegEngineState, abi.EngineAsleep)
 		start := e.dev.clock.Now()
@@ -144,7 +146,7 @@ func (e *Engine) sleep() {
 		regs.Store(e.statusPage+abi.RegIdleBudgetNow, e.adaptive.budget)
 		if e.trace != nil {
 			e.trace.Record(trace.Event{Kind: trace.KindSleep, Start: start, End: woke, Engine: e.id,
-				Channel: e.channel, Arg: woke - e.wokenAt.Load()})
+				Channel: e.cur.id, Arg: woke - e.wokenAt.Load()})
 		}
 	}
 	// Awake: doorbells from here on need no wake-up call. A driver that
@@ -167,10 +169,22 @@ func (d *Device) Wake(c abi.Channel) {
 	if !c.Valid() {
 		return
 	}
-	e := d.engines[c.Engine()]
-	e.wokenAt.Store(d.clock.Now()) // for the trace and the adaptive budget: where the gap ended
+	if owner := d.owner[c].Load(); owner != 0 {
+		d.WakeEngine(abi.Engine(owner - 1))
+	}
+}
+
+// WakeEngine wakes engine e as Wake does, whichever channel it serves: the
+// driver calls it after a runlist submit, which the engine must see even if
+// asleep. It does nothing for an engine the device does not have.
+func (d *Device) WakeEngine(e abi.Engine) {
+	if e >= abi.NumEngines {
+		return
+	}
+	eng := d.engines[e]
+	eng.wokenAt.Store(d.clock.Now()) // for the trace and the adaptive budget: where the gap ended
 	select {
-	case e.wakeup <- struct{}{}:
+	case eng.wakeup <- struct{}{}:
 	default: // a token is already waiting: the engine will see this doorbell too
 	}
 }
@@ -180,8 +194,8 @@ func (d *Device) Wake(c abi.Channel) {
 // wakeAll wakes every engine; Close calls it after storing ControlStop, so
 // that a sleeping engine sees that too.
 func (d *Device) wakeAll() {
-	for c := range abi.Channel(abi.NumChannels) {
-		d.Wake(c)
+	for e := range abi.Engine(abi.NumEngines) {
+		d.WakeEngine(e)
 	}
 }
 

@@ -160,7 +160,7 @@ func (e *Engine) lookup(va uint64, acc access) (tlbEntry, abi.Fault) {
 	}
 	t, f := e.walk(va)
 	if e.trace != nil {
-		e.trace.Record(trace.Event{Kind: trace.KindTLBMiss, Start: e.dev.clock.Now(), Engine: e.id, Channel: e.channel,
+		e.trace.Record(trace.Event{Kind: trace.KindTLBMiss, Start: e.dev.clock.Now(), Engine: e.id, Channel: e.cur.id,
 			Seq: va, Arg: uint64(f)})
 	}
 	if f != 0 {
@@ -247,7 +247,7 @@ func (e *Engine) walk(va uint64) (tlbEntry, abi.Fault) {
 // run there and fault then.
 func (e *Engine) translate(va, size uint64, acc access) (pa, n uint64, host bool, st abi.Status) {
 	e.checkInval()
-	size = min(size, maxRun)
+	size = min(size, e.runCap()) // maxRun, or a chunk if the command may be preempted (sched.go)
 	t, f := e.lookup(va, acc)
 	if f != 0 {
 		return 0, 0, false, e.pageFault(va, f, acc)
@@ -325,6 +325,7 @@ func (e *Engine) nextPage(t tlbEntry, va uint64, acc access) (tlbEntry, abi.Faul
 // up to it physically.
 func (e *Engine) translateBack(end, size uint64, acc access) (pa, n uint64, host bool, st abi.Status) {
 	e.checkInval()
+	size = min(size, e.runCap())
 	t, f := e.lookup(end-1, acc)
 	if f != 0 {
 		return 0, 0, false, e.pageFault(end-1, f, acc)
@@ -354,7 +355,7 @@ func (e *Engine) pageFault(va uint64, f abi.Fault, acc access) abi.Status {
 	regs.Add(s+abi.RegCtxFaults, 1) // both engines may fault one context at once: an atomic add, not load and store
 	e.publishTLBCounters()
 	if e.trace != nil {
-		e.trace.Record(trace.Event{Kind: trace.KindPageFault, Start: e.dev.clock.Now(), Engine: e.id, Channel: e.channel,
+		e.trace.Record(trace.Event{Kind: trace.KindPageFault, Start: e.dev.clock.Now(), Engine: e.id, Channel: e.cur.id,
 			Seq: va, Arg: uint64(f)})
 	}
 	switch f &^ abi.FaultWrite {

@@ -13,7 +13,8 @@ import (
 // and reaping in complete.go; the engine's side is device/ring.go.
 //
 // A Channel needs only the channel's registers and rings and the driver's
-// closed flag: everything device-wide stays in Driver.
+// closed flag to submit and wait: everything device-wide stays in Driver,
+// which Close alone reaches (runlist.go).
 //
 // Per channel the driver writes the submission slots and RegDoorbell, and
 // reads one thing the engine writes: the completion ring. The words it
@@ -21,6 +22,7 @@ import (
 
 // Channel is the driver's half of one channel.
 type Channel struct {
+	d           *Driver // for Close: the runlist is the device's
 	id          abi.Channel
 	engine      abi.Engine
 	regs        *mmio.Registers
@@ -33,6 +35,15 @@ type Channel struct {
 
 	yieldEvery int
 	closed     *atomic.Bool // the driver's: set by Close
+	gone       atomic.Bool  // set by Channel.Close: the channel is leaving its runlist
+	removed    atomic.Bool  // set once it has left: no command of it will complete any more
+
+	// How the engine serves it (runlist.go).
+	privileged bool     // commands name their context (the driver's own channels)
+	ctx        *Context // the context its commands run in (nil for a privileged one)
+	prio       uint8    // abi.PriorityLow .. abi.MaxPriority
+	slice      uint64   // cycles; 0: none
+	state      uint64   // PA of its state block in device memory; 0: none
 	hooks      *Hooks
 	doorbells  *atomic.Uint64 // the driver's count of doorbell stores
 
@@ -55,23 +66,24 @@ type Channel struct {
 	owner    []atomic.Pointer[request] // owner[i&mask]: the request of the batch command last written there, or nil
 }
 
-// newChannel takes channel c as the device presents it: the ring size from
+// newChannel takes channel c, to be served by engine e, as the device
+// presents it: the ring size from
 // RegRingSize, the rings from the device, and the tail from RegDoorbell —
 // the reset value on a fresh device, or where an earlier driver left it.
 // It waits until the engine has completed everything below that tail, so
 // that every completion it reads from now on is ours. A channel an earlier
 // driver left faulted is refused: the device will not serve it again.
-func (d *Driver) newChannel(c abi.Channel) (*Channel, error) {
+func (d *Driver) newChannel(c abi.Channel, e abi.Engine) (*Channel, error) {
 	size := d.regs.Load(abi.RegRingSize)
 	if size == 0 || size&(size-1) != 0 {
 		return nil, fmt.Errorf("%w: RegRingSize reads %d, not a power of two", ErrNoDevice, size)
 	}
 	ch := &Channel{
-		id: c, engine: c.Engine(), regs: d.regs,
+		d: d, id: c, engine: e, regs: d.regs,
 		doorbell: abi.DoorbellPage(c), status: abi.ChannelStatusPage(c),
 		slots: d.hw.Ring(c), completions: d.hw.Completions(c), size: size, mask: size - 1,
 		yieldEvery: d.yieldEvery, closed: &d.closed, hooks: &d.hooks, doorbells: &d.doorbells,
-		engineStatus: abi.EngineStatusPage(c.Engine()), wakeEngine: d.hw.Wake,
+		engineStatus: abi.EngineStatusPage(e), wakeEngine: d.hw.Wake,
 		waitMode: d.waitMode, pollBudget: d.pollBudget, wake: d.wake, stats: &d.stats,
 		owner: make([]atomic.Pointer[request], size), freeFor: make([]atomic.Uint64, size),
 		written: make([]atomic.Uint64, size),
@@ -114,6 +126,18 @@ func (ch *Channel) passed(mark uint64) bool { return ch.completed(mark - 1) }
 // stopped reports whether the device has stopped: every completion and
 // fence it will ever write is written.
 func (ch *Channel) stopped() bool { return ch.regs.Load(abi.RegDeviceState) == abi.DeviceStopped }
+
+// endedErr returns why nothing more of the channel will run, or nil while
+// it is served: the device stopped or the channel was closed (ErrClosed),
+// or it faulted (its fault). Every wait checks it, and then settles on what
+// did complete: after any of the three, the completions and the timeline
+// are final.
+func (ch *Channel) endedErr() error {
+	if ch.stopped() || ch.removed.Load() {
+		return ErrClosed
+	}
+	return ch.faultError()
+}
 
 // faultError returns an error wrapping ErrChannelFaulted and the
 // abi.ChannelFault if the device has stopped serving the channel, or nil.

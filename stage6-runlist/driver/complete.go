@@ -123,8 +123,8 @@ func (ch *Channel) spin(cond func() bool) error { return ch.spinFor(cond, 0) }
 // spinFor polls cond until it reports true, yielding now and then, for at
 // most budget cycles (0: no limit), then returns errBudgetSpent. Every 64
 // polls it also looks at the device and the channel: when the device has
-// stopped, or the channel has faulted, it polls cond once more and returns
-// nil if it is true by then, or why it never will be.
+// stopped, or the channel has faulted or been closed, it polls cond once
+// more and returns nil if it is true by then, or why it never will be.
 func (ch *Channel) spinFor(cond func() bool, budget uint64) error {
 	var start uint64 // the budget's start: the first look at the clock, 64 polls in
 	for polls := 1; ; polls++ {
@@ -134,13 +134,7 @@ func (ch *Channel) spinFor(cond func() bool, budget uint64) error {
 		if polls%64 != 0 {
 			continue
 		}
-		if ch.stopped() {
-			if cond() {
-				return nil
-			}
-			return ErrClosed
-		}
-		if err := ch.faultError(); err != nil {
+		if err := ch.endedErr(); err != nil {
 			if cond() {
 				return nil
 			}

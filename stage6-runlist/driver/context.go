@@ -35,11 +35,12 @@ type Context struct {
 	id   abi.Context
 	root uint64 // device PA of its root table
 
-	// mu guards va, mappings and closed.
+	// mu guards va, mappings, closed and channels.
 	mu       sync.Mutex
 	va       *Allocator // its virtual addresses (nil for context 0, which maps everything)
 	mappings map[uint64]*mapping
 	closed   bool
+	channels []*Channel // opened for it by NewChannel (runlist.go), closed with it
 }
 
 // mapping is one range of a context's address space.
@@ -241,8 +242,8 @@ func (c *Context) ClearFault() {
 	c.d.regs.Store(abi.ContextRegs(c.id)+abi.RegCtxFaultAck, c.d.regs.Load(abi.ContextStatusRegs(c.id)+abi.RegCtxFaults))
 }
 
-// Close unmaps everything the context maps, frees what it allocated and its
-// tables, and gives its id back. Commands of it still queued fail with
+// Close closes the context's channels, unmaps everything the context
+// maps, frees what it allocated and its tables, and gives its id back. Commands of it still queued fail with
 // abi.StatusBadContext. Context 0 cannot be closed.
 func (c *Context) Close() error {
 	if c.id == 0 {
@@ -254,6 +255,12 @@ func (c *Context) Close() error {
 		return nil
 	}
 	c.closed = true
+	chs := slices.Clone(c.channels)
+	c.mu.Unlock()
+	for _, ch := range chs { // off the runlists first: no command of the context runs after this
+		ch.Close()
+	}
+	c.mu.Lock()
 	ms := make([]*mapping, 0, len(c.mappings))
 	for _, m := range c.mappings {
 		ms = append(ms, m)
@@ -276,4 +283,23 @@ func (c *Context) Close() error {
 type contextVA struct {
 	ctx *Context
 	va  uint64
+}
+
+// addChannel adds ch to the context's channels, unless the context is
+// closed (or the driver is): then it reports false.
+func (c *Context) addChannel(ch *Channel) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.d.closed.Load() {
+		return false
+	}
+	c.channels = append(c.channels, ch)
+	return true
+}
+
+// removeChannel takes ch off the context's channels.
+func (c *Context) removeChannel(ch *Channel) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.channels = slices.DeleteFunc(c.channels, func(x *Channel) bool { return x == ch })
 }

@@ -55,6 +55,12 @@ type Config struct {
 	// What the engines do when their rings are empty (idle.go); the zero
 	// value is hybrid with a 50 µs budget.
 	Idle Idle
+
+	// Watchdog is the longest a command may run on an engine, in cycles
+	// (ns), before the engine stops it with abi.StatusTimeout and faults
+	// its channel and context (runlist.go); zero, the default, means no
+	// limit.
+	Watchdog uint64
 }
 
 // check fills in defaults and refuses values that name nothing, each with
@@ -119,7 +125,11 @@ type Driver struct {
 
 	vm vm // page tables, contexts, TLB invalidation (vm.go)
 
-	channels  [abi.NumChannels]*Channel
+	// channels[c] is the driver's half of channel c, or nil while the
+	// driver has not made it (runlist.go); the engines' default channels
+	// always exist.
+	channels  [abi.NumChannels]atomic.Pointer[Channel]
+	runlists  runlists
 	doorbells atomic.Uint64 // doorbell stores so far, for the benchmarks' doorbells/op
 
 	hooks Hooks // test and benchmark hooks (hooks.go)
@@ -159,22 +169,39 @@ func New(hw Hardware, cfg Config) (*Driver, error) {
 		wake:       cfg.Wake,
 		busSpace:   NewAllocator(abi.BusSize),
 	}
-	for c := range abi.Channel(abi.NumChannels) {
-		ch, err := d.newChannel(c)
+	for e := range abi.Engine(abi.NumEngines) {
+		ch, err := d.newChannel(abi.DefaultChannel(e), e)
 		if err != nil {
 			return nil, err
 		}
-		d.channels[c] = ch
+		ch.privileged, ch.prio = true, abi.PriorityNormal
+		d.channels[ch.id].Store(ch)
+	}
+	if err := d.initVM(); err != nil {
+		return nil, err
+	}
+	for e := range abi.Engine(abi.NumEngines) {
+		ch := d.channels[abi.DefaultChannel(e)].Load()
+		// Preemptible, as every channel the driver makes. The block is not
+		// cleared: device memory starts zeroed, and on a device an earlier
+		// driver used it may hold the channel's preempted command.
+		ch.state = d.runlists.stateBlock(ch.id)
 	}
 	for e := range abi.Engine(abi.NumEngines) {
 		if err := d.SetIdle(e, cfg.Idle); err != nil {
 			return nil, err
 		}
-	}
-	if err := d.initVM(); err != nil {
-		return nil, err
+		d.regs.Store(abi.EngineControlPage(e)+abi.RegWatchdog, cfg.Watchdog)
 	}
 	d.alloc = NewAllocator(d.vm.dataSize)
+	for e := range abi.Engine(abi.NumEngines) {
+		// Each engine's default channel alone, with its state block: a
+		// device an earlier driver used may hold its channels, and they
+		// are drained.
+		if err := d.submitRunlist(e); err != nil {
+			return nil, err
+		}
+	}
 	d.resetWindow()
 	if err := d.initBounce(cfg); err != nil {
 		return nil, err
@@ -183,12 +210,28 @@ func New(hw Hardware, cfg Config) (*Driver, error) {
 	return d, nil
 }
 
-// Channel returns the driver's half of channel c.
+// Channel returns the driver's half of channel c, if the driver has made
+// it.
 func (d *Driver) Channel(c abi.Channel) (*Channel, error) {
 	if !c.Valid() {
 		return nil, fmt.Errorf("%w: %d", ErrNoChannel, c)
 	}
-	return d.channels[c], nil
+	ch := d.channels[c].Load()
+	if ch == nil {
+		return nil, fmt.Errorf("%w: %v is not open", ErrNoChannel, c)
+	}
+	return ch, nil
+}
+
+// liveChannels returns the channels the driver has made, at this moment.
+func (d *Driver) liveChannels() []*Channel {
+	var chs []*Channel
+	for c := range d.channels {
+		if ch := d.channels[c].Load(); ch != nil {
+			chs = append(chs, ch)
+		}
+	}
+	return chs
 }
 
 // Submit runs cmd on engine e's channel and waits for it; see
@@ -197,7 +240,7 @@ func (d *Driver) Submit(e abi.Engine, cmd abi.Command) error {
 	if e >= abi.NumEngines {
 		return fmt.Errorf("%w: %d", ErrNoEngine, e)
 	}
-	return d.channels[abi.DefaultChannel(e)].Submit(cmd)
+	return d.channels[abi.DefaultChannel(e)].Load().Submit(cmd)
 }
 
 // SubmitBatch places cmds on engine e's channel; see Channel.SubmitBatch.
@@ -205,7 +248,7 @@ func (d *Driver) SubmitBatch(e abi.Engine, cmds []abi.Command) (*Pending, error)
 	if e >= abi.NumEngines {
 		return nil, fmt.Errorf("%w: %d", ErrNoEngine, e)
 	}
-	return d.channels[abi.DefaultChannel(e)].SubmitBatch(cmds)
+	return d.channels[abi.DefaultChannel(e)].Load().SubmitBatch(cmds)
 }
 
 // Doorbells returns how many times the driver has rung a doorbell (on any
@@ -224,14 +267,14 @@ func (d *Driver) Close() error {
 		return nil
 	}
 	d.regs.Store(abi.RegControl, abi.ControlStop)
-	for c := range abi.Channel(abi.NumChannels) {
-		d.hw.Wake(c) // a sleeping engine must wake to see the stop
+	for e := range abi.Engine(abi.NumEngines) {
+		d.hw.WakeEngine(e) // a sleeping engine must wake to see the stop
 	}
 	d.awaitStopped()
 	// The device raised IrqCauseStopped as it stopped, and the interrupt
 	// thread wakes every blocked waiter when it takes it; this makes sure
 	// of it before the thread goes away.
-	for _, ch := range d.channels {
+	for _, ch := range d.liveChannels() {
 		ch.timeline.wakeAll()
 	}
 	d.awaitIRQ()

@@ -161,8 +161,8 @@ func (f Fence) poll(ctx context.Context, budget uint64) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if ch.stopped() {
-			return f.settleStopped()
+		if ch.endedErr() != nil {
+			return f.settleEnded()
 		}
 		if budget > 0 {
 			if now := ch.regs.Load(abi.RegTimestamp); start == 0 {
@@ -182,7 +182,7 @@ func (f Fence) poll(ctx context.Context, budget uint64) error {
 // it. A wake-up whose fence has not signalled — possible only in the
 // untargeted mode, where every interrupt wakes every waiter — is futile: it
 // is counted, and the waiter goes back to sleep. A wake-up because the
-// device stopped settles the wait.
+// device stopped, or the channel faulted or was closed, settles the wait.
 func (f Fence) block(ctx context.Context) error {
 	ch := f.ch
 	tl := &ch.timeline
@@ -197,8 +197,8 @@ func (f Fence) block(ctx context.Context) error {
 			if f.Signaled() {
 				return nil
 			}
-			if ch.stopped() {
-				return f.settleStopped()
+			if ch.endedErr() != nil {
+				return f.settleEnded()
 			}
 			ch.stats.futileWakeups.Add(1)
 		case <-ctx.Done():
@@ -210,13 +210,14 @@ func (f Fence) block(ctx context.Context) error {
 
 // ANCHOR_END: block
 
-// settleStopped answers a wait on a device that has stopped: its timeline
-// is final.
-func (f Fence) settleStopped() error {
+// settleEnded answers a wait on a channel that nothing more will run on —
+// the device stopped, the channel faulted or was closed: its timeline is
+// final.
+func (f Fence) settleEnded() error {
 	if f.Signaled() {
 		return nil
 	}
-	return ErrClosed
+	return f.ch.endedErr()
 }
 
 // waiter is one blocked wait.
@@ -244,7 +245,8 @@ type timeline struct {
 // then looks at the timeline once more. It reports true — and takes w out
 // again — if w's fence has already signalled: the device may have written it
 // before it could see the arm, and then no interrupt will come. The device
-// having stopped counts as true too: no interrupt will come either.
+// having stopped, or the channel having ended, counts as true too: no
+// interrupt will come either.
 func (tl *timeline) add(w *waiter) bool {
 	tl.mu.Lock()
 	heap.Push(&tl.waiters, w)
@@ -253,7 +255,7 @@ func (tl *timeline) add(w *waiter) bool {
 	// This load comes after the stores of armLocked; it pairs with the
 	// engine's store of RegFence, which comes before its loads of the arm
 	// registers (see the file comment).
-	if abi.Reached(tl.ch.regs.Load(tl.ch.status+abi.RegFence), w.target) || tl.ch.stopped() {
+	if abi.Reached(tl.ch.regs.Load(tl.ch.status+abi.RegFence), w.target) || tl.ch.endedErr() != nil {
 		tl.remove(w)
 		return true
 	}

@@ -309,7 +309,7 @@ func stress(t *testing.T, d *Driver, total int) {
 
 // waitersOf returns how many waiters are blocked on engine e's timeline.
 func waitersOf(d *Driver, e abi.Engine) int {
-	tl := &d.channels[abi.DefaultChannel(e)].timeline
+	tl := &d.channels[abi.DefaultChannel(e)].Load().timeline
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	return len(tl.waiters)

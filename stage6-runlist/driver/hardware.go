@@ -23,9 +23,10 @@ import (
 //   - the trace, to record the driver's own events (nil when off);
 //   - the device's table of host memory it may reach by DMA, which the
 //     driver fills (the platform's IOMMU, in this model);
-//   - the wake primitive: a call that wakes the engine serving a channel
+//   - the wake primitives: a call that wakes the engine serving a channel
 //     after a doorbell found it asleep (a store to memory wakes no
-//     thread).
+//     thread), and one that wakes an engine by name, after a runlist
+//     submit.
 //
 // The driver never calls into an engine, never reads the device's clock
 // except through abi.RegTimestamp, and learns that the device has stopped
@@ -41,6 +42,7 @@ type Hardware interface {
 	RegisterHost(mem []byte) error
 	UnregisterHost(mem []byte) error
 	Wake(c abi.Channel)
+	WakeEngine(e abi.Engine)
 }
 
 // ANCHOR_END: hardware

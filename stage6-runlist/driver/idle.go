@@ -136,6 +136,6 @@ func (d *Driver) SetIdle(e abi.Engine, idle Idle) error {
 	d.regs.Store(control+abi.RegIdleMode, uint64(idle.Mode))
 	// A sleeping engine reads the registers only when it wakes; wake it,
 	// so that "spin" means spin from now on, not from the next doorbell.
-	d.hw.Wake(abi.DefaultChannel(e))
+	d.hw.WakeEngine(e)
 	return nil
 }

@@ -298,7 +298,7 @@ func TestAFullRingDoesNotSpin(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- d.Submit(abi.EngineCompute, abi.Command{Op: abi.OpNop}) }() // needs the DELAY's slot
-	ch := d.channels[abi.DefaultChannel(abi.EngineCompute)]
+	ch := d.channels[abi.DefaultChannel(abi.EngineCompute)].Load()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		ch.timeline.mu.Lock()

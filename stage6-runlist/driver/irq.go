@@ -115,8 +115,8 @@ func (d *Driver) startIRQ() {
 	d.irq.work = make(chan struct{}, 1)
 	d.irq.stop = make(chan struct{})
 	if d.wake == WakeEvery {
-		for _, ch := range d.channels {
-			d.regs.Store(ch.doorbell+abi.RegIrqArm, abi.IrqEvery)
+		for _, ch := range d.liveChannels() {
+			d.regs.Store(ch.doorbell+abi.RegIrqArm, abi.IrqEvery) // and newChannel arms every later one
 		}
 	}
 	d.irq.threads.Go(d.interruptLoop)
@@ -159,13 +159,20 @@ func (d *Driver) handleInterrupt() {
 	cause := d.regs.Load(abi.RegIrqCause)
 	d.regs.Store(abi.RegIrqCause, cause) // acknowledge: clears exactly these bits
 	d.stats.irqs.Add(1)
-	if cause&abi.IrqCauseFence != 0 {
+	if cause&(abi.IrqCauseFence|abi.IrqCauseChannel) != 0 {
 		channels := d.regs.Load(abi.RegIrqChannels)
 		d.regs.Store(abi.RegIrqChannels, channels)
 		d.deliver(channels)
 	}
+	if cause&abi.IrqCauseChannel != 0 {
+		for _, ch := range d.liveChannels() {
+			if ch.faultError() != nil {
+				ch.timeline.wakeAll() // the rest of the channel will not run: every waiter settles
+			}
+		}
+	}
 	if cause&abi.IrqCauseStopped != 0 {
-		for _, ch := range d.channels {
+		for _, ch := range d.liveChannels() {
 			ch.timeline.wakeAll()
 		}
 	}
@@ -194,7 +201,9 @@ func (d *Driver) signalPending() { d.signal(d.irq.pending.Swap(0)) }
 func (d *Driver) signal(channels uint64) {
 	for c := range abi.Channel(abi.NumChannels) {
 		if channels&(1<<c) != 0 {
-			d.channels[c].timeline.signal()
+			if ch := d.channels[c].Load(); ch != nil { // a channel closed since its fence was raised has no waiters
+				ch.timeline.signal()
+			}
 		}
 	}
 }

@@ -196,7 +196,7 @@ func TestStalledSubmitter(t *testing.T) {
 			defer release() // if the test fails before it resumes the submitter
 			var armed atomic.Bool
 			armed.Store(true)
-			ch := d.channels[abi.DefaultChannel(abi.EngineCompute)]
+			ch := d.channels[abi.DefaultChannel(abi.EngineCompute)].Load()
 			d.SetHooks(Hooks{Reserved: func(abi.Channel) {
 				if armed.CompareAndSwap(true, false) { // the first submitter, alone so far: the one to stall
 					stalledAt.Store(ch.reserved.Load() - 3)
@@ -357,7 +357,7 @@ func TestNoLostPublish(t *testing.T) {
 	}
 	d := openRing(t, device.Config{})
 	d.SetHooks(Hooks{Publishing: func(abi.Channel) { time.Sleep(50 * time.Microsecond) }})
-	ch := d.channels[abi.DefaultChannel(abi.EngineCopy)]
+	ch := d.channels[abi.DefaultChannel(abi.EngineCopy)].Load()
 	for round := range rounds {
 		start := make(chan struct{})
 		var wg sync.WaitGroup

@@ -83,8 +83,8 @@ func (p *Pinned) Bus() uint64 { return p.bus }
 // queued before its free.
 type retired struct {
 	slot  int
-	bus   uint64                  // offset from abi.BusBase
-	marks [abi.NumChannels]uint64 // each channel's tail when the region was freed
+	bus   uint64        // offset from abi.BusBase
+	marks []channelMark // each channel's tail when the region was freed
 }
 
 var (
@@ -204,9 +204,9 @@ func (d *Driver) enableLocked(p *Pinned, slot int, off uint64) {
 // before the free have run. HostFree works after Close too (Close leaves
 // the caller's regions mapped).
 func (d *Driver) HostFree(p *Pinned) error {
-	var marks [abi.NumChannels]uint64
-	for c, ch := range d.channels {
-		marks[c] = ch.mark() // before the entry is disabled: these are the commands that might name it
+	var marks []channelMark
+	for _, ch := range d.liveChannels() {
+		marks = append(marks, channelMark{ch, ch.mark()}) // before the entry is disabled: these are the commands that might name it
 	}
 	d.pinMu.Lock()
 	live := slices.Index(d.regions, p)
@@ -268,12 +268,19 @@ func (d *Driver) retired(r retired) bool {
 	if d.stopped() {
 		return true
 	}
-	for c, ch := range d.channels {
-		if !ch.passed(r.marks[c]) {
+	for _, m := range r.marks {
+		if !m.ch.passed(m.mark) { // a closed channel passes every mark: the engine completes what it leaves (drain)
 			return false
 		}
 	}
 	return true
+}
+
+// channelMark is a channel's mark (the index its next command will take)
+// at one moment.
+type channelMark struct {
+	ch   *Channel
+	mark uint64
 }
 
 // ANCHOR: waitunheld

@@ -135,7 +135,7 @@ func (ch *Channel) Submit(cmd abi.Command) error {
 
 // usable returns why nothing may be submitted on the channel now, or nil.
 func (ch *Channel) usable() error {
-	if ch.closed.Load() {
+	if ch.closed.Load() || ch.gone.Load() {
 		return ErrClosed
 	}
 	return ch.faultError()
@@ -161,5 +161,8 @@ func fenced(cmd abi.Command, i uint64, last bool) abi.Command {
 // that comes after these stores.
 func (ch *Channel) write(cmd abi.Command, i uint64) {
 	cmd.Seq = i
+	if ch.ctx != nil {
+		cmd.Ctx = ch.ctx.id // a channel's commands run in its context, whatever they said
+	}
 	cmd.Encode(ch.slots[abi.SlotOffset(i, ch.mask):])
 }

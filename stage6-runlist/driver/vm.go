@@ -14,7 +14,9 @@ import (
 // invalidation handshake. context.go has a context's own operations.
 //
 // Device memory is split in two: the data memory below, which Alloc hands
-// out, and the page-table pool at the top, which no context maps.
+// out, and the driver's own memory at the top, which no context maps: the
+// scheduler's area (each engine's runlist table and each channel's state
+// block, runlist.go), then the page-table pool.
 //
 // The driver's own context, context 0, maps device data memory and the whole
 // bus range at their physical addresses, read-write, with the largest pages
@@ -60,11 +62,12 @@ type vm struct {
 // context 0 with its tables.
 func (d *Driver) initVM() error {
 	pool := max(d.memSize/poolShare, minPool) &^ (1<<abi.PageShift - 1)
-	if pool+AllocBase >= d.memSize {
-		return fmt.Errorf("%w: %d bytes of device memory leave no room beside the %d-byte page-table pool", ErrNoDevice, d.memSize, pool)
+	if pool+schedArea+AllocBase >= d.memSize {
+		return fmt.Errorf("%w: %d bytes of device memory leave no room beside the %d-byte page-table pool", ErrNoDevice, d.memSize, pool+schedArea)
 	}
-	d.vm.dataSize = d.memSize - pool
-	d.vm.pool = tablePool{alloc: NewRangeAllocator(d.vm.dataSize, d.memSize), mem: d.hw.Memory()}
+	d.vm.dataSize = d.memSize - pool - schedArea
+	d.runlists.area = d.vm.dataSize
+	d.vm.pool = tablePool{alloc: NewRangeAllocator(d.vm.dataSize+schedArea, d.memSize), mem: d.hw.Memory()}
 	d.vm.invalGen = d.regs.Load(abi.RegInvalGen) // a device an earlier driver used may have moved it
 	root, err := d.vm.pool.table(abi.RootBytes)
 	if err != nil {

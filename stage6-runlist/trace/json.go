@@ -102,6 +102,15 @@ func writeEvent(w *bufio.Writer, ev Event) {
 		instant(engine, "tlb", "tlb invalidate", fmt.Sprintf("\"generation\":%d", ev.Arg))
 	case KindPageFault:
 		instant(engine, "fault", "page fault", fmt.Sprintf("\"va\":%d,\"fault\":%q", ev.Seq, abi.Fault(ev.Arg).String()))
+	case KindPreempt:
+		fmt.Fprintf(w, "{\"ph\":\"X\",\"cat\":\"command\",\"name\":%q,\"pid\":%d,\"tid\":%d,\"ts\":%s,\"dur\":%s,"+
+			"\"args\":{\"engine\":%q,\"channel\":%d,\"seq\":%d,\"done\":%d,\"status\":\"preempted\"}}",
+			ev.Op.String()+" (preempted)", pid, engine, micros(ev.Start), micros(ev.End-ev.Start),
+			ev.Engine.String(), ev.Channel, ev.Seq, ev.Arg)
+	case KindSwitch:
+		instant(engine, "sched", "switch", fmt.Sprintf("\"to\":%d,\"from\":%d", ev.Channel, ev.Arg))
+	case KindRunlist:
+		instant(engine, "sched", "runlist", fmt.Sprintf("\"generation\":%d,\"error\":%q", ev.Arg, abi.RunlistError(ev.Status).String()))
 	default:
 		instant(driverTrack, "unknown", ev.Kind.String(), fmt.Sprintf("\"kind\":%d", ev.Kind))
 	}

@@ -57,6 +57,15 @@ const (
 	// KindPageFault is a translation fault at the VA in Seq; Arg is the
 	// abi.Fault.
 	KindPageFault
+	// KindPreempt is a slice of a command that ended in preemption: Start
+	// to End, Engine, Channel, Op, Seq; Arg is its cursor when it stopped.
+	KindPreempt
+	// KindSwitch is an engine switching to Channel, at Start; Arg is the
+	// channel it left.
+	KindSwitch
+	// KindRunlist is an engine handling runlist submit Arg (a generation);
+	// Status is the abi.RunlistError kind, 0 if it accepted it.
+	KindRunlist
 )
 
 var kindNames = [...]string{
@@ -70,6 +79,9 @@ var kindNames = [...]string{
 	KindTLBMiss:       "tlb miss",
 	KindTLBInvalidate: "tlb invalidate",
 	KindPageFault:     "page fault",
+	KindPreempt:       "preempt",
+	KindSwitch:        "switch",
+	KindRunlist:       "runlist",
 }
 
 func (k Kind) String() string {
