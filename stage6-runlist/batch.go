@@ -51,7 +51,8 @@ func (g *GPU) CopyAsync(dst, src Ptr, size uint64) (*Pending, error) {
 type Batch struct {
 	g      *GPU
 	engine Engine
-	ctx    abi.Context // the context its commands run in (context.go)
+	ctx    abi.Context     // the context its commands run in (context.go)
+	ch     *driver.Channel // the channel it goes to (channel.go); nil: the engine's default channel
 	cmds   []abi.Command
 }
 
@@ -61,7 +62,13 @@ func (g *GPU) NewBatch(e Engine) *Batch { return &Batch{g: g, engine: e} }
 // Submit puts the batch's commands in the engine's ring and returns without
 // waiting for them. The batch is empty afterwards.
 func (b *Batch) Submit() (*Pending, error) {
-	p, err := b.g.submitBatch(b.engine, b.cmds)
+	var p *Pending
+	var err error
+	if b.ch != nil {
+		p, err = b.ch.SubmitBatch(b.cmds)
+	} else {
+		p, err = b.g.submitBatch(b.engine, b.cmds)
+	}
 	b.cmds = b.cmds[:0]
 	return p, err
 }

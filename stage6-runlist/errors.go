@@ -23,6 +23,8 @@ var (
 	ErrBadHostFree    = driver.ErrBadHostFree    // HostFree of a buffer that is not allocated
 	ErrContext        = driver.ErrContext        // no context left, a closed one, a bad page size
 	ErrContextFaulted = driver.ErrContextFaulted // a context faulted; its commands fail until ClearFault
+	ErrRunlist        = driver.ErrRunlist        // the device refused a runlist, or a channel option is out of range
+	ErrNoChannel      = driver.ErrNoChannel      // every channel is open, or a channel that cannot be closed
 )
 
 // CommandError is a command the device refused or could not finish.
@@ -47,4 +49,6 @@ const (
 	StatusBadEntry    = abi.StatusBadEntry
 	StatusBadContext  = abi.StatusBadContext
 	StatusCtxFaulted  = abi.StatusCtxFaulted
+	StatusTimeout     = abi.StatusTimeout
+	StatusRemoved     = abi.StatusRemoved
 )

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 
 	"softgpu/stage6-runlist/abi"
 	"softgpu/stage6-runlist/device"
@@ -69,6 +70,11 @@ type Config struct {
 	// (default 0 and 200,000).
 	IdleBudgetMin, IdleBudgetMax uint64
 
+	// Watchdog is the longest a command may run on an engine before the
+	// engine stops it with StatusTimeout and faults its channel and its
+	// context (channel.go); zero (the default) means no limit.
+	Watchdog time.Duration
+
 	// Trace, if not empty, is a file the device's trace is written to when
 	// the GPU is closed: Chrome trace-event JSON, which Perfetto
 	// (ui.perfetto.dev) and chrome://tracing open. Empty means the
@@ -107,6 +113,9 @@ func Open(cfg Config) (*GPU, error) {
 	if err := g.openTrace(cfg); err != nil {
 		return nil, err
 	}
+	if cfg.Watchdog < 0 {
+		return nil, fmt.Errorf("%w: Watchdog %v is negative", ErrConfig, cfg.Watchdog)
+	}
 	dev, err := device.Open(device.Config{MemorySize: cfg.MemorySize, YieldEvery: cfg.YieldEvery, RingSize: cfg.RingSize, Trace: g.trace})
 	if errors.Is(err, device.ErrConfig) {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -116,7 +125,8 @@ func Open(cfg Config) (*GPU, error) {
 	}
 	drv, err := driver.New(dev, driver.Config{YieldEvery: cfg.YieldEvery, Wait: cfg.Wait, PollBudget: cfg.PollBudget,
 		Delivery: cfg.Delivery, Wake: cfg.Wake, BounceChunk: cfg.BounceChunk, BounceBuffers: cfg.BounceBuffers,
-		Idle: driver.Idle{Mode: cfg.Idle, Budget: cfg.IdleBudget, BudgetMin: cfg.IdleBudgetMin, BudgetMax: cfg.IdleBudgetMax}})
+		Idle:     driver.Idle{Mode: cfg.Idle, Budget: cfg.IdleBudget, BudgetMin: cfg.IdleBudgetMin, BudgetMax: cfg.IdleBudgetMax},
+		Watchdog: uint64(cfg.Watchdog)})
 	if err != nil {
 		dev.Close()
 		return nil, err

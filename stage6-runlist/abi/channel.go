@@ -10,9 +10,11 @@ import "fmt"
 // engine e's default channel, on its runlist from reset.
 type Channel uint16
 
-// NumChannels is the number of channels the device has: 64, one bit each in
-// RegIrqChannels.
-const NumChannels = 64
+// NumChannels is the number of channels the device has: 128, one bit each
+// in the IrqChannelWords words of RegIrqChannels — so that one engine can
+// serve a full runlist (MaxRunlist) beside the other engine's default
+// channel.
+const NumChannels = 128
 
 // DefaultChannel returns engine e's default channel.
 func DefaultChannel(e Engine) Channel { return Channel(e) }

@@ -76,10 +76,20 @@ const (
 const (
 	// RegIrqCause says why the line was raised: IrqCause bits.
 	RegIrqCause = ControlPage + 0x040
-	// RegIrqChannels has bit c set while channel c has a fence interrupt,
-	// or a fault, the driver has not acknowledged.
+	// RegIrqChannels is IrqChannelWords words: bit c%64 of word c/64
+	// (IrqChannelsReg(c)) is set while channel c has a fence interrupt, or
+	// a fault, the driver has not acknowledged.
 	RegIrqChannels = ControlPage + 0x080
 )
+
+// IrqChannelWords is the number of words of RegIrqChannels.
+const IrqChannelWords = NumChannels / 64
+
+// IrqChannelsReg returns the offset of the RegIrqChannels word that holds
+// channel c's bit, and the bit.
+func IrqChannelsReg(c Channel) (off, bit uint64) {
+	return RegIrqChannels + 8*uint64(c/64), 1 << (c % 64)
+}
 
 // ANCHOR_END: irqregs
 

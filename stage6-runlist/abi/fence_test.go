@@ -6,8 +6,11 @@ func TestFenceTimelineIsOneLine(t *testing.T) {
 	if RegFence/64 != RegFenceCycles/64 {
 		t.Errorf("RegFence and RegFenceCycles are on different lines; a waiter reads them as one")
 	}
-	if NumChannels > 64 {
-		t.Errorf("NumChannels = %d; RegIrqChannels has one bit per channel, 64 at most", NumChannels)
+	if NumChannels > 64*IrqChannelWords || IrqChannelWords*8 > 64 {
+		t.Errorf("NumChannels = %d in %d words of RegIrqChannels: a bit per channel, on one line", NumChannels, IrqChannelWords)
+	}
+	if off, bit := IrqChannelsReg(70); off != RegIrqChannels+8 || bit != 1<<6 {
+		t.Errorf("IrqChannelsReg(70) = %#x, %#x; want the second word, bit 6", off, bit)
 	}
 }
 

@@ -209,7 +209,9 @@ func Table() []Register {
 	add("DeviceState", RegDeviceState, WrittenByDevice, PageReadOnly)
 	add("Control", RegControl, WrittenByDriver, PagePrivileged)
 	add("IrqCause", RegIrqCause, SetByDevice, PagePrivileged)
-	add("IrqChannels", RegIrqChannels, SetByDevice, PagePrivileged)
+	for w := range uint64(IrqChannelWords) {
+		add(fmt.Sprintf("IrqChannels[%d]", w), RegIrqChannels+8*w, SetByDevice, PagePrivileged)
+	}
 	add("InvalCtx", RegInvalCtx, WrittenByDriver, PagePrivileged)
 	add("InvalVA", RegInvalVA, WrittenByDriver, PagePrivileged)
 	add("InvalSize", RegInvalSize, WrittenByDriver, PagePrivileged)

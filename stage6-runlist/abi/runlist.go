@@ -55,7 +55,7 @@ import (
 // no state block — the one-channel-per-engine device of the stages before.
 const (
 	RunlistEntrySize = 32
-	MaxRunlist       = NumChannels // entries per runlist
+	MaxRunlist       = 64 // entries per runlist
 	ChannelStateSize = 128
 
 	// RunlistPrivileged lets the channel's commands name their context

@@ -140,6 +140,6 @@ func (e *Engine) fault(f abi.ChannelFault, value uint64) {
 	}
 	// Tell the driver: its waiters for commands the channel will never run
 	// must stop waiting.
-	e.regs.Set(abi.RegIrqChannels, 1<<c.id)
+	e.regs.Set(abi.IrqChannelsReg(c.id))
 	e.dev.raise(abi.IrqCauseChannel)
 }

@@ -99,7 +99,7 @@ func (e *Engine) raiseFence() {
 	regs := e.regs
 	c := e.cur
 	regs.Store(c.status+abi.RegIrqCount, regs.Load(c.status+abi.RegIrqCount)+1) // the engine serving it is its only writer
-	regs.Set(abi.RegIrqChannels, 1<<c.id)
+	regs.Set(abi.IrqChannelsReg(c.id))
 	e.dev.raise(abi.IrqCauseFence)
 	if e.trace != nil {
 		e.trace.Record(trace.Event{Kind: trace.KindIRQRaise, Start: e.dev.clock.Now(), Engine: e.id, Channel: c.id,

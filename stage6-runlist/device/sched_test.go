@@ -408,3 +408,52 @@ func TestEqualChannelsShareTheEngine(t *testing.T) {
 		t.Errorf("the low-priority fill completed only after both high-priority channels had finished: starved")
 	}
 }
+
+// TestARemovedChannelIsDrained: a runlist that drops a channel with work
+// queued completes every command of it that was published and had not run
+// — a preempted one included — with StatusRemoved, and writes their
+// fences; the engine runs none of them, and serves the channel no more.
+func TestARemovedChannelIsDrained(t *testing.T) {
+	d := openTest(t, Config{})
+	const e, keep, drop = abi.EngineCopy, abi.Channel(40), abi.Channel(41)
+	if got := submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, keep, abi.PriorityHigh, 0), rlEntry(d, drop, abi.PriorityNormal, 0)}); got != abi.RunlistOK {
+		t.Fatalf("runlist: %v", got)
+	}
+	// drop: a long DELAY that keep's work will preempt, then fenced fills.
+	first := publish(d, drop, abi.Command{Op: abi.OpDelay, Value: 50_000_000})
+	for counter(d, e, abi.RegSwitches) == 0 && d.regs.Load(abi.EngineStatusPage(e)+abi.RegEngineState) != abi.EngineRunning {
+		runtime.Gosched()
+	}
+	time.Sleep(time.Millisecond) // the DELAY is running
+	k := publish(d, keep, abi.Command{Op: abi.OpDelay, Value: 20_000_000}) // preempts it, and holds the engine
+	for counter(d, e, abi.RegPreempts) == 0 {
+		runtime.Gosched()
+	}
+	mem := data(d)
+	clear(mem[:4096])
+	var fills []abi.Command
+	for n := range 5 {
+		fills = append(fills, abi.Command{Op: abi.OpFill, Flags: abi.FlagFence, Fence: uint64(100 + n), Dst: uint64(n) * 64, Size: 64, Value: 0xee})
+	}
+	publish(d, drop, fills...)
+	if got := submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, keep, abi.PriorityHigh, 0)}); got != abi.RunlistOK {
+		t.Fatalf("runlist without %v: %v", drop, got)
+	}
+	for i := first; i < first+6; i++ {
+		if !completed(d, drop, i) || statusOf(d, drop, i) != abi.StatusRemoved {
+			t.Errorf("command %d of the dropped channel: completed %v, status %v; want StatusRemoved", i-first, completed(d, drop, i), statusOf(d, drop, i))
+		}
+	}
+	if got := d.regs.Load(abi.ChannelStatusPage(drop) + abi.RegFence); got != 104 {
+		t.Errorf("the dropped channel's fence = %d; want 104, its last fill's", got)
+	}
+	if !bytes.Equal(mem[:4096], make([]byte, 4096)) {
+		t.Errorf("a fill of the dropped channel ran")
+	}
+	if d.owner[drop].Load() != 0 {
+		t.Errorf("the engine still owns the dropped channel")
+	}
+	if st := await(t, d, keep, k); st != abi.StatusOK {
+		t.Errorf("the kept channel's DELAY: %v", st)
+	}
+}

@@ -165,8 +165,8 @@ func (p *Pending) Wait() error { return p.WaitContext(context.Background()) }
 // returns nil if all succeeded. Otherwise it returns the error of a batch
 // of one as it is, and for a larger batch an errors.Join of one error per
 // failed command, each naming its place in the batch; each wraps a
-// *CommandError (and so its abi.Status), or is ErrClosed for a command the
-// device never ran. If ctx ends first it returns ctx.Err() (the commands
+// *CommandError (and so its abi.Status), or is ErrClosed (or the channel's
+// fault) for a command the device never ran. If ctx ends first it returns ctx.Err() (the commands
 // go on; wait again to learn how they ended). When it returns nil or a
 // command error, the engine is done with every command of the batch. It
 // may be called again, and from several goroutines.
@@ -174,9 +174,10 @@ func (p *Pending) WaitContext(ctx context.Context) error {
 	if len(p.reqs) == 0 {
 		return nil
 	}
-	// ErrClosed is settled below, command by command: the device has
-	// stopped, and reaping finds which commands it finished.
-	if err := p.fence.WaitContext(ctx); err != nil && !errors.Is(err, ErrClosed) {
+	// A wait that ended because nothing more of the channel will run —
+	// the device stopped, the channel faulted or was closed — is settled
+	// below, command by command: reaping finds which commands finished.
+	if err := p.fence.WaitContext(ctx); err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrChannelFaulted) {
 		return err
 	}
 	p.ch.awaitCompleted(p.last) // the fence is written after the entry: one load
@@ -225,6 +226,9 @@ func (p *Pending) Err(i int) error {
 	status := abi.Status(uint32(result))
 	switch {
 	case result&resultDone == 0:
+		if err := p.ch.endedErr(); err != nil {
+			return err // why it never ran: the device stopped, the channel was closed, or it faulted
+		}
 		return ErrClosed
 	case status != abi.StatusOK:
 		return &CommandError{Engine: p.ch.engine, Op: p.reqs[i].op, Seq: p.reqs[i].index, Status: status}

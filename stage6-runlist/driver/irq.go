@@ -99,7 +99,7 @@ func (d *Driver) Stats() Stats {
 // irq is the driver's interrupt machinery.
 type irq struct {
 	line    <-chan struct{} // the device's interrupt line, closed when the device stops
-	pending atomic.Uint64   // channels whose waiters the next hop should signal
+	pending [abi.IrqChannelWords]atomic.Uint64 // channels whose waiters the next hop should signal, as in RegIrqChannels
 	kick    chan struct{}   // the interrupt thread → the handler thread (threaded, workqueue)
 	work    chan struct{}   // the handler thread → the worker (workqueue)
 	stop    chan struct{}   // closed by the interrupt thread as it ends: stops the others
@@ -160,9 +160,13 @@ func (d *Driver) handleInterrupt() {
 	d.regs.Store(abi.RegIrqCause, cause) // acknowledge: clears exactly these bits
 	d.stats.irqs.Add(1)
 	if cause&(abi.IrqCauseFence|abi.IrqCauseChannel) != 0 {
-		channels := d.regs.Load(abi.RegIrqChannels)
-		d.regs.Store(abi.RegIrqChannels, channels)
-		d.deliver(channels)
+		for w := range abi.IrqChannelWords {
+			off := abi.RegIrqChannels + 8*uint64(w)
+			if channels := d.regs.Load(off); channels != 0 {
+				d.regs.Store(off, channels)
+				d.deliver(w, channels)
+			}
+		}
 	}
 	if cause&abi.IrqCauseChannel != 0 {
 		for _, ch := range d.liveChannels() {
@@ -183,24 +187,32 @@ func (d *Driver) handleInterrupt() {
 
 // ANCHOR_END: handle
 
-// deliver signals the waiters of the channels in the bit set channels, by
-// the driver's delivery path.
-func (d *Driver) deliver(channels uint64) {
+// deliver signals the waiters of the channels in the bit set channels of
+// word w of RegIrqChannels, by the driver's delivery path.
+func (d *Driver) deliver(w int, channels uint64) {
 	if d.delivery == IRQDirect {
-		d.signal(channels)
+		d.signal(w, channels)
 		return
 	}
-	d.irq.pending.Or(channels)
+	d.irq.pending[w].Or(channels)
 	kick(d.irq.kick)
 }
 
 // signalPending signals every channel queued for the next hop.
-func (d *Driver) signalPending() { d.signal(d.irq.pending.Swap(0)) }
+func (d *Driver) signalPending() {
+	for w := range abi.IrqChannelWords {
+		if channels := d.irq.pending[w].Swap(0); channels != 0 {
+			d.signal(w, channels)
+		}
+	}
+}
 
-// signal signals the timelines of the channels in the bit set channels.
-func (d *Driver) signal(channels uint64) {
-	for c := range abi.Channel(abi.NumChannels) {
-		if channels&(1<<c) != 0 {
+// signal signals the timelines of the channels in the bit set channels of
+// word w.
+func (d *Driver) signal(w int, channels uint64) {
+	for bit := range abi.Channel(64) {
+		c := abi.Channel(w)*64 + bit
+		if channels&(1<<bit) != 0 {
 			if ch := d.channels[c].Load(); ch != nil { // a channel closed since its fence was raised has no waiters
 				ch.timeline.signal()
 			}

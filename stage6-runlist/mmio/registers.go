@@ -44,8 +44,12 @@ func (r *Registers) Store(off, v uint64) {
 	switch off {
 	case abi.RegTimestamp:
 		return
-	case abi.RegIrqCause, abi.RegIrqChannels:
+	case abi.RegIrqCause:
 		r.word(off).And(^v) // write-one-to-clear
+		return
+	}
+	if off >= abi.RegIrqChannels && off < abi.RegIrqChannels+8*abi.IrqChannelWords {
+		r.word(off).And(^v) // write-one-to-clear, every word
 		return
 	}
 	r.word(off).Store(v)
