@@ -424,7 +424,7 @@ func TestARemovedChannelIsDrained(t *testing.T) {
 	for counter(d, e, abi.RegSwitches) == 0 && d.regs.Load(abi.EngineStatusPage(e)+abi.RegEngineState) != abi.EngineRunning {
 		runtime.Gosched()
 	}
-	time.Sleep(time.Millisecond) // the DELAY is running
+	time.Sleep(time.Millisecond)                                           // the DELAY is running
 	k := publish(d, keep, abi.Command{Op: abi.OpDelay, Value: 20_000_000}) // preempts it, and holds the engine
 	for counter(d, e, abi.RegPreempts) == 0 {
 		runtime.Gosched()

@@ -98,11 +98,11 @@ func (d *Driver) Stats() Stats {
 
 // irq is the driver's interrupt machinery.
 type irq struct {
-	line    <-chan struct{} // the device's interrupt line, closed when the device stops
+	line    <-chan struct{}                    // the device's interrupt line, closed when the device stops
 	pending [abi.IrqChannelWords]atomic.Uint64 // channels whose waiters the next hop should signal, as in RegIrqChannels
-	kick    chan struct{}   // the interrupt thread → the handler thread (threaded, workqueue)
-	work    chan struct{}   // the handler thread → the worker (workqueue)
-	stop    chan struct{}   // closed by the interrupt thread as it ends: stops the others
+	kick    chan struct{}                      // the interrupt thread → the handler thread (threaded, workqueue)
+	work    chan struct{}                      // the handler thread → the worker (workqueue)
+	stop    chan struct{}                      // closed by the interrupt thread as it ends: stops the others
 	threads sync.WaitGroup
 }
 
