@@ -232,8 +232,16 @@ func (s *Summary) Format(w io.Writer) error {
 	}
 
 	fmt.Fprintf(tw, "\ntrack\tevents\tdoorbells\twoke an engine\tinterrupts\n")
+	quiet := 0
 	for _, ts := range s.Tracks {
+		if ts.Events == 0 {
+			quiet++ // a device with many channels names a track for each; most stay empty
+			continue
+		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", ts.Name, ts.Events, ts.Doorbells, ts.DoorbellsWoke, ts.Interrupts)
+	}
+	if quiet > 0 {
+		fmt.Fprintf(tw, "(%d tracks without events)\t\t\t\t\n", quiet)
 	}
 
 	fmt.Fprintf(tw, "\ncategory\tname\tcount\n")
