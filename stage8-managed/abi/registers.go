@@ -207,6 +207,8 @@ func Table() []Register {
 	add("RingSize", RegRingSize, WrittenByDevice, PageReadOnly)
 	add("Timestamp", RegTimestamp, WrittenByDevice, PageReadOnly)
 	add("DeviceState", RegDeviceState, WrittenByDevice, PageReadOnly)
+	add("FaultPut", RegFaultPut, WrittenByDevice, PageReadOnly)
+	add("FaultOverflow", RegFaultOverflow, WrittenByDevice, PageReadOnly)
 	add("Control", RegControl, WrittenByDriver, PagePrivileged)
 	add("IrqCause", RegIrqCause, SetByDevice, PagePrivileged)
 	for w := range uint64(IrqChannelWords) {
@@ -216,6 +218,11 @@ func Table() []Register {
 	add("InvalVA", RegInvalVA, WrittenByDriver, PagePrivileged)
 	add("InvalSize", RegInvalSize, WrittenByDriver, PagePrivileged)
 	add("InvalGen", RegInvalGen, WrittenByDriver, PagePrivileged)
+	add("FaultBufBase", RegFaultBufBase, WrittenByDriver, PagePrivileged)
+	add("FaultBufSize", RegFaultBufSize, WrittenByDriver, PagePrivileged)
+	add("FaultGet", RegFaultGet, WrittenByDriver, PagePrivileged)
+	add("FaultReplay", RegFaultReplay, WrittenByDriver, PagePrivileged)
+	add("FaultNeedIrq", RegFaultNeedIrq, WrittenByDriver, PagePrivileged)
 	for e := range Engine(NumEngines) {
 		page := EngineStatusPage(e)
 		add(fmt.Sprintf("Engine[%d].State", e), page+RegEngineState, WrittenByDevice, PageReadOnly)

@@ -216,7 +216,7 @@ const (
 )
 
 func (f Fault) String() string {
-	kind := map[Fault]string{FaultUnmapped: "unmapped", FaultReadOnly: "read-only", FaultMalformed: "malformed entry", FaultHung: "hung"}[f&0xff]
+	kind := map[Fault]string{FaultUnmapped: "unmapped", FaultReadOnly: "read-only", FaultMalformed: "malformed entry", FaultHung: "hung", FaultNotResident: "not resident"}[f&0xff]
 	if kind == "" {
 		kind = fmt.Sprintf("fault(%d)", uint64(f&0xff))
 	}

@@ -106,6 +106,9 @@ type Device struct {
 	irqMu sync.Mutex
 	irq   chan struct{}
 
+	// faultMu serialises the engines' writes to the fault buffer (fault.go).
+	faultMu sync.Mutex
+
 	running   sync.WaitGroup // one count per engine goroutine
 	live      atomic.Int32   // engines not yet stopped; the last to stop publishes DeviceStopped
 	closeOnce sync.Once

@@ -26,9 +26,10 @@ type Engine struct {
 	yieldEvery int // empty polls between yields; < 0 means never
 
 	// Private to the engine goroutine.
-	cur   *chanState // the channel being served: fetch, complete and signal work on it
-	job   job        // the command being executed (execute.go)
-	sched            // the runlist and the scheduler's state (sched.go)
+	cur        *chanState // the channel being served: fetch, complete and signal work on it
+	job        job        // the command being executed (execute.go)
+	sched                 // the runlist and the scheduler's state (sched.go)
+	replaySeen uint64     // the last RegFaultReplay handled (fault.go)
 
 	wakeup    chan struct{} // idle.go: a sleeping engine waits for a token here; buffered, one token
 	idleSince uint64        // idle.go: clock when the budget started, at its first look; 0 when not started (private)
@@ -57,11 +58,14 @@ func (e *Engine) pollLoop() {
 	defer e.stop()
 	for polls := 1; ; polls++ {
 		e.checkRunlist()
+		e.checkReplay()
 		if e.next() {
 			e.startCommand()
 			switch st := e.execute(&e.job); st {
 			case preempted:
 				e.preempt() // sched.go: saved; another channel runs next
+			case stalled:
+				e.stall() // fault.go: saved, and not served until the driver replays
 			case abi.StatusTimeout:
 				e.complete(st)
 				e.signal()

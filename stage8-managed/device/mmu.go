@@ -209,6 +209,8 @@ func (e *Engine) walk(va uint64) (tlbEntry, abi.Fault) {
 		pte := loadPTE(mem, table+abi.LevelIndex(va, level)*8) // pairs with the driver's atomic store
 		m.walkReads++
 		switch {
+		case !pte.Valid() && level == abi.LeafLevel && pte.NotResident():
+			return tlbEntry{}, abi.FaultNotResident // a managed page elsewhere: replayable (fault.go)
 		case !pte.Valid():
 			return tlbEntry{}, abi.FaultUnmapped
 		case pte.Reserved():
@@ -346,6 +348,9 @@ func (e *Engine) translateBack(end, size uint64, acc access) (pa, n uint64, host
 // the kind, then the count, which the driver polls — and returns the
 // command's status for it.
 func (e *Engine) pageFault(va uint64, f abi.Fault, acc access) abi.Status {
+	if f == abi.FaultNotResident && e.cur.state != 0 && e.dev.recordFault(e, va, acc) {
+		return stalled // fault.go: the channel waits for the driver to migrate the page
+	}
 	if acc == writing {
 		f |= abi.FaultWrite
 	}

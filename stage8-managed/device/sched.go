@@ -81,7 +81,8 @@ type chanState struct {
 	slice      uint64 // cycles; 0: no slice
 	state      uint64 // PA of its state block; 0: not preemptible inside a command
 
-	saved     bool   // a preempted command waits in its state block
+	saved     bool   // a preempted or stalled command waits in its state block
+	stalled   bool   // it waits for a replay: a replayable fault stopped it (fault.go)
 	waitSince uint64 // when the scheduler first saw it waiting with work; 0 if it was not
 }
 
@@ -241,6 +242,7 @@ func (e *Engine) drain(c *chanState) {
 	if c.faulted {
 		return
 	}
+	c.stalled = false // a command stalled on a fault is removed like a preempted one
 	if e.resume() {
 		e.complete(abi.StatusRemoved)
 		e.signal()
@@ -263,6 +265,9 @@ func (e *Engine) drain(c *chanState) {
 // e.job its next command, and reports whether there is one.
 func (e *Engine) next() bool {
 	if len(e.list) == 1 {
+		if e.cur.stalled {
+			return false // its next command waits behind the stalled one
+		}
 		return e.resume() || e.fetch() // the bypass
 	}
 	now := e.dev.clock.Now()
@@ -283,7 +288,7 @@ func (e *Engine) next() bool {
 // line that stays in the engine's cache until the driver writes it, so a
 // scan of quiet channels costs a few nanoseconds each.
 func (e *Engine) hasWork(c *chanState) bool {
-	return !c.faulted && (c.saved || c.head != c.tail || e.regs.Load(c.doorbell+abi.RegDoorbell) != c.tail)
+	return !c.faulted && !c.stalled && (c.saved || c.head != c.tail || e.regs.Load(c.doorbell+abi.RegDoorbell) != c.tail)
 }
 
 // effective is the priority c competes with at now: its own, or above
@@ -414,6 +419,18 @@ func (e *Engine) boundary(j *job) abi.Status {
 func (e *Engine) preempt() {
 	c, j := e.cur, &e.job
 	now := e.dev.clock.Now()
+	e.save(abi.StateSaved, now)
+	e.regs.Store(e.statusPage+abi.RegPreempts, e.regs.Load(e.statusPage+abi.RegPreempts)+1) // the engine is its only writer
+	if e.trace != nil {
+		e.trace.Record(trace.Event{Kind: trace.KindPreempt, Start: j.start, End: now, Engine: e.id, Channel: c.id,
+			Op: j.cmd.Op, Seq: j.seq, Arg: j.done})
+	}
+}
+
+// save writes the command being run into its channel's state block, with
+// flags, which it stores last, and marks the channel as holding one.
+func (e *Engine) save(flags uint64, now uint64) {
+	c, j := e.cur, &e.job
 	j.ran += now - e.runStart
 	st := e.dev.mem[c.state : c.state+abi.ChannelStateSize]
 	copy(st[abi.StateDesc:], j.desc[:])
@@ -421,13 +438,8 @@ func (e *Engine) preempt() {
 	binary.LittleEndian.PutUint64(st[abi.StateDone:], j.done)
 	binary.LittleEndian.PutUint64(st[abi.StateSum:], j.sum)
 	binary.LittleEndian.PutUint64(st[abi.StateRan:], j.ran)
-	binary.LittleEndian.PutUint64(st[abi.StateFlags:], abi.StateSaved)
+	binary.LittleEndian.PutUint64(st[abi.StateFlags:], flags)
 	c.saved = true
-	e.regs.Store(e.statusPage+abi.RegPreempts, e.regs.Load(e.statusPage+abi.RegPreempts)+1) // the engine is its only writer
-	if e.trace != nil {
-		e.trace.Record(trace.Event{Kind: trace.KindPreempt, Start: j.start, End: now, Engine: e.id, Channel: c.id,
-			Op: j.cmd.Op, Seq: j.seq, Arg: j.done})
-	}
 }
 
 // resume reads back the command preempt saved for the channel being
@@ -438,7 +450,7 @@ func (e *Engine) preempt() {
 // channel (FaultState) rather than run a command the channel never sent.
 func (e *Engine) resume() bool {
 	c := e.cur
-	if !c.saved || c.faulted {
+	if !c.saved || c.faulted || c.stalled {
 		return false
 	}
 	c.saved = false
@@ -454,7 +466,7 @@ func (e *Engine) resume() bool {
 	if j.cmd.Op == abi.OpDelay {
 		end = j.cmd.Value
 	}
-	if flags != abi.StateSaved || j.seq != c.head-1 || j.done > end {
+	if (flags != abi.StateSaved && flags != abi.StateSaved|abi.StateFaulted) || j.seq != c.head-1 || j.done > end {
 		e.fault(abi.FaultState, c.head-1)
 		return false
 	}
@@ -484,6 +496,9 @@ func (e *Engine) hang() {
 // driver has submitted a runlist the engine has not handled.
 func (e *Engine) anyWork() bool {
 	if e.regs.Load(e.controlPage+abi.RegRunlistGen) != e.rlSeen {
+		return true
+	}
+	if e.regs.Load(abi.RegFaultReplay) != e.replaySeen { // pairs with the driver's store in replay
 		return true
 	}
 	for _, c := range e.list {

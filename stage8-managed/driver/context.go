@@ -260,6 +260,7 @@ func (c *Context) Close() error {
 	for _, ch := range chs { // off the runlists first: no command of the context runs after this
 		ch.Close()
 	}
+	c.d.freeContextManaged(c) // managed.go
 	c.mu.Lock()
 	ms := make([]*mapping, 0, len(c.mappings))
 	for _, m := range c.mappings {

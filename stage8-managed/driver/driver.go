@@ -61,6 +61,16 @@ type Config struct {
 	// its channel and context (runlist.go); zero, the default, means no
 	// limit.
 	Watchdog uint64
+
+	// Managed memory (managed.go, faults.go): the fault handler's
+	// prefetch policy, and its window in pages (zero means
+	// DefaultPrefetchPages; at most 512); and the thrashing guard's
+	// threshold, the moves to the device, each within 500 µs of the
+	// last, after which a page is mapped remotely instead (zero means
+	// DefaultThrashThreshold; negative turns the guard off).
+	Prefetch        Prefetch
+	PrefetchPages   int
+	ThrashThreshold int
 }
 
 // check fills in defaults and refuses values that name nothing, each with
@@ -73,7 +83,17 @@ func (cfg *Config) check() error {
 	if cfg.PollBudget == 0 {
 		cfg.PollBudget = DefaultPollBudget
 	}
+	if cfg.PrefetchPages == 0 {
+		cfg.PrefetchPages = DefaultPrefetchPages
+	}
+	if cfg.ThrashThreshold == 0 {
+		cfg.ThrashThreshold = DefaultThrashThreshold
+	}
 	switch {
+	case !cfg.Prefetch.Defined():
+		return fmt.Errorf("%w: Prefetch %v is not a policy", ErrConfig, cfg.Prefetch)
+	case cfg.PrefetchPages < 1 || cfg.PrefetchPages > maxAdaptive:
+		return fmt.Errorf("%w: PrefetchPages %d is not in [1, %d]", ErrConfig, cfg.PrefetchPages, maxAdaptive)
 	case !cfg.Wait.Defined():
 		return fmt.Errorf("%w: Wait %d is not a wait mode", ErrConfig, cfg.Wait)
 	case !cfg.Delivery.Defined():
@@ -108,6 +128,8 @@ type Driver struct {
 
 	alloc  *Allocator
 	closed atomic.Bool // set once by Close; checked by every entry point and every wait
+
+	um um // managed memory and its fault handler (managed.go, faults.go)
 
 	// pinMu guards the driver's bookkeeping of pinned memory and the DMA
 	// window (pinned.go). It is never held while waiting for the device.
@@ -206,6 +228,9 @@ func New(hw Hardware, cfg Config) (*Driver, error) {
 	if err := d.initBounce(cfg); err != nil {
 		return nil, err
 	}
+	if err := d.initFaults(cfg); err != nil {
+		return nil, err
+	}
 	d.startIRQ()
 	return d, nil
 }
@@ -278,6 +303,7 @@ func (d *Driver) Close() error {
 		ch.timeline.wakeAll()
 	}
 	d.awaitIRQ()
+	d.stopFaults()
 	d.closeBounce()
 	return nil
 }

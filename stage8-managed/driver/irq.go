@@ -139,6 +139,7 @@ func (d *Driver) awaitIRQ() { d.irq.threads.Wait() }
 // another driver took the line over.
 func (d *Driver) interruptLoop() {
 	defer close(d.irq.stop)
+	defer d.um.stopOnce.Do(func() { close(d.um.stop) }) // no more faults will be raised: the handler can go (faults.go)
 	for range d.irq.line {
 		d.handleInterrupt()
 	}
@@ -174,6 +175,9 @@ func (d *Driver) handleInterrupt() {
 				ch.timeline.wakeAll() // the rest of the channel will not run: every waiter settles
 			}
 		}
+	}
+	if cause&abi.IrqCauseFault != 0 {
+		kick(d.um.kick) // faults.go: the handler reads the buffer
 	}
 	if cause&abi.IrqCauseStopped != 0 {
 		for _, ch := range d.liveChannels() {

@@ -95,6 +95,31 @@ func (d *Driver) mapPage(root, va, pa uint64, size abi.PageSize, writable, host 
 
 // ANCHOR_END: mappage
 
+// leafEntry returns the PA of the level-3 entry for the 4 KiB page at va in
+// the tables under root, making the tables on the way down, as mapPage
+// does; the caller stores the entry (managed.go).
+func (d *Driver) leafEntry(root, va uint64) (uint64, error) {
+	table := root
+	for level := abi.RootLevel; level < abi.LeafLevel; level++ {
+		at := table + abi.LevelIndex(va, level)*8
+		e := loadPTE(d.vm.pool.mem, at)
+		switch {
+		case !e.Valid():
+			next, err := d.vm.pool.table(abi.TableBytes)
+			if err != nil {
+				return 0, err
+			}
+			storePTE(d.vm.pool.mem, at, abi.MakeTable(next)) // links the zeroed table in, as mapPage does
+			table = next
+		case e.Kind() == abi.PTETable:
+			table = e.Frame()
+		default:
+			return 0, fmt.Errorf("driver: invariant broken: a page is mapped over va %#x at level %d", va, level)
+		}
+	}
+	return table + abi.LevelIndex(va, abi.LeafLevel)*8, nil
+}
+
 // unmapPage clears the entry (or 16 entries) that maps the page of the
 // given size at va. The tables stay: a context keeps its tables until it
 // is closed.

@@ -111,6 +111,21 @@ func writeEvent(w *bufio.Writer, ev Event) {
 		instant(engine, "sched", "switch", fmt.Sprintf("\"to\":%d,\"from\":%d", ev.Channel, ev.Arg))
 	case KindRunlist:
 		instant(engine, "sched", "runlist", fmt.Sprintf("\"generation\":%d,\"error\":%q", ev.Arg, abi.RunlistError(ev.Status).String()))
+	case KindStall:
+		instant(engine, "fault", "stall", fmt.Sprintf("\"va\":%d,\"channel\":%d,\"dropped\":%d", ev.Seq, ev.Channel, ev.Arg))
+	case KindReplay:
+		instant(engine, "fault", "replay", fmt.Sprintf("\"generation\":%d", ev.Arg))
+	case KindFaultBatch:
+		fmt.Fprintf(w, "{\"ph\":\"X\",\"cat\":\"fault\",\"name\":\"fault batch\",\"pid\":%d,\"tid\":%d,\"ts\":%s,\"dur\":%s,"+
+			"\"args\":{\"records\":%d,\"pages\":%d,\"migrated\":%d}}",
+			pid, driverTrack, micros(ev.Start), micros(ev.End-ev.Start), ev.Arg, ev.Size, ev.Seq)
+	case KindMigrate:
+		to := "device"
+		if ev.Status == 1 {
+			to = "host"
+		}
+		fmt.Fprintf(w, "{\"ph\":\"X\",\"cat\":\"fault\",\"name\":%q,\"pid\":%d,\"tid\":%d,\"ts\":%s,\"dur\":%s,\"args\":{\"pages\":%d}}",
+			"migrate to "+to, pid, driverTrack, micros(ev.Start), micros(ev.End-ev.Start), ev.Arg)
 	default:
 		instant(driverTrack, "unknown", ev.Kind.String(), fmt.Sprintf("\"kind\":%d", ev.Kind))
 	}

@@ -66,6 +66,20 @@ const (
 	// KindRunlist is an engine handling runlist submit Arg (a generation);
 	// Status is the abi.RunlistError kind, 0 if it accepted it.
 	KindRunlist
+	// KindStall is an engine stalling Channel on a replayable fault at the
+	// VA in Seq, at Start, after writing its fault record (Arg: 1 if the
+	// buffer was full and the record was dropped).
+	KindStall
+	// KindReplay is an engine seeing replay generation Arg, at Start, and
+	// serving its stalled channels again.
+	KindReplay
+	// KindFaultBatch is the driver's fault handler serving one batch: Start
+	// to End, Arg the records it read, Size the distinct pages they named,
+	// Seq the pages it migrated to the device for them (prefetch included).
+	KindFaultBatch
+	// KindMigrate is the driver moving Arg pages of managed memory, Start
+	// to End: to the device (Status 0) or back to the host (Status 1).
+	KindMigrate
 )
 
 var kindNames = [...]string{
@@ -82,6 +96,10 @@ var kindNames = [...]string{
 	KindPreempt:       "preempt",
 	KindSwitch:        "switch",
 	KindRunlist:       "runlist",
+	KindStall:         "stall",
+	KindReplay:        "replay",
+	KindFaultBatch:    "fault batch",
+	KindMigrate:       "migrate",
 }
 
 func (k Kind) String() string {
