@@ -22,6 +22,7 @@ var (
 	ErrNoWindow       = driver.ErrNoWindow       // every DMA window entry is taken or retiring
 	ErrBadHostFree    = driver.ErrBadHostFree    // HostFree of a buffer that is not allocated
 	ErrContext        = driver.ErrContext        // no context left, a closed one, a bad page size
+	ErrManaged        = driver.ErrManaged        // a bad size or range of managed memory, or a double Free
 	ErrContextFaulted = driver.ErrContextFaulted // a context faulted; its commands fail until ClearFault
 	ErrRunlist        = driver.ErrRunlist        // the device refused a runlist, or a channel option is out of range
 	ErrNoChannel      = driver.ErrNoChannel      // every channel is open, or a channel that cannot be closed

@@ -75,6 +75,15 @@ type Config struct {
 	// context (channel.go); zero (the default) means no limit.
 	Watchdog time.Duration
 
+	// Prefetch is the managed-memory fault handler's prefetch policy
+	// (managed.go; default PrefetchWindow), PrefetchPages its window
+	// (default 16), and ThrashThreshold the moves after which a page
+	// that keeps bouncing is mapped remotely instead (default 3;
+	// negative: never).
+	Prefetch        Prefetch
+	PrefetchPages   int
+	ThrashThreshold int
+
 	// Trace, if not empty, is a file the device's trace is written to when
 	// the GPU is closed: Chrome trace-event JSON, which Perfetto
 	// (ui.perfetto.dev) and chrome://tracing open. Empty means the
@@ -126,7 +135,7 @@ func Open(cfg Config) (*GPU, error) {
 	drv, err := driver.New(dev, driver.Config{YieldEvery: cfg.YieldEvery, Wait: cfg.Wait, PollBudget: cfg.PollBudget,
 		Delivery: cfg.Delivery, Wake: cfg.Wake, BounceChunk: cfg.BounceChunk, BounceBuffers: cfg.BounceBuffers,
 		Idle:     driver.Idle{Mode: cfg.Idle, Budget: cfg.IdleBudget, BudgetMin: cfg.IdleBudgetMin, BudgetMax: cfg.IdleBudgetMax},
-		Watchdog: uint64(cfg.Watchdog)})
+		Watchdog: uint64(cfg.Watchdog), Prefetch: cfg.Prefetch, PrefetchPages: cfg.PrefetchPages, ThrashThreshold: cfg.ThrashThreshold})
 	if err != nil {
 		dev.Close()
 		return nil, err
@@ -228,6 +237,10 @@ func (g *GPU) Delay(e Engine, cycles uint64) error {
 
 // MemoryInUse reports the bytes of device memory currently allocated.
 func (g *GPU) MemoryInUse() uint64 { return g.drv.MemoryInUse() }
+
+// MemorySize reports the device memory allocations can use: all of it but
+// the driver's own (page tables, runlists, the fault buffer).
+func (g *GPU) MemorySize() uint64 { return g.drv.MemorySize() }
 
 // Now returns the device clock in cycles (nanoseconds since Open).
 func (g *GPU) Now() uint64 { return g.drv.Now() }

@@ -323,7 +323,7 @@ func (d *Driver) toDevice(m *Managed, first, n int) int {
 			d.mapRemote(m, i, now)
 			continue
 		}
-		frame, ok := d.frame(m)
+		frame, ok := d.frame(m, first, first+n)
 		if !ok {
 			d.mapRemote(m, i, now) // device memory is full of pages that cannot move: use the host's
 			continue
@@ -390,9 +390,10 @@ func (d *Driver) toHost(m *Managed, first, n int, all bool) int {
 
 // ANCHOR: frame
 // frame returns a free device frame: from the pool, from the allocator in
-// chunks of 16, or by evicting the least recently moved pages — never one
-// of keep's, the allocation being served, so a window cannot evict itself.
-func (d *Driver) frame(keep *Managed) (uint64, bool) {
+// chunks of 16, or by evicting the least recently moved pages — never
+// pages [lo, hi) of keep, the window being moved, so a window cannot evict
+// itself.
+func (d *Driver) frame(keep *Managed, lo, hi int) (uint64, bool) {
 	u := &d.um
 	if len(u.frames) == 0 {
 		if chunk, err := d.alloc.AllocAligned(frameChunk, frameChunk); err == nil {
@@ -404,7 +405,7 @@ func (d *Driver) frame(keep *Managed) (uint64, bool) {
 				}
 			}
 		} else {
-			d.evict(keep, frameChunk>>abi.PageShift)
+			d.evict(keep, lo, hi, frameChunk>>abi.PageShift)
 		}
 	}
 	if len(u.frames) == 0 {
@@ -424,13 +425,13 @@ func (d *Driver) freeFrame(f uint64) {
 	d.um.chunks[f&^(frameChunk-1)]--
 }
 
-// evict moves up to n of the least recently moved pages on the device, not
-// keep's, back to the host.
-func (d *Driver) evict(keep *Managed, n int) {
+// evict moves up to n of the least recently moved pages on the device,
+// not pages [lo, hi) of keep, back to the host.
+func (d *Driver) evict(keep *Managed, lo, hi, n int) {
 	for e := d.um.lru.Front(); e != nil && n > 0; {
 		ref := e.Value.(pageRef)
 		e = e.Next()
-		if ref.m == keep {
+		if ref.m == keep && ref.i >= lo && ref.i < hi {
 			continue
 		}
 		d.um.stats.Evicted += uint64(d.toHost(ref.m, ref.i, 1, false))
