@@ -116,14 +116,15 @@ func (f Fence) SignaledAt() uint64 {
 	return f.ch.regs.Load(f.ch.status + abi.RegFenceCycles)
 }
 
-// Wait waits until f has signalled or the device has stopped; see
-// WaitContext.
+// Wait waits until f has signalled, or until the device has stopped or
+// the channel faulted; see WaitContext.
 func (f Fence) Wait() error { return f.WaitContext(context.Background()) }
 
 // ANCHOR: wait
-// WaitContext waits until f has signalled, ctx is done, or the device has
-// stopped, in the channel's wait mode. It returns nil once f has
-// signalled; ctx.Err() if ctx ended first; ErrClosed if the device stopped
+// WaitContext waits until f has signalled, ctx is done, or nothing more
+// of f's channel will run, in the channel's wait mode. It returns nil once
+// f has signalled; ctx.Err() if ctx ended first; ErrClosed if the device
+// stopped, or an error wrapping ErrChannelFaulted if the channel faulted,
 // before the engine reached f. If f signalled, the engine is done with
 // every command up to f.
 func (f Fence) WaitContext(ctx context.Context) error {
@@ -161,8 +162,8 @@ func (f Fence) poll(ctx context.Context, budget uint64) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if ch.stopped() {
-			return f.settleStopped()
+		if ch.endedErr() != nil {
+			return f.settleEnded()
 		}
 		if budget > 0 {
 			if now := ch.regs.Load(abi.RegTimestamp); start == 0 {
@@ -182,14 +183,16 @@ func (f Fence) poll(ctx context.Context, budget uint64) error {
 // it. A wake-up whose fence has not signalled — possible only in the
 // untargeted mode, where every interrupt wakes every waiter — is futile: it
 // is counted, and the waiter goes back to sleep. A wake-up because the
-// device stopped settles the wait.
+// device stopped, or the channel faulted, settles the wait.
 func (f Fence) block(ctx context.Context) error {
 	ch := f.ch
 	tl := &ch.timeline
 	w := &waiter{target: f.value, wake: make(chan struct{}, 1)}
 	for {
 		if tl.add(w) {
-			return nil // signalled while arming: no sleep, no wake-up
+			// Signalled while arming, or the channel ended: no sleep,
+			// no wake-up. (Ended is not signalled: settle it.)
+			return f.settleEnded()
 		}
 		select {
 		case <-w.wake:
@@ -197,8 +200,8 @@ func (f Fence) block(ctx context.Context) error {
 			if f.Signaled() {
 				return nil
 			}
-			if ch.stopped() {
-				return f.settleStopped()
+			if ch.endedErr() != nil {
+				return f.settleEnded()
 			}
 			ch.stats.futileWakeups.Add(1)
 		case <-ctx.Done():
@@ -210,13 +213,13 @@ func (f Fence) block(ctx context.Context) error {
 
 // ANCHOR_END: block
 
-// settleStopped answers a wait on a device that has stopped: its timeline
-// is final.
-func (f Fence) settleStopped() error {
+// settleEnded answers a wait on a channel that nothing more will run on —
+// the device stopped, or the channel faulted: its timeline is final.
+func (f Fence) settleEnded() error {
 	if f.Signaled() {
 		return nil
 	}
-	return ErrClosed
+	return f.ch.endedErr()
 }
 
 // waiter is one blocked wait.
@@ -244,7 +247,14 @@ type timeline struct {
 // then looks at the timeline once more. It reports true — and takes w out
 // again — if w's fence has already signalled: the device may have written it
 // before it could see the arm, and then no interrupt will come. The device
-// having stopped counts as true too: no interrupt will come either.
+// having stopped, or the channel having faulted, counts as true too: no
+// interrupt will come either.
+//
+// No wake-up is lost to a fault: the handler loads RegChannelFault and
+// then, under mu, wakes every waiter (irq.go, handleInterrupt). If it took
+// mu after the push below, it finds w there and wakes it; if before, then
+// the load below comes after the handler's, which saw the fault, and sees
+// it too.
 func (tl *timeline) add(w *waiter) bool {
 	tl.mu.Lock()
 	heap.Push(&tl.waiters, w)
@@ -253,7 +263,7 @@ func (tl *timeline) add(w *waiter) bool {
 	// This load comes after the stores of armLocked; it pairs with the
 	// engine's store of RegFence, which comes before its loads of the arm
 	// registers (see the file comment).
-	if abi.Reached(tl.ch.regs.Load(tl.ch.status+abi.RegFence), w.target) || tl.ch.stopped() {
+	if abi.Reached(tl.ch.regs.Load(tl.ch.status+abi.RegFence), w.target) || tl.ch.endedErr() != nil {
 		tl.remove(w)
 		return true
 	}
@@ -316,7 +326,7 @@ func (tl *timeline) signal() {
 // ANCHOR_END: signal
 
 // wakeAll wakes every waiter, whatever its fence: the device has stopped,
-// and each must settle its wait.
+// or the channel faulted, and each must settle its wait.
 func (tl *timeline) wakeAll() {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
