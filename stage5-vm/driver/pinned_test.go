@@ -360,21 +360,13 @@ func TestFreedMemoryIsNotReusedUnderAQueuedCommand(t *testing.T) {
 // later HostFree leaks its entry to it, and HostAlloc runs out.
 func TestAFaultedChannelDoesNotHoldFreedRanges(t *testing.T) {
 	d := openPinned(t, device.Config{}, Config{})
-	if _, err := d.SubmitBatch(abi.EngineCopy, []abi.Command{{Op: abi.OpDelay, Value: 20_000_000}}); err != nil { // 20 ms
-		t.Fatal(err)
-	}
 	a := hostAlloc(t, d, 4096)
-	// Queued behind the DELAY: the engine has not looked at the doorbell
-	// that covers it yet. A hostile store to the doorbell faults the
-	// channel before it does, so the fill never runs.
-	if _, err := d.SubmitBatch(abi.EngineCopy, []abi.Command{{Op: abi.OpFill, Dst: a.Bus(), Size: 64, Value: 1}}); err != nil {
-		t.Fatal(err)
-	}
-	copyChannel := d.channels[abi.DefaultChannel(abi.EngineCopy)]
-	d.regs.Store(copyChannel.doorbell+abi.RegDoorbell, 1<<40)
+	// Queued behind a bad doorbell: the channel faults before the fill
+	// runs, and it never will.
+	fill := faultBehindADelay(t, d, abi.EngineCopy, []abi.Command{{Op: abi.OpFill, Dst: a.Bus(), Size: 64, Value: 1}})
 	// Watch the fault register rather than wait on a fence: this test is
 	// about retirement, not about how waits learn of a fault.
-	waitUntil(t, "the copy channel faulted on the bad doorbell", func() bool { return copyChannel.faultError() != nil })
+	waitUntil(t, "the copy channel faulted on the bad doorbell", func() bool { return fill.ch.faultError() != nil })
 	done := make(chan error, 1)
 	go func() {
 		for range 2 * abi.WindowSlots {
