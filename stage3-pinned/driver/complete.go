@@ -147,6 +147,12 @@ func (ch *Channel) spinFor(cond func() bool, budget uint64) error {
 		if cond() {
 			return nil
 		}
+		// The yield keeps its own count, outside the every-64 block
+		// below, so that a YieldEvery that is not a multiple of 64
+		// means what it says.
+		if ch.yieldEvery > 0 && polls%ch.yieldEvery == 0 {
+			runtime.Gosched()
+		}
 		if polls%64 != 0 {
 			continue
 		}
@@ -166,9 +172,6 @@ func (ch *Channel) spinFor(cond func() bool, budget uint64) error {
 			} else if now-start >= budget {
 				return errBudgetSpent
 			}
-		}
-		if ch.yieldEvery > 0 && polls%ch.yieldEvery == 0 {
-			runtime.Gosched()
 		}
 	}
 }
