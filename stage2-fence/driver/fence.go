@@ -38,7 +38,8 @@ import (
 //   - in targeted mode, RegIrqArm is IrqTarget with RegIrqTarget the least
 //     target exactly when waiters is not empty, and IrqOff otherwise;
 //   - a waiter is in waiters only while its goroutine is in block, between
-//     add and its wake, its context's end, or the device stopping.
+//     add and its wake, its context's end, the device stopping, or its
+//     channel faulting.
 
 // WaitMode is how a wait waits.
 type WaitMode int
