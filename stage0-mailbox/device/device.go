@@ -2,8 +2,9 @@
 // a 1 GHz clock, a register space, and two engines — compute and copy — each
 // a goroutine that executes 64-byte commands.
 //
-// Each engine serves one channel, and a channel is a mailbox: a command slot in host-visible memory and three registers the
-// driver and the engine share (mailbox.go):
+// Each engine serves one channel, and a channel is a mailbox: a command
+// slot in host-visible memory and three registers the driver and the
+// engine share (mailbox.go):
 //
 //	driver                                   engine (pollLoop, spinning)
 //	------                                   ---------------------------

@@ -136,6 +136,12 @@ func (ch *Channel) waitLocked(seq uint64) error {
 		if ch.regs.Load(ch.status+abi.RegCompletedSeq) == seq {
 			return nil
 		}
+		// The yield keeps its own count, outside the every-64 block
+		// below, so that a YieldEvery that is not a multiple of 64
+		// means what it says.
+		if ch.yieldEvery > 0 && polls%ch.yieldEvery == 0 {
+			runtime.Gosched()
+		}
 		if polls%64 != 0 {
 			continue
 		}
@@ -147,9 +153,6 @@ func (ch *Channel) waitLocked(seq uint64) error {
 		}
 		if err := ch.faultError(); err != nil {
 			return err
-		}
-		if ch.yieldEvery > 0 && polls%ch.yieldEvery == 0 {
-			runtime.Gosched()
 		}
 	}
 }

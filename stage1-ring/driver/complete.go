@@ -106,6 +106,12 @@ func (ch *Channel) spin(cond func() bool) error {
 		if cond() {
 			return nil
 		}
+		// The yield keeps its own count, outside the every-64 block
+		// below, so that a YieldEvery that is not a multiple of 64
+		// means what it says.
+		if ch.yieldEvery > 0 && polls%ch.yieldEvery == 0 {
+			runtime.Gosched()
+		}
 		if polls%64 != 0 {
 			continue
 		}
@@ -120,9 +126,6 @@ func (ch *Channel) spin(cond func() bool) error {
 				return nil
 			}
 			return err
-		}
-		if ch.yieldEvery > 0 && polls%ch.yieldEvery == 0 {
-			runtime.Gosched()
 		}
 	}
 }

@@ -129,6 +129,17 @@ func (ch *Channel) passed(mark uint64) bool { return ch.completed(mark - 1) }
 // fence it will ever write is written.
 func (ch *Channel) stopped() bool { return ch.regs.Load(abi.RegDeviceState) == abi.DeviceStopped }
 
+// endedErr returns why nothing more of the channel will run, or nil while
+// it is served: the device stopped (ErrClosed), or the channel faulted (its
+// fault). Every wait checks it, and then settles on what did complete:
+// after either, the completions and the timeline are final.
+func (ch *Channel) endedErr() error {
+	if ch.stopped() {
+		return ErrClosed
+	}
+	return ch.faultError()
+}
+
 // faultError returns an error wrapping ErrChannelFaulted and the
 // abi.ChannelFault if the device has stopped serving the channel, or nil.
 func (ch *Channel) faultError() error {

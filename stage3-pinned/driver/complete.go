@@ -147,16 +147,16 @@ func (ch *Channel) spinFor(cond func() bool, budget uint64) error {
 		if cond() {
 			return nil
 		}
+		// The yield keeps its own count, outside the every-64 block
+		// below, so that a YieldEvery that is not a multiple of 64
+		// means what it says.
+		if ch.yieldEvery > 0 && polls%ch.yieldEvery == 0 {
+			runtime.Gosched()
+		}
 		if polls%64 != 0 {
 			continue
 		}
-		if ch.stopped() {
-			if cond() {
-				return nil
-			}
-			return ErrClosed
-		}
-		if err := ch.faultError(); err != nil {
+		if err := ch.endedErr(); err != nil {
 			if cond() {
 				return nil
 			}
@@ -173,9 +173,6 @@ func (ch *Channel) spinFor(cond func() bool, budget uint64) error {
 				return errBudgetSpent
 			}
 		}
-		if ch.yieldEvery > 0 && polls%ch.yieldEvery == 0 {
-			runtime.Gosched()
-		}
 	}
 }
 
@@ -187,18 +184,20 @@ func (p *Pending) Wait() error { return p.WaitContext(context.Background()) }
 // returns nil if all succeeded. Otherwise it returns the error of a batch
 // of one as it is, and for a larger batch an errors.Join of one error per
 // failed command, each naming its place in the batch; each wraps a
-// *CommandError (and so its abi.Status), or is ErrClosed for a command the
-// device never ran. If ctx ends first it returns ctx.Err() (the commands
-// go on; wait again to learn how they ended). When it returns nil or a
+// *CommandError (and so its abi.Status), or is ErrClosed (or the
+// channel's fault) for a command the device never ran. If ctx ends first
+// it returns ctx.Err() (the commands go on; wait again to learn how they
+// ended). When it returns nil or a
 // command error, the engine is done with every command of the batch. It
 // may be called again, and from several goroutines.
 func (p *Pending) WaitContext(ctx context.Context) error {
 	if len(p.reqs) == 0 {
 		return nil
 	}
-	// ErrClosed is settled below, command by command: the device has
-	// stopped, and reaping finds which commands it finished.
-	if err := p.fence.WaitContext(ctx); err != nil && !errors.Is(err, ErrClosed) {
+	// A wait that ended because nothing more of the channel will run —
+	// the device stopped, or the channel faulted — is settled below,
+	// command by command: reaping finds which commands finished.
+	if err := p.fence.WaitContext(ctx); err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrChannelFaulted) {
 		return err
 	}
 	p.ch.awaitCompleted(p.last) // the fence is written after the entry: one load
@@ -228,9 +227,9 @@ func (p *Pending) collect() {
 }
 
 // Err returns the error of the batch's command i (nil if it succeeded):
-// a *CommandError, ErrClosed for a command the device never ran, or — for
-// an i outside the batch — an error saying so. It does not wait: call Wait
-// first.
+// a *CommandError, ErrClosed or the channel's fault for a command the
+// device never ran, or — for an i outside the batch — an error saying so.
+// It does not wait: call Wait first.
 func (p *Pending) Err(i int) error {
 	if i < 0 || i >= len(p.reqs) {
 		return fmt.Errorf("softgpu: command %d of a batch of %d", i, len(p.reqs))
@@ -240,6 +239,9 @@ func (p *Pending) Err(i int) error {
 	req := &p.reqs[i]
 	switch {
 	case !req.done:
+		if err := p.ch.endedErr(); err != nil {
+			return err // why it never ran: the device stopped, or the channel faulted
+		}
 		return ErrClosed
 	case req.status != abi.StatusOK:
 		return &CommandError{Engine: p.ch.engine, Op: req.op, Seq: req.index, Status: req.status}

@@ -156,10 +156,19 @@ func (d *Driver) handleInterrupt() {
 	cause := d.regs.Load(abi.RegIrqCause)
 	d.regs.Store(abi.RegIrqCause, cause) // acknowledge: clears exactly these bits
 	d.stats.irqs.Add(1)
-	if cause&abi.IrqCauseFence != 0 {
+	if cause&(abi.IrqCauseFence|abi.IrqCauseChannel) != 0 {
 		channels := d.regs.Load(abi.RegIrqChannels)
 		d.regs.Store(abi.RegIrqChannels, channels)
 		d.deliver(channels)
+	}
+	if cause&abi.IrqCauseChannel != 0 {
+		for _, ch := range d.channels {
+			// This load of RegChannelFault pairs with the engine's
+			// store in fault, made before it raised the line.
+			if ch.faultError() != nil {
+				ch.timeline.wakeAll() // the rest of the channel will not run: every waiter settles
+			}
+		}
 	}
 	if cause&abi.IrqCauseStopped != 0 {
 		for _, ch := range d.channels {

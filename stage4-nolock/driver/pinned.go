@@ -253,12 +253,14 @@ func (d *Driver) reclaimLocked() {
 
 // retired reports whether every channel has completed the commands queued
 // before r was freed — or the device has stopped: nothing will run again.
+// A faulted channel counts as passed: the device runs nothing more of its
+// ring, so the commands below its mark that never ran never will.
 func (d *Driver) retired(r retired) bool {
 	if d.stopped() {
 		return true
 	}
 	for c, ch := range d.channels {
-		if !ch.passed(r.marks[c]) {
+		if !ch.passed(r.marks[c]) && ch.faultError() == nil {
 			return false
 		}
 	}

@@ -25,10 +25,10 @@ package abi
 // alternative, kept to measure the futile wake-ups it causes.
 //
 // The interrupt line is one for the whole device, as on real hardware. To
-// raise it the engine sets its reason in RegIrqCause — and, for a fence,
-// the channel's bit in RegIrqChannels — and then signals the line; the
-// driver's interrupt thread reads both, acknowledges what it read by
-// writing the same bits back (write-one-to-clear), and handles it.
+// raise it the engine sets its reason in RegIrqCause — and, for a fence or
+// a fault, the channel's bit in RegIrqChannels — and then signals the
+// line; the driver's interrupt thread reads both, acknowledges what it
+// read by writing the same bits back (write-one-to-clear), and handles it.
 
 // Command flags.
 const (
@@ -76,8 +76,8 @@ const (
 const (
 	// RegIrqCause says why the line was raised: IrqCause bits.
 	RegIrqCause = ControlPage + 0x040
-	// RegIrqChannels has bit c set while channel c has a fence interrupt
-	// the driver has not acknowledged.
+	// RegIrqChannels has bit c set while channel c has a fence interrupt,
+	// or a fault, the driver has not acknowledged.
 	RegIrqChannels = ControlPage + 0x080
 )
 
@@ -87,6 +87,7 @@ const (
 const (
 	IrqCauseFence   = 1 << 0 // a channel's fenced command completed with its interrupt armed (see RegIrqChannels)
 	IrqCauseStopped = 1 << 1 // the device has stopped: every blocked waiter should look at RegDeviceState
+	IrqCauseChannel = 1 << 2 // a channel faulted (its bit in RegIrqChannels): its waiters should look at RegChannelFault
 )
 
 // Reached reports whether a timeline at value timeline has reached fence

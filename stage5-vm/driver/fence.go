@@ -38,7 +38,8 @@ import (
 //   - in targeted mode, RegIrqArm is IrqTarget with RegIrqTarget the least
 //     target exactly when waiters is not empty, and IrqOff otherwise;
 //   - a waiter is in waiters only while its goroutine is in block, between
-//     add and its wake, its context's end, or the device stopping.
+//     add and its wake, its context's end, the device stopping, or its
+//     channel faulting.
 
 // WaitMode is how a wait waits.
 type WaitMode int
@@ -116,14 +117,15 @@ func (f Fence) SignaledAt() uint64 {
 	return f.ch.regs.Load(f.ch.status + abi.RegFenceCycles)
 }
 
-// Wait waits until f has signalled or the device has stopped; see
-// WaitContext.
+// Wait waits until f has signalled, or until the device has stopped or
+// the channel faulted; see WaitContext.
 func (f Fence) Wait() error { return f.WaitContext(context.Background()) }
 
 // ANCHOR: wait
-// WaitContext waits until f has signalled, ctx is done, or the device has
-// stopped, in the channel's wait mode. It returns nil once f has
-// signalled; ctx.Err() if ctx ended first; ErrClosed if the device stopped
+// WaitContext waits until f has signalled, ctx is done, or nothing more
+// of f's channel will run, in the channel's wait mode. It returns nil once
+// f has signalled; ctx.Err() if ctx ended first; ErrClosed if the device
+// stopped, or an error wrapping ErrChannelFaulted if the channel faulted,
 // before the engine reached f. If f signalled, the engine is done with
 // every command up to f.
 func (f Fence) WaitContext(ctx context.Context) error {
@@ -155,14 +157,20 @@ func (f Fence) poll(ctx context.Context, budget uint64) error {
 		if f.Signaled() {
 			return nil
 		}
+		// The yield keeps its own count, outside the every-64 block
+		// below, so that a YieldEvery that is not a multiple of 64
+		// means what it says.
+		if ch.yieldEvery > 0 && polls%ch.yieldEvery == 0 {
+			runtime.Gosched()
+		}
 		if polls%64 != 0 {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if ch.stopped() {
-			return f.settleStopped()
+		if ch.endedErr() != nil {
+			return f.settleEnded()
 		}
 		if budget > 0 {
 			if now := ch.regs.Load(abi.RegTimestamp); start == 0 {
@@ -170,9 +178,6 @@ func (f Fence) poll(ctx context.Context, budget uint64) error {
 			} else if now-start >= budget {
 				return errBudgetSpent
 			}
-		}
-		if ch.yieldEvery > 0 && polls%ch.yieldEvery == 0 {
-			runtime.Gosched()
 		}
 	}
 }
@@ -182,14 +187,16 @@ func (f Fence) poll(ctx context.Context, budget uint64) error {
 // it. A wake-up whose fence has not signalled — possible only in the
 // untargeted mode, where every interrupt wakes every waiter — is futile: it
 // is counted, and the waiter goes back to sleep. A wake-up because the
-// device stopped settles the wait.
+// device stopped, or the channel faulted, settles the wait.
 func (f Fence) block(ctx context.Context) error {
 	ch := f.ch
 	tl := &ch.timeline
 	w := &waiter{target: f.value, wake: make(chan struct{}, 1)}
 	for {
 		if tl.add(w) {
-			return nil // signalled while arming: no sleep, no wake-up
+			// Signalled while arming, or the channel ended: no sleep,
+			// no wake-up. (Ended is not signalled: settle it.)
+			return f.settleEnded()
 		}
 		select {
 		case <-w.wake:
@@ -197,8 +204,8 @@ func (f Fence) block(ctx context.Context) error {
 			if f.Signaled() {
 				return nil
 			}
-			if ch.stopped() {
-				return f.settleStopped()
+			if ch.endedErr() != nil {
+				return f.settleEnded()
 			}
 			ch.stats.futileWakeups.Add(1)
 		case <-ctx.Done():
@@ -210,13 +217,13 @@ func (f Fence) block(ctx context.Context) error {
 
 // ANCHOR_END: block
 
-// settleStopped answers a wait on a device that has stopped: its timeline
-// is final.
-func (f Fence) settleStopped() error {
+// settleEnded answers a wait on a channel that nothing more will run on —
+// the device stopped, or the channel faulted: its timeline is final.
+func (f Fence) settleEnded() error {
 	if f.Signaled() {
 		return nil
 	}
-	return ErrClosed
+	return f.ch.endedErr()
 }
 
 // waiter is one blocked wait.
@@ -244,7 +251,14 @@ type timeline struct {
 // then looks at the timeline once more. It reports true — and takes w out
 // again — if w's fence has already signalled: the device may have written it
 // before it could see the arm, and then no interrupt will come. The device
-// having stopped counts as true too: no interrupt will come either.
+// having stopped, or the channel having faulted, counts as true too: no
+// interrupt will come either.
+//
+// No wake-up is lost to a fault: the handler loads RegChannelFault and
+// then, under mu, wakes every waiter (irq.go, handleInterrupt). If it took
+// mu after the push below, it finds w there and wakes it; if before, then
+// the load below comes after the handler's, which saw the fault, and sees
+// it too.
 func (tl *timeline) add(w *waiter) bool {
 	tl.mu.Lock()
 	heap.Push(&tl.waiters, w)
@@ -253,7 +267,7 @@ func (tl *timeline) add(w *waiter) bool {
 	// This load comes after the stores of armLocked; it pairs with the
 	// engine's store of RegFence, which comes before its loads of the arm
 	// registers (see the file comment).
-	if abi.Reached(tl.ch.regs.Load(tl.ch.status+abi.RegFence), w.target) || tl.ch.stopped() {
+	if abi.Reached(tl.ch.regs.Load(tl.ch.status+abi.RegFence), w.target) || tl.ch.endedErr() != nil {
 		tl.remove(w)
 		return true
 	}
@@ -316,7 +330,7 @@ func (tl *timeline) signal() {
 // ANCHOR_END: signal
 
 // wakeAll wakes every waiter, whatever its fence: the device has stopped,
-// and each must settle its wait.
+// or the channel faulted, and each must settle its wait.
 func (tl *timeline) wakeAll() {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
