@@ -25,10 +25,10 @@ package abi
 // alternative, kept to measure the futile wake-ups it causes.
 //
 // The interrupt line is one for the whole device, as on real hardware. To
-// raise it the engine sets its reason in RegIrqCause — and, for a fence,
-// the channel's bit in RegIrqChannels — and then signals the line; the
-// driver's interrupt thread reads both, acknowledges what it read by
-// writing the same bits back (write-one-to-clear), and handles it.
+// raise it the engine sets its reason in RegIrqCause — and, for a fence or
+// a fault, the channel's bit in RegIrqChannels — and then signals the
+// line; the driver's interrupt thread reads both, acknowledges what it
+// read by writing the same bits back (write-one-to-clear), and handles it.
 
 // Command flags.
 const (

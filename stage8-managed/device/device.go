@@ -2,23 +2,48 @@
 // a 1 GHz clock, a register space, and two engines — compute and copy — each
 // a goroutine that executes 64-byte commands.
 //
-// Each engine serves one channel, and a channel is a mailbox: a command slot in host-visible memory and three registers the
-// driver and the engine share (mailbox.go):
+// Each engine serves the channels on its runlist (sched.go), one at a time,
+// and a channel is a pair of rings in host-visible memory and a doorbell
+// register (ring.go): the driver writes commands into the submission ring
+// and stores the new tail to RegDoorbell; the engine runs every command
+// below the tail, in order, and writes each one's status, then its index,
+// into the completion ring:
 //
-//	driver                                   engine (pollLoop, spinning)
-//	------                                   ---------------------------
-//	encode command into the slot  ──┐
-//	store seq → RegDoorbell ────────┼──────► fetch: load RegDoorbell; moved by one?
-//	                                └──────► copy the slot out; execute it
-//	load RegCompletedSeq == seq? ◄────────── complete: store status → RegCompletedStatus
-//	load RegCompletedStatus      ◄────────── complete: store seq → RegCompletedSeq
+//	driver                                   engine (pollLoop; idle: idle.go)
+//	------                                   --------------------------------
+//	encode commands into slots i..t-1 ──┐
+//	store t → RegDoorbell ──────────────┼──► fetch: load RegDoorbell (only when
+//	                                    │    head has caught up); at most a ring ahead?
+//	                                    └──► copy slot i out; execute it
+//	load entry i's index == i? ◄──────────── complete: store status → entry i
+//	load entry i's status      ◄──────────── complete: store i → entry i's index
+//
+// Around the rings:
+//   - fence.go: a command with FlagFence writes the channel's fence
+//     timeline after its completion entry, and with FlagInterrupt may then
+//     raise the device's one interrupt line, as the driver's arm registers
+//     say; a channel's fault and the device's stop raise it too.
+//   - dma.go: a command reaches host memory only through the DMA window:
+//     bus ranges the driver maps onto host regions it has registered.
+//   - idle.go: an engine with no work spins, sleeps, or spins for a budget
+//     and then sleeps, as the driver chooses; a driver that finds
+//     RegNeedWakeup set after its doorbell store wakes it.
+//   - mmu.go: every address a command names is virtual, in its context's
+//     address space, translated through page tables in device memory with
+//     a TLB per engine.
+//   - sched.go: many channels share an engine, which serves the channels
+//     of the runlist the driver gives it by priority and in turn,
+//     preempting at chunk boundaries; an optional watchdog faults a
+//     channel whose command runs too long.
 //
 // What the driver may use of a device is written down as an interface in
 // package driver (driver.Hardware): the register space, device memory, the
-// command slots and the trace. Nothing outside this package touches an
-// engine's internals, and the engines trust nothing the driver writes: a
-// bad command is a Status, a doorbell out of protocol faults its channel
-// (and only it), and no value read from a register ever becomes a pointer.
+// rings, the interrupt line, the registration of host memory for DMA, a way
+// to wake a sleeping engine and the trace. Nothing outside this package
+// touches an engine's internals, and the engines trust nothing the driver
+// writes: a bad command is a Status, a doorbell out of protocol faults its
+// channel (and only it), and no value read from a register ever becomes a
+// pointer.
 //
 // Invariants:
 //   - each shared cache line has one writer (abi.Table says which);

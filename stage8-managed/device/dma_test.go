@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -209,6 +210,12 @@ func TestUnregisterWaitsForTheHolder(t *testing.T) {
 	t.Cleanup(func() { testHookHeld = nil }) // after the device has closed: registered first, runs last
 	a, aHost := mapHost(t, regionSize)
 	d := openTest(t, Config{})
+	// Registered after openTest, so it runs before the device closes: a
+	// test that fails while the engine is stopped in the hook lets it go,
+	// and Close does not hang on it.
+	var resumed sync.Once
+	release := func() { resumed.Do(func() { close(resume) }) }
+	t.Cleanup(release)
 	pattern(a)
 	give(t, d, a)
 	register(d, 3, aHost, regionSize, busA)
@@ -217,7 +224,13 @@ func TestUnregisterWaitsForTheHolder(t *testing.T) {
 	c := abi.Command{Op: abi.OpCopy, Src: busA, Dst: 0, Size: regionSize}
 	c.Encode(slot(d, copyChannel, 0))
 	ringDoorbell(d, copyChannel, 1)
-	<-stopped // the engine holds entry 3 and has not copied yet
+	// The watchdogs below are 10 s: a bug here is a wait that never ends,
+	// not a slow one.
+	select {
+	case <-stopped: // the engine holds entry 3 and has not copied yet
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the copy engine did not take a hold on entry 3 within 10 s")
+	}
 
 	d.regs.Store(abi.WindowRegs(3)+abi.RegWinEnable, 0) // (3): unregister
 	if h := held(d, abi.EngineCopy); h != 1<<3 {        // (4): the driver would wait
@@ -240,9 +253,14 @@ func TestUnregisterWaitsForTheHolder(t *testing.T) {
 		t.Fatalf("UnregisterHost returned (%v) while a COPY held the region", err)
 	case <-time.After(5 * time.Millisecond):
 	}
-	close(resume)
-	if err := <-unregistered; err != nil {
-		t.Errorf("UnregisterHost = %v", err)
+	release()
+	select {
+	case err := <-unregistered:
+		if err != nil {
+			t.Errorf("UnregisterHost = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("UnregisterHost still waiting 10 s after the COPY that held the region went on")
 	}
 	waitCompleted(t, d, copyChannel, 0)
 	if st := statusOf(d, copyChannel, 0); st != abi.StatusOK {

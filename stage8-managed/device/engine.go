@@ -132,18 +132,25 @@ func (e *Engine) pause(polls int) {
 
 // fault stops serving the channel being served: it publishes why (the value
 // first, then the fault, which the driver polls), raises the interrupt
-// line for it, and never reads the channel's ring or doorbell again. The other channels are not affected.
+// line for it, and never reads the channel's ring or doorbell again. The
+// other channels are not affected.
 func (e *Engine) fault(f abi.ChannelFault, value uint64) {
 	c := e.cur
 	c.faulted = true
 	e.regs.Store(c.status+abi.RegChannelFaultValue, value)
+	// This store publishes the fault, and with it every completion and
+	// fence the engine wrote before it: the timeline is final. The
+	// driver's loads of RegChannelFault pair with it — in its waits, and
+	// in its interrupt handler, which runs after the raise below.
 	e.regs.Store(c.status+abi.RegChannelFault, uint64(f))
 	if e.trace != nil {
 		e.trace.Record(trace.Event{Kind: trace.KindFault, Start: e.dev.clock.Now(), Engine: e.id,
 			Channel: c.id, Arg: uint64(f), Seq: value})
 	}
 	// Tell the driver: its waiters for commands the channel will never run
-	// must stop waiting.
+	// must stop waiting. Unlike a fence's, this interrupt is not gated by
+	// RegIrqArm: a waiter armed for a fence that will never come must hear
+	// of it.
 	e.regs.Set(abi.IrqChannelsReg(c.id))
 	e.dev.raise(abi.IrqCauseChannel)
 }

@@ -18,7 +18,9 @@ import (
 // it will see the new bits when it does. The engine spends no time in the
 // driver's handler. When the device stops, it raises IrqCauseStopped and
 // then closes the line: the driver's interrupt thread handles the cause
-// and, finding the line closed, ends.
+// and, finding the line closed, ends. When it faults a channel, it raises
+// IrqCauseChannel (engine.go, fault): that channel's fences stop where
+// they are, and its waiters must be told.
 //
 // A command refused for its flags still writes the fence it asked for:
 // the refusal travels in its status, and a waiter on the fence is never

@@ -276,13 +276,6 @@ func (e *Engine) translate(va, size uint64, acc access) (pa, n uint64, host bool
 	return pa, n, t.host, abi.StatusOK
 }
 
-// nextPage translates the page at va, which follows the page t
-// translated. A run through small pages reads their entries straight from
-// the level-3 table t came from, one after another, while va stays in it
-// (a 2 MiB stretch): one load per page, no walk and no TLB entry spent on
-// pages a streaming copy will not touch again. Anywhere else it is lookup.
-// The entries are read as the walk reads them, with the same checks, so
-// nothing stale or malformed gets through.
 // contiguous4K is translate's fast path for the commonest mapping, 4 KiB
 // pages on consecutive frames: it counts how many of the pages from va on
 // (at most size bytes' worth, and no further than the end of t's leaf table)
@@ -304,6 +297,13 @@ func (e *Engine) contiguous4K(t tlbEntry, va, size uint64) uint64 {
 	return k
 }
 
+// nextPage translates the page at va, which follows the page t
+// translated. A run through small pages reads their entries straight from
+// the level-3 table t came from, one after another, while va stays in it
+// (a 2 MiB stretch): one load per page, no walk and no TLB entry spent on
+// pages a streaming copy will not touch again. Anywhere else it is lookup.
+// The entries are read as the walk reads them, with the same checks, so
+// nothing stale or malformed gets through.
 func (e *Engine) nextPage(t tlbEntry, va uint64, acc access) (tlbEntry, abi.Fault) {
 	if t.leaf == 0 || va>>abi.LevelShift(2) != (t.vpn<<t.shift)>>abi.LevelShift(2) {
 		return e.lookup(va, acc)

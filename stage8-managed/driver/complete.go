@@ -131,6 +131,12 @@ func (ch *Channel) spinFor(cond func() bool, budget uint64) error {
 		if cond() {
 			return nil
 		}
+		// The yield keeps its own count, outside the every-64 block
+		// below, so that a YieldEvery that is not a multiple of 64
+		// means what it says.
+		if ch.yieldEvery > 0 && polls%ch.yieldEvery == 0 {
+			runtime.Gosched()
+		}
 		if polls%64 != 0 {
 			continue
 		}
@@ -151,9 +157,6 @@ func (ch *Channel) spinFor(cond func() bool, budget uint64) error {
 				return errBudgetSpent
 			}
 		}
-		if ch.yieldEvery > 0 && polls%ch.yieldEvery == 0 {
-			runtime.Gosched()
-		}
 	}
 }
 
@@ -165,9 +168,10 @@ func (p *Pending) Wait() error { return p.WaitContext(context.Background()) }
 // returns nil if all succeeded. Otherwise it returns the error of a batch
 // of one as it is, and for a larger batch an errors.Join of one error per
 // failed command, each naming its place in the batch; each wraps a
-// *CommandError (and so its abi.Status), or is ErrClosed (or the channel's
-// fault) for a command the device never ran. If ctx ends first it returns ctx.Err() (the commands
-// go on; wait again to learn how they ended). When it returns nil or a
+// *CommandError (and so its abi.Status), or is ErrClosed (or the
+// channel's fault) for a command the device never ran. If ctx ends first
+// it returns ctx.Err() (the commands go on; wait again to learn how they
+// ended). When it returns nil or a
 // command error, the engine is done with every command of the batch. It
 // may be called again, and from several goroutines.
 func (p *Pending) WaitContext(ctx context.Context) error {
@@ -214,9 +218,9 @@ func (p *Pending) collect() {
 }
 
 // Err returns the error of the batch's command i (nil if it succeeded):
-// a *CommandError, ErrClosed for a command the device never ran, or — for
-// an i outside the batch — an error saying so. It does not wait: call Wait
-// first.
+// a *CommandError, ErrClosed or the channel's fault for a command the
+// device never ran, or — for an i outside the batch — an error saying so.
+// It does not wait: call Wait first.
 func (p *Pending) Err(i int) error {
 	if i < 0 || i >= len(p.reqs) {
 		return fmt.Errorf("softgpu: command %d of a batch of %d", i, len(p.reqs))

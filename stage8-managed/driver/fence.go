@@ -38,7 +38,8 @@ import (
 //   - in targeted mode, RegIrqArm is IrqTarget with RegIrqTarget the least
 //     target exactly when waiters is not empty, and IrqOff otherwise;
 //   - a waiter is in waiters only while its goroutine is in block, between
-//     add and its wake, its context's end, or the device stopping.
+//     add and its wake, its context's end, the device stopping, or its
+//     channel faulting.
 
 // WaitMode is how a wait waits.
 type WaitMode int
@@ -116,15 +117,16 @@ func (f Fence) SignaledAt() uint64 {
 	return f.ch.regs.Load(f.ch.status + abi.RegFenceCycles)
 }
 
-// Wait waits until f has signalled or the device has stopped; see
-// WaitContext.
+// Wait waits until f has signalled, or until the device has stopped or
+// the channel faulted or was closed; see WaitContext.
 func (f Fence) Wait() error { return f.WaitContext(context.Background()) }
 
 // ANCHOR: wait
-// WaitContext waits until f has signalled, ctx is done, or the device has
-// stopped, in the channel's wait mode. It returns nil once f has
-// signalled; ctx.Err() if ctx ended first; ErrClosed if the device stopped
-// before the engine reached f. If f signalled, the engine is done with
+// WaitContext waits until f has signalled, ctx is done, or nothing more
+// of f's channel will run, in the channel's wait mode. It returns nil once
+// f has signalled; ctx.Err() if ctx ended first; ErrClosed if the device
+// stopped or the channel was closed, or an error wrapping
+// ErrChannelFaulted if the channel faulted, before the engine reached f. If f signalled, the engine is done with
 // every command up to f.
 func (f Fence) WaitContext(ctx context.Context) error {
 	if f.Signaled() {
@@ -155,6 +157,12 @@ func (f Fence) poll(ctx context.Context, budget uint64) error {
 		if f.Signaled() {
 			return nil
 		}
+		// The yield keeps its own count, outside the every-64 block
+		// below, so that a YieldEvery that is not a multiple of 64
+		// means what it says.
+		if ch.yieldEvery > 0 && polls%ch.yieldEvery == 0 {
+			runtime.Gosched()
+		}
 		if polls%64 != 0 {
 			continue
 		}
@@ -171,9 +179,6 @@ func (f Fence) poll(ctx context.Context, budget uint64) error {
 				return errBudgetSpent
 			}
 		}
-		if ch.yieldEvery > 0 && polls%ch.yieldEvery == 0 {
-			runtime.Gosched()
-		}
 	}
 }
 
@@ -189,7 +194,9 @@ func (f Fence) block(ctx context.Context) error {
 	w := &waiter{target: f.value, wake: make(chan struct{}, 1)}
 	for {
 		if tl.add(w) {
-			return nil // signalled while arming: no sleep, no wake-up
+			// Signalled while arming, or the channel ended: no sleep,
+			// no wake-up. (Ended is not signalled: settle it.)
+			return f.settleEnded()
 		}
 		select {
 		case <-w.wake:
@@ -247,6 +254,12 @@ type timeline struct {
 // before it could see the arm, and then no interrupt will come. The device
 // having stopped, or the channel having ended, counts as true too: no
 // interrupt will come either.
+//
+// No wake-up is lost to a fault: the handler loads RegChannelFault and
+// then, under mu, wakes every waiter (irq.go, handleInterrupt). If it took
+// mu after the push below, it finds w there and wakes it; if before, then
+// the load below comes after the handler's, which saw the fault, and sees
+// it too.
 func (tl *timeline) add(w *waiter) bool {
 	tl.mu.Lock()
 	heap.Push(&tl.waiters, w)
@@ -318,7 +331,7 @@ func (tl *timeline) signal() {
 // ANCHOR_END: signal
 
 // wakeAll wakes every waiter, whatever its fence: the device has stopped,
-// and each must settle its wait.
+// or the channel faulted or was closed, and each must settle its wait.
 func (tl *timeline) wakeAll() {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()

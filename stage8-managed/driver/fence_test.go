@@ -137,6 +137,79 @@ func TestFencesAcrossTheWrap(t *testing.T) {
 	}
 }
 
+// faultBehindADelay sets up a channel fault with commands waiting behind
+// it. It submits a NOP and a 50 ms DELAY on e's channel and waits until the
+// engine has run the NOP: the engine has taken the batch's tail, and will
+// not load the doorbell again until the DELAY is done. It then submits
+// queued behind them and overwrites the doorbell with a tail past the
+// ring, as a stray store could. When the DELAY ends, the engine faults the
+// channel on that doorbell, and never runs queued.
+func faultBehindADelay(t *testing.T, d *Driver, e abi.Engine, queued []abi.Command) *Pending {
+	t.Helper()
+	delay, err := d.SubmitBatch(e, []abi.Command{{Op: abi.OpNop}, {Op: abi.OpDelay, Value: 50_000_000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := delay.ch
+	waitUntil(t, "the engine ran the NOP before the DELAY", func() bool { return ch.completed(delay.reqs[0].index) })
+	p, err := d.SubmitBatch(e, queued)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch.regs.Store(ch.doorbell+abi.RegDoorbell, 1<<40)
+	// Submitting and storing take microseconds; only a machine stalled
+	// for the whole 50 ms lets the DELAY end first, and then the engine
+	// may have run queued. Say so rather than test something else.
+	if ch.completed(delay.reqs[1].index) {
+		t.Fatalf("the DELAY ended before the doorbell was overwritten: this machine stalled the test for 50 ms")
+	}
+	return p
+}
+
+// TestWaitsOnAFaultedChannelSettle: a command queued behind a bad doorbell
+// never runs. Waits on it — already polling or asleep when the engine
+// faults the channel — must end with ErrChannelFaulted, in every mode and
+// on every delivery path, instead of waiting for a fence that will never
+// signal.
+func TestWaitsOnAFaultedChannelSettle(t *testing.T) {
+	for _, mode := range allModes {
+		for _, del := range allDeliveries {
+			t.Run(fmt.Sprintf("%v/%v", mode, del), func(t *testing.T) {
+				d := openWith(t, device.Config{}, Config{Wait: mode, Delivery: del, PollBudget: 10_000})
+				queued := faultBehindADelay(t, d, abi.EngineCopy, []abi.Command{{Op: abi.OpNop}})
+				type result struct {
+					what string
+					err  error
+				}
+				results := make(chan result, 2)
+				go func() { results <- result{"Fence.Wait", queued.Fence().Wait()} }()
+				go func() { results <- result{"Pending.Wait", queued.Wait()} }()
+				// A settled wait returns at once; 10 s is a wait that
+				// never will, not a slow machine.
+				deadline := time.After(10 * time.Second)
+				for range 2 {
+					select {
+					case r := <-results:
+						if !errors.Is(r.err, ErrChannelFaulted) {
+							t.Errorf("%s on the command behind the bad doorbell = %v; want ErrChannelFaulted", r.what, r.err)
+						}
+					case <-deadline:
+						t.Fatalf("a wait on the command behind the bad doorbell still waits 10 s after the fault")
+					}
+				}
+				// Waits that start after the fault must not sleep, nor
+				// take the fault for a signal.
+				if err := queued.Fence().Wait(); !errors.Is(err, ErrChannelFaulted) {
+					t.Errorf("Fence.Wait after the fault = %v; want ErrChannelFaulted", err)
+				}
+				if err := queued.Wait(); !errors.Is(err, ErrChannelFaulted) {
+					t.Errorf("Pending.Wait after the fault = %v; want ErrChannelFaulted", err)
+				}
+			})
+		}
+	}
+}
+
 func TestFencesOnBothEngines(t *testing.T) {
 	d := openWith(t, device.Config{}, Config{Wait: WaitBlock})
 	a, _ := d.SubmitBatch(abi.EngineCompute, []abi.Command{{Op: abi.OpDelay, Value: 200_000}})

@@ -171,6 +171,8 @@ func (d *Driver) handleInterrupt() {
 	}
 	if cause&abi.IrqCauseChannel != 0 {
 		for _, ch := range d.liveChannels() {
+			// This load of RegChannelFault pairs with the engine's
+			// store in fault, made before it raised the line.
 			if ch.faultError() != nil {
 				ch.timeline.wakeAll() // the rest of the channel will not run: every waiter settles
 			}

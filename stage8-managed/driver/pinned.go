@@ -264,12 +264,14 @@ func (d *Driver) reclaimLocked() {
 
 // retired reports whether every channel has completed the commands queued
 // before r was freed — or the device has stopped: nothing will run again.
+// A faulted channel counts as passed: the device runs nothing more of its
+// ring, so the commands below its mark that never ran never will.
 func (d *Driver) retired(r retired) bool {
 	if d.stopped() {
 		return true
 	}
 	for _, m := range r.marks {
-		if !m.ch.passed(m.mark) { // a closed channel passes every mark: the engine completes what it leaves (drain)
+		if !m.ch.passed(m.mark) && m.ch.faultError() == nil { // a closed channel passes every mark: the engine completes what it leaves (drain)
 			return false
 		}
 	}

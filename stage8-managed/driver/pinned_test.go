@@ -352,3 +352,42 @@ func TestFreedMemoryIsNotReusedUnderAQueuedCommand(t *testing.T) {
 	c := hostAlloc(t, d, 4096)
 	d.HostFree(c)
 }
+
+// TestAFaultedChannelDoesNotHoldFreedRanges: a freed region's window entry
+// and bus range retire once every channel has passed the commands queued
+// before the free — and a channel that faulted never will, since the rest
+// of its ring never runs. Such a channel must count as passed, or every
+// later HostFree leaks its entry to it, and HostAlloc runs out.
+func TestAFaultedChannelDoesNotHoldFreedRanges(t *testing.T) {
+	d := openPinned(t, device.Config{}, Config{})
+	a := hostAlloc(t, d, 4096)
+	// Queued behind a bad doorbell: the channel faults before the fill
+	// runs, and it never will.
+	fill := faultBehindADelay(t, d, abi.EngineCopy, []abi.Command{{Op: abi.OpFill, Dst: a.Bus(), Size: 64, Value: 1}})
+	// Watch the fault register rather than wait on a fence: this test is
+	// about retirement, not about how waits learn of a fault.
+	waitUntil(t, "the copy channel faulted on the bad doorbell", func() bool { return fill.ch.faultError() != nil })
+	done := make(chan error, 1)
+	go func() {
+		for range 2 * abi.WindowSlots {
+			p, err := d.HostAlloc(4096)
+			if err != nil {
+				done <- err
+				return
+			}
+			if err := d.HostFree(p); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- d.HostFree(a)
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("HostAlloc and HostFree after the fault: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("HostAlloc and HostFree after the fault did not finish in 10 s: the freed entries never retired")
+	}
+}
