@@ -140,3 +140,30 @@ func TestTraceShowsWalksAndFaults(t *testing.T) {
 		t.Errorf("trace has %d TLB misses and %d page faults; want some, and 1", misses, faults)
 	}
 }
+
+// ExampleContext_AllocManaged: the program writes managed memory, the
+// device adds to it in place — its accesses fault the pages over — and the
+// program reads the result after Sync brings them back.
+func ExampleContext_AllocManaged() {
+	g, err := softgpu.Open(softgpu.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer g.Close()
+	ctx, _ := g.NewContext()
+	ch, _ := ctx.NewChannel(softgpu.Compute, softgpu.ChannelOptions{})
+	m, err := ctx.AllocManaged(3 * 4096)
+	if err != nil {
+		panic(err)
+	}
+	b := m.Bytes()
+	b[0], b[4096], b[8192] = 1, 2, 3
+	if err := ch.Add32(m.Ptr(), m.Size(), 10); err != nil {
+		panic(err)
+	}
+	if err := m.Sync(); err != nil {
+		panic(err)
+	}
+	fmt.Println(b[0], b[4096], b[8192], g.ManagedStats().Faults > 0)
+	// Output: 11 12 13 true
+}
