@@ -370,7 +370,12 @@ func (d *Driver) toHost(m *Managed, first, n int, all bool) int {
 	d.invalidate(m.ctx.id, m.va+uint64(lo)<<abi.PageShift, uint64(hi-lo)<<abi.PageShift)
 	mem := d.hw.Memory()
 	moved := 0
-	for _, i := range back {
+	// Highest page first: the frames go back on the pool's stack in
+	// descending order, so the next window pops them in ascending order,
+	// consecutive as they were — and the engine moves the window as one
+	// run again (stage 5's contiguous4K), not as a walk per page.
+	for k := len(back) - 1; k >= 0; k-- {
+		i := back[k]
 		p := &m.pages[i]
 		if p.where == pageDevice {
 			copy(m.host.bytes[uint64(i)<<abi.PageShift:], mem[p.frame:p.frame+1<<abi.PageShift])

@@ -72,3 +72,39 @@ func TestManagedRoundTrip(t *testing.T) {
 		})
 	}
 }
+
+// TestAWindowLandsInConsecutiveFrames: a window of pages moved to the
+// device gets frames one after another, so the engine moves it as one run
+// — the first time, and again after Sync has given the frames back (which
+// must return them to the pool in an order that keeps them so).
+func TestAWindowLandsInConsecutiveFrames(t *testing.T) {
+	d := openWith(t, device.Config{}, Config{ThrashThreshold: -1}) // each round moves the pages: not thrashing here
+	ctx, err := d.NewContext()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := d.NewChannel(abi.EngineCopy, ctx, ChannelOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ctx.AllocManaged(DefaultPrefetchPages << abi.PageShift)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 3 {
+		if err := ch.Submit(abi.Command{Op: abi.OpFill, Ctx: ctx.ID(), Dst: m.VA(), Size: m.Size(), Value: 1}); err != nil {
+			t.Fatal(err)
+		}
+		d.um.mu.Lock()
+		for i := 1; i < len(m.pages); i++ {
+			if p, prev := m.pages[i], m.pages[i-1]; p.where != pageDevice || p.frame != prev.frame+1<<abi.PageShift {
+				d.um.mu.Unlock()
+				t.Fatalf("round %d: page %d is in frame %#x after page %d's %#x (place %d); want the next frame", round, i, p.frame, i-1, prev.frame, p.where)
+			}
+		}
+		d.um.mu.Unlock()
+		if err := m.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
