@@ -342,9 +342,6 @@ func TestEqualChannelsShareTheEngine(t *testing.T) {
 	for _, c := range chans {
 		entries = append(entries, rlEntry(d, c, abi.PriorityNormal, 20_000))
 	}
-	if got := submitRunlist(t, d, e, entries); got != abi.RunlistOK {
-		t.Fatalf("runlist: %v", got)
-	}
 	const per = 200 // 256 KiB fills: about 200 × 12 µs of work each
 	first := map[abi.Channel]uint64{}
 	for k, c := range chans {
@@ -356,6 +353,13 @@ func TestEqualChannelsShareTheEngine(t *testing.T) {
 	}
 	for _, c := range chans { // all four queues are full before any doorbell rings
 		ringDoorbell(d, c, first[c]+per)
+	}
+	// The runlist last, so the engine finds all four with work at once. Had
+	// it come first, the engine could serve the first channels while this
+	// goroutine waited for a CPU between two doorbells — under -race, on two
+	// cores, long enough for them to finish before the last was rung.
+	if got := submitRunlist(t, d, e, entries); got != abi.RunlistOK {
+		t.Fatalf("runlist: %v", got)
 	}
 	done := func(c abi.Channel) int {
 		n := 0
