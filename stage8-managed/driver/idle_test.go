@@ -144,8 +144,21 @@ func TestWakesAreCounted(t *testing.T) {
 func TestCloseWhileEnginesSleep(t *testing.T) {
 	d := openWith(t, device.Config{}, Config{Idle: Idle{Mode: IdleSleep}})
 	asleep(t, d, 2)
+	// A NOP, then the DELAY. Once the NOP has completed, the engine is
+	// awake and takes the DELAY next without looking for a stop (it looks
+	// only when its ring is empty), so Close finds the DELAY running.
+	// (Waiting for one engine to be asleep proved nothing: both still
+	// were, when the compute engine had not yet woken for the DELAY, and
+	// then Close stopped it before it ran.)
+	nop, err := d.SubmitBatch(abi.EngineCompute, []abi.Command{{Op: abi.OpNop}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	p, err := d.SubmitBatch(abi.EngineCompute, []abi.Command{{Op: abi.OpDelay, Value: 1 << 62}})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nop.Wait(); err != nil {
 		t.Fatal(err)
 	}
 	asleep(t, d, 1) // the copy engine sleeps on; compute runs the delay
