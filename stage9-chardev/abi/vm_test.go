@@ -1,0 +1,61 @@
+package abi
+
+import "testing"
+
+// TestPTEEncoding round-trips every field of an entry, and pins the bits.
+func TestPTEEncoding(t *testing.T) {
+	tests := []struct {
+		e                     PTE
+		valid, writable, host bool
+		kind, frame           uint64
+	}{
+		{MakeTable(0x5000), true, false, false, PTETable, 0x5000},
+		{MakePage(0x7000, PTEPage4K, true, false), true, true, false, PTEPage4K, 0x7000},
+		{MakePage(BusBase+0x10000, PTEPage64K, false, true), true, false, true, PTEPage64K, BusBase + 0x10000},
+		{MakePage(2<<20, PTEPage2M, true, false), true, true, false, PTEPage2M, 2 << 20},
+		{0, false, false, false, PTETable, 0},
+	}
+	for _, tt := range tests {
+		if tt.e.Valid() != tt.valid || tt.e.Writable() != tt.writable || tt.e.Host() != tt.host ||
+			tt.e.Kind() != tt.kind || tt.e.Frame() != tt.frame || tt.e.Reserved() {
+			t.Errorf("%#x: valid %v writable %v host %v kind %d frame %#x reserved %v; want %v %v %v %d %#x false",
+				uint64(tt.e), tt.e.Valid(), tt.e.Writable(), tt.e.Host(), tt.e.Kind(), tt.e.Frame(), tt.e.Reserved(),
+				tt.valid, tt.writable, tt.host, tt.kind, tt.frame)
+		}
+	}
+	if got := MakePage(0x7000, PTEPage4K, true, true); uint64(got) != 0x7000|1|2|4|16 {
+		t.Errorf("MakePage(0x7000, 4K, writable, host) = %#x; want %#x", uint64(got), 0x7000|1|2|4|16)
+	}
+	if !PTE(1 << 7).Reserved() {
+		t.Errorf("bit 7 is not reserved")
+	}
+}
+
+// TestLevels: indices pick the right bits at each level, and only the
+// right kinds are leaves at each level.
+func TestLevels(t *testing.T) {
+	va := uint64(0x3ff)<<39 | 0x1ab<<30 | 0x0cd<<21 | 0x1ef<<12 | 0x123
+	for level, want := range []uint64{0x3ff, 0x1ab, 0x0cd, 0x1ef} {
+		if got := LevelIndex(va, level); got != want {
+			t.Errorf("LevelIndex(level %d) = %#x; want %#x", level, got, want)
+		}
+	}
+	leaves := []struct {
+		kind  uint64
+		level int
+		size  PageSize
+		ok    bool
+	}{
+		{PTEPage1G, 1, Page1G, true}, {PTEPage2M, 2, Page2M, true}, {PTEPage4K, 3, Page4K, true},
+		{PTEPage64K, 3, Page64K, true}, {PTEPage4K, 2, 0, false}, {PTEPage2M, 0, 0, false}, {PTETable, 3, 0, false},
+	}
+	for _, tt := range leaves {
+		size, ok := LeafSize(MakePage(0, tt.kind, false, false), tt.level)
+		if size != tt.size || ok != tt.ok {
+			t.Errorf("LeafSize(kind %d, level %d) = %v, %v; want %v, %v", tt.kind, tt.level, size, ok, tt.size, tt.ok)
+		}
+	}
+	if RootBytes != 8192 || TableBytes != 4096 || 1<<VABits != uint64(RootSlots)<<39 {
+		t.Errorf("table sizes: root %d, table %d, VA bits %d", RootBytes, TableBytes, VABits)
+	}
+}

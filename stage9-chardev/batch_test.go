@@ -1,0 +1,106 @@
+package softgpu_test
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	softgpu "softgpu/stage9-chardev"
+	"softgpu/stage9-chardev/abi"
+	"softgpu/stage9-chardev/driver"
+)
+
+func TestBatch(t *testing.T) {
+	g := openTest(t)
+	a := mustAlloc(t, g, 256)
+	b := mustAlloc(t, g, 256)
+	bt := g.NewBatch(softgpu.Copy)
+	bt.Fill(a, 256, 0x5a)
+	bt.Fill(a+16, 16, 0x01)
+	bt.Copy(b, a, 256)
+	bt.Nop()
+	if bt.Len() != 4 {
+		t.Fatalf("Len = %d; want 4", bt.Len())
+	}
+	bells := g.Doorbells()
+	p, err := bt.Submit()
+	must(t, err)
+	must(t, p.Wait())
+	if rung := g.Doorbells() - bells; rung != 1 {
+		t.Errorf("a batch of 4 rang %d doorbells; want 1", rung)
+	}
+	if bt.Len() != 0 {
+		t.Errorf("Len after Submit = %d; want 0", bt.Len())
+	}
+	got := make([]byte, 256)
+	must(t, g.Read(got, b))
+	want := bytes.Repeat([]byte{0x5a}, 256)
+	copy(want[16:32], bytes.Repeat([]byte{0x01}, 16))
+	if !bytes.Equal(got, want) {
+		t.Errorf("Read after the batch = % x...; want % x...", got[:40], want[:40])
+	}
+}
+
+func TestBatchWithABadCommand(t *testing.T) {
+	g := openTest(t)
+	p := mustAlloc(t, g, 64)
+	bt := g.NewBatch(softgpu.Compute)
+	bt.Fill(p, 64, 0)
+	bt.Add32(p+2, 4, 1) // misaligned
+	bt.Add32(p, 64, 7)
+	bt.Sum32(p+56, p, 48)
+	pend, err := bt.Submit()
+	must(t, err)
+	err = pend.Wait()
+	if !errors.Is(err, abi.StatusMisaligned) {
+		t.Errorf("Wait = %v; want StatusMisaligned", err)
+	}
+	for i, want := range []error{nil, abi.StatusMisaligned, nil, nil} {
+		if got := pend.Err(i); !errors.Is(got, want) {
+			t.Errorf("Err(%d) = %v; want %v", i, got, want)
+		}
+	}
+	got := make([]byte, 8)
+	must(t, g.Read(got, p+56))
+	if sum := uint64(got[0]) | uint64(got[1])<<8; sum != 12*7 {
+		t.Errorf("Sum32 after the failed Add32 = %d; want %d (the commands around it ran)", sum, 12*7)
+	}
+}
+
+func TestAsync(t *testing.T) {
+	g := openTest(t)
+	a := mustAlloc(t, g, 4096)
+	b := mustAlloc(t, g, 4096)
+	var pending []*softgpu.Pending
+	for i := range 16 {
+		p, err := g.FillAsync(a+softgpu.Ptr(256*i), 256, byte(i))
+		must(t, err)
+		pending = append(pending, p)
+	}
+	p, err := g.CopyAsync(b, a, 4096) // runs after every fill: same engine, in order
+	must(t, err)
+	must(t, p.Wait()) // waiting for the last is enough ...
+	for _, p := range pending {
+		must(t, p.Wait()) // ... but each may be waited for, in any order
+	}
+	got := make([]byte, 4096)
+	must(t, g.Read(got, b))
+	for i := range 16 {
+		if got[256*i] != byte(i) || got[256*i+255] != byte(i) {
+			t.Errorf("block %d = %#x; want %#x", i, got[256*i], byte(i))
+		}
+	}
+}
+
+func TestBatchAfterClose(t *testing.T) {
+	g := openTest(t)
+	bt := g.NewBatch(softgpu.Copy)
+	bt.Nop()
+	must(t, g.Close())
+	if _, err := bt.Submit(); !errors.Is(err, driver.ErrClosed) {
+		t.Errorf("Submit after Close = %v; want ErrClosed", err)
+	}
+	if _, err := g.FillAsync(0, 0, 0); !errors.Is(err, driver.ErrClosed) {
+		t.Errorf("FillAsync after Close = %v; want ErrClosed", err)
+	}
+}

@@ -1,0 +1,106 @@
+package softgpu_test
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	softgpu "softgpu/stage9-chardev"
+	"softgpu/stage9-chardev/internal/leakcheck"
+)
+
+// TestChannelAPI: a context's channel runs its commands in the context;
+// a closed channel refuses more; bad options are ErrConfig or ErrRunlist.
+func TestChannelAPI(t *testing.T) {
+	leakcheck.Check(t)
+	if _, err := softgpu.Open(softgpu.Config{Watchdog: -time.Second}); !errors.Is(err, softgpu.ErrConfig) {
+		t.Errorf("Open with a negative watchdog = %v; want ErrConfig", err)
+	}
+	g, err := softgpu.Open(softgpu.Config{MemorySize: 8 << 20})
+	must(t, err)
+	defer g.Close()
+	ctx, err := g.NewContext()
+	must(t, err)
+	defer ctx.Close()
+	if _, err := ctx.NewChannel(softgpu.Copy, softgpu.ChannelOptions{Timeslice: -1}); !errors.Is(err, softgpu.ErrConfig) {
+		t.Errorf("a negative timeslice = %v; want ErrConfig", err)
+	}
+	if _, err := ctx.NewChannel(softgpu.Copy, softgpu.ChannelOptions{Priority: softgpu.PriorityRealtime + 1}); !errors.Is(err, softgpu.ErrRunlist) {
+		t.Errorf("a priority above PriorityRealtime = %v; want ErrRunlist", err)
+	}
+	ch, err := ctx.NewChannel(softgpu.Copy, softgpu.ChannelOptions{Priority: softgpu.PriorityHigh, Timeslice: 20 * time.Microsecond})
+	must(t, err)
+	p, err := ctx.Alloc(64 << 10)
+	must(t, err)
+	host, err := g.HostAlloc(64 << 10)
+	must(t, err)
+	defer g.HostFree(host)
+	hp, err := ctx.Map(host, 0)
+	must(t, err)
+	must(t, ch.Fill(p, 64<<10, 0x42))
+	must(t, ch.Copy(hp, p, 64<<10))
+	for i, v := range host.Bytes() {
+		if v != 0x42 {
+			t.Fatalf("byte %d read back through the context's channel is %#x; want 0x42", i, v)
+		}
+	}
+	pend, err := ch.FillAsync(p, 64, 1)
+	must(t, err)
+	must(t, pend.Wait())
+	must(t, ch.Close())
+	if err := ch.Fill(p, 64, 1); !errors.Is(err, softgpu.ErrClosed) {
+		t.Errorf("Fill on a closed channel = %v; want ErrClosed", err)
+	}
+	must(t, g.Fill(mustAlloc(t, g, 64), 64, 1)) // the default channel goes on
+}
+
+// TestTraceShowsPreemption: a traced run in which a high-priority channel
+// preempts a long copy records the preempted slice and the switches.
+func TestTraceShowsPreemption(t *testing.T) {
+	leakcheck.Check(t)
+	path := filepath.Join(t.TempDir(), "trace.json")
+	g, err := softgpu.Open(softgpu.Config{MemorySize: 64 << 20, Trace: path})
+	must(t, err)
+	bulk, err := g.NewChannel(softgpu.Copy, softgpu.ChannelOptions{Priority: softgpu.PriorityLow})
+	must(t, err)
+	urgent, err := g.NewChannel(softgpu.Copy, softgpu.ChannelOptions{Priority: softgpu.PriorityHigh})
+	must(t, err)
+	src, dst, flag := mustAlloc(t, g, 24<<20), mustAlloc(t, g, 24<<20), mustAlloc(t, g, 64)
+	preempted := false
+	for try := 0; try < 20 && !preempted; try++ {
+		p, err := bulk.CopyAsync(dst, src, 24<<20) // about a millisecond
+		must(t, err)
+		time.Sleep(100 * time.Microsecond)
+		must(t, urgent.Fill(flag, 64, 1))
+		must(t, p.Wait())
+		preempted = g.SchedStats().Preempts > 0
+	}
+	must(t, g.Close())
+	if !preempted {
+		t.Skip("the copy always finished before the fill arrived: nothing to see")
+	}
+	b, err := os.ReadFile(path)
+	must(t, err)
+	var f struct {
+		TraceEvents []struct {
+			Name string `json:"name"`
+			Cat  string `json:"cat"`
+		} `json:"traceEvents"`
+	}
+	must(t, json.Unmarshal(b, &f))
+	var slices, switches int
+	for _, ev := range f.TraceEvents {
+		switch {
+		case ev.Name == "COPY (preempted)":
+			slices++
+		case ev.Name == "switch" && ev.Cat == "sched":
+			switches++
+		}
+	}
+	if slices == 0 || switches < 2 {
+		t.Errorf("trace has %d preempted slices and %d switches; want some, and at least two (away and back)", slices, switches)
+	}
+}

@@ -1,0 +1,113 @@
+package device
+
+import (
+	"softgpu/stage9-chardev/abi"
+	"softgpu/stage9-chardev/mmio"
+)
+
+// The adaptive idle budget (IdleAdaptive). A fixed budget fits one length
+// of gap: a 50 µs budget spins through every gap shorter than that and pays
+// a wake-up for every longer one — after spinning 50 µs for nothing. KVM's
+// halt-polling faced the same choice and grows and shrinks each vCPU's poll
+// window from how its last waits ended (halt_poll_ns_grow and _shrink).
+// This engine does the same with a little more memory: it keeps the lengths
+// of its last adaptiveHistory gaps, and after each one it spins, for the
+// next, with the budget that would have cost least over them.
+//
+// The cost of a budget B over a gap g, in cycles:
+//
+//	g <= B   g       the engine spun through the gap: no wake-up
+//	g >  B   B + W   it spun B for nothing, slept, and paid a wake-up, W
+//
+// W, the price of a wake-up, is 100 µs of spinning. A wake costs the core
+// little — a few microseconds of the waker's and the engine's threads —
+// but it costs the command that waits for it 8 to 20 µs of latency, which
+// is what an idle policy is for; W weighs that at twice the hybrid
+// default's judgement that a wake is worth 50 µs of spinning. With a W of
+// 50 µs the engine gave up spinning for gaps of ~50 µs — the shortest a
+// sleeping host makes here — and paid a wake for every one. The best B is always 0, the min, the max, or one
+// of the gaps seen (between them the cost only grows with B), so the engine
+// tries those, within [RegIdleBudgetMin, RegIdleBudgetMax], and on a tie
+// takes the smaller: every budget from the longest gap up costs the same
+// over the gaps seen, and the smallest of them spins least in a gap that is
+// longer than any of those.
+//
+// What it converges to, for a steady gap G: B = G if G < W — spin through
+// every gap, never wake — and otherwise B = the min: sleep at once, and pay
+// the wake a fixed budget would have paid anyway, without the spin. (A
+// steady gap just under W costs more spinning than the hybrid default
+// would; a steady gap over 50 µs costs less.) This is
+// the ski-rental rule: rent (spin) while renting costs less than buying (a
+// wake), with the gaps it has seen standing in for the ones to come. For a
+// workload whose gaps change, it follows them within adaptiveHistory gaps.
+//
+// A gap is measured as the engine can see it: from its budget's first look
+// at the clock (idleSince) to the end of a sleep, or, for a gap it spun
+// through, to the start of the next idle spell — which adds the time of the
+// commands in between, a slight overestimate that only errs towards
+// sleeping. The clock is read only then, after the command has run: never
+// between a doorbell and its command.
+
+// adaptiveHistory is how many gaps the budget is chosen over.
+const adaptiveHistory = 16
+
+// wakeCost is W above, in cycles.
+const wakeCost = 2 * abi.DefaultIdleBudget
+
+// adaptive is an engine's learnt budget. Private to the engine goroutine.
+type adaptive struct {
+	budget uint64                  // cycles
+	gaps   [adaptiveHistory]uint64 // the last gaps, in cycles; gaps[i%len] is gap number i
+	n      int                     // gaps recorded so far
+}
+
+// record notes a gap of gap cycles and picks the budget for the next one,
+// within the bounds in the engine's control page. Only an adaptive engine
+// records its gaps: the choice costs a few hundred operations, nothing
+// beside a gap, but nothing any other mode should pay.
+func (a *adaptive) record(gap uint64, regs *mmio.Registers, controlPage uint64) {
+	a.gaps[a.n%adaptiveHistory] = gap
+	a.n++
+	lo, hi := regs.Load(controlPage+abi.RegIdleBudgetMin), regs.Load(controlPage+abi.RegIdleBudgetMax)
+	a.budget = bestBudget(a.gaps[:min(a.n, adaptiveHistory)], lo, hi)
+}
+
+// bestBudget is the rule above, as a pure function: the budget in [lo, hi]
+// that would have cost least over gaps. Bounds given the wrong way round
+// are read as the narrower of the two.
+func bestBudget(gaps []uint64, lo, hi uint64) uint64 {
+	if hi < lo {
+		hi = lo
+	}
+	best, bestCost := lo, cost(gaps, lo)
+	try := func(b uint64) {
+		if b < lo || b > hi {
+			return
+		}
+		if c := cost(gaps, b); c < bestCost || (c == bestCost && b < best) {
+			best, bestCost = b, c
+		}
+	}
+	try(hi)
+	for _, g := range gaps {
+		try(g)
+	}
+	return best
+}
+
+// cost is what spinning for budget b would have cost over gaps, in cycles
+// (saturating, so that absurd gaps cannot wrap it).
+func cost(gaps []uint64, b uint64) uint64 {
+	var total uint64
+	for _, g := range gaps {
+		c := g
+		if g > b {
+			c = b + wakeCost
+		}
+		if total+c < total {
+			return ^uint64(0)
+		}
+		total += c
+	}
+	return total
+}

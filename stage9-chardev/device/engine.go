@@ -1,0 +1,156 @@
+package device
+
+import (
+	"runtime"
+	"sync/atomic"
+
+	"softgpu/stage9-chardev/abi"
+	"softgpu/stage9-chardev/mmio"
+	"softgpu/stage9-chardev/trace"
+)
+
+// Engine is one of the device's engines: a goroutine that serves the
+// channels on its runlist (sched.go), executing the commands they announce.
+type Engine struct {
+	dev   *Device
+	id    abi.Engine
+	regs  *mmio.Registers
+	trace *trace.Buffer // nil when tracing is off
+
+	statusPage  uint64 // abi.EngineStatusPage(id)
+	controlPage uint64 // abi.EngineControlPage(id)
+	held        uint64 // window entries the running command holds; RegDMAHeld follows it (private; see dma.go)
+	ringSize    uint64
+	mask        uint64 // ringSize-1: index & mask is an entry
+
+	yieldEvery int // empty polls between yields; < 0 means never
+
+	// Private to the engine goroutine.
+	cur        *chanState // the channel being served: fetch, complete and signal work on it
+	job        job        // the command being executed (execute.go)
+	sched                 // the runlist and the scheduler's state (sched.go)
+	replaySeen uint64     // the last RegFaultReplay handled (fault.go)
+
+	wakeup    chan struct{} // idle.go: a sleeping engine waits for a token here; buffered, one token
+	idleSince uint64        // idle.go: clock when the budget started, at its first look; 0 when not started (private)
+	adaptive  adaptive      // adaptive.go: the learnt budget (private)
+	mmu       mmu           // mmu.go: the TLB and the context translated in (private)
+	wokenAt   atomic.Uint64 // idle.go: when Wake was last called
+}
+
+func newEngine(d *Device, id abi.Engine) *Engine {
+	e := &Engine{dev: d, id: id, regs: d.regs, trace: d.trace, statusPage: abi.EngineStatusPage(id),
+		ringSize: d.cfg.RingSize, mask: d.cfg.RingSize - 1, yieldEvery: d.cfg.YieldEvery,
+		controlPage: abi.EngineControlPage(id), wakeup: make(chan struct{}, 1), adaptive: adaptive{budget: abi.DefaultIdleBudget}}
+	e.resetRunlist()
+	return e
+}
+
+// ANCHOR: pollloop
+// pollLoop is the engine's whole life: take a runlist the driver has
+// submitted, choose the next command (sched.go), execute it, publish its
+// completion — or save it, if it was preempted; when no channel has work,
+// idle; until the driver (or Close) stops the device. A ring instead of a
+// mailbox, sleeping instead of spinning, or many channels instead of one,
+// replaces the pieces, not the loop.
+func (e *Engine) pollLoop() {
+	defer e.dev.running.Done()
+	defer e.stop()
+	for polls := 1; ; polls++ {
+		e.checkRunlist()
+		e.checkReplay()
+		if e.next() {
+			e.startCommand()
+			switch st := e.execute(&e.job); st {
+			case preempted:
+				e.preempt() // sched.go: saved; another channel runs next
+			case stalled:
+				e.stall() // fault.go: saved, and not served until the driver replays
+			case abi.StatusTimeout:
+				e.complete(st)
+				e.signal()
+				e.hang() // sched.go: the watchdog faults the channel and its context
+			default:
+				e.complete(st)
+				e.signal()
+			}
+			polls = 0
+			continue
+		}
+		if e.stopRequested() {
+			return
+		}
+		e.idle(polls)
+	}
+}
+
+// ANCHOR_END: pollloop
+
+// stopRequested reports whether the driver has stored ControlStop. The load
+// is of a line the driver writes once in the device's life, so it stays in
+// the engine's cache: polling it costs a few nanoseconds.
+func (e *Engine) stopRequested() bool {
+	return e.regs.Load(abi.RegControl) == abi.ControlStop
+}
+
+// stop publishes that this engine has stopped, and, if it is the last one,
+// that the device has. The stores come after the engine's last write to a
+// completion or to memory, so a driver that reads DeviceStopped knows every
+// completion is final.
+func (e *Engine) stop() {
+	if e.trace != nil {
+		e.trace.Record(trace.Event{Kind: trace.KindStop, Start: e.dev.clock.Now(), Engine: e.id})
+	}
+	e.regs.Store(e.statusPage+abi.RegEngineState, abi.EngineStopped)
+	if e.dev.live.Add(-1) == 0 {
+		e.regs.Store(abi.RegDeviceState, abi.DeviceStopped)
+		e.dev.raise(abi.IrqCauseStopped) // blocked waiters must look at the state
+		e.dev.disconnectInterrupts()
+	}
+}
+
+// ANCHOR: pause
+// pause is what a spinning engine does between empty polls: it yields the
+// P on every yieldEvery-th one. (Whether an idle engine spins at all is
+// idle's choice, in idle.go.)
+//
+// Two spinning engines and a host thread do not fit on a 2-core machine. An
+// engine that never yields holds its P until the Go scheduler preempts it
+// (~10-20 ms), so the host that rang the doorbell waits that long to run.
+// Calling runtime.Gosched every yieldEvery empty polls hands the P to any
+// runnable goroutine — the host, the other engine — and costs a few hundred
+// nanoseconds when nothing else wants it. The engine goroutine is not locked
+// to an OS thread: on a locked thread each yield is a trip through the kernel
+// (~20 µs here), which is worse than not yielding at all.
+func (e *Engine) pause(polls int) {
+	if e.yieldEvery > 0 && polls%e.yieldEvery == 0 {
+		runtime.Gosched()
+	}
+}
+
+// ANCHOR_END: pause
+
+// fault stops serving the channel being served: it publishes why (the value
+// first, then the fault, which the driver polls), raises the interrupt
+// line for it, and never reads the channel's ring or doorbell again. The
+// other channels are not affected.
+func (e *Engine) fault(f abi.ChannelFault, value uint64) {
+	c := e.cur
+	c.faulted = true
+	e.regs.Store(c.status+abi.RegChannelFaultValue, value)
+	// This store publishes the fault, and with it every completion and
+	// fence the engine wrote before it: the timeline is final. The
+	// driver's loads of RegChannelFault pair with it — in its waits, and
+	// in its interrupt handler, which runs after the raise below.
+	e.regs.Store(c.status+abi.RegChannelFault, uint64(f))
+	if e.trace != nil {
+		e.trace.Record(trace.Event{Kind: trace.KindFault, Start: e.dev.clock.Now(), Engine: e.id,
+			Channel: c.id, Arg: uint64(f), Seq: value})
+	}
+	// Tell the driver: its waiters for commands the channel will never run
+	// must stop waiting. Unlike a fence's, this interrupt is not gated by
+	// RegIrqArm: a waiter armed for a fence that will never come must hear
+	// of it.
+	e.regs.Set(abi.IrqChannelsReg(c.id))
+	e.dev.raise(abi.IrqCauseChannel)
+}

@@ -1,0 +1,238 @@
+package device
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"softgpu/stage9-chardev/abi"
+)
+
+// setIdle programs engine e's idle registers as the driver's SetIdle does.
+func setIdle(d *Device, e abi.Engine, mode abi.IdleMode, budget uint64) {
+	control := abi.EngineControlPage(e)
+	d.Registers().Store(control+abi.RegIdleBudget, budget)
+	d.Registers().Store(control+abi.RegIdleMode, uint64(mode))
+	d.Wake(abi.DefaultChannel(e))
+}
+
+func sleeps(d *Device, e abi.Engine) uint64 {
+	return d.Registers().Load(abi.EngineStatusPage(e) + abi.RegSleeps)
+}
+
+// asleep reports whether engine e says, in its registers, that it is
+// asleep: RegEngineState is EngineAsleep and RegNeedWakeup is set, so the
+// next doorbell must wake it.
+func asleep(d *Device, e abi.Engine) bool {
+	status := abi.EngineStatusPage(e)
+	return d.Registers().Load(status+abi.RegEngineState) == abi.EngineAsleep && d.Registers().Load(status+abi.RegNeedWakeup) == 1
+}
+
+// waitAsleep waits until exactly the engines in want are asleep. An engine
+// told to sleep gets there within its budget plus a scheduling delay; 5 s
+// is that many orders of magnitude over, so only an engine that never
+// sleeps (or never wakes) fails it.
+func waitAsleep(t *testing.T, d *Device, want ...abi.Engine) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ok := true
+		for e := range abi.Engine(abi.NumEngines) {
+			wanted := false
+			for _, w := range want {
+				wanted = wanted || w == e
+			}
+			ok = ok && asleep(d, e) == wanted
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 5 s: compute asleep %v, copy asleep %v; want asleep: %v",
+				asleep(d, abi.EngineCompute), asleep(d, abi.EngineCopy), want)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+func TestIdleRegistersResetToHybrid(t *testing.T) {
+	d := openTest(t, Config{})
+	for e := range abi.Engine(abi.NumEngines) {
+		control := abi.EngineControlPage(e)
+		mode, budget := abi.IdleMode(d.Registers().Load(control+abi.RegIdleMode)), d.Registers().Load(control+abi.RegIdleBudget)
+		if mode != abi.IdleHybrid || budget != abi.DefaultIdleBudget {
+			t.Errorf("%v engine at reset: mode %v, budget %d; want hybrid, %d", e, mode, budget, abi.DefaultIdleBudget)
+		}
+		lo, hi := d.Registers().Load(control+abi.RegIdleBudgetMin), d.Registers().Load(control+abi.RegIdleBudgetMax)
+		if lo != abi.DefaultIdleBudgetMin || hi != abi.DefaultIdleBudgetMax {
+			t.Errorf("%v engine at reset: adaptive bounds [%d, %d]; want [%d, %d]", e, lo, hi,
+				abi.DefaultIdleBudgetMin, abi.DefaultIdleBudgetMax)
+		}
+	}
+}
+
+// TestEachModeIdlesAsItSays runs commands on each idle mode with gaps between
+// them and checks, with RegSleeps, whether the engine slept.
+func TestEachModeIdlesAsItSays(t *testing.T) {
+	tests := []struct {
+		name   string
+		mode   abi.IdleMode
+		budget uint64
+		gap    time.Duration
+		sleeps bool
+	}{
+		// Spin never sleeps, whatever the gap.
+		{"spin", abi.IdleSpin, 0, 2 * time.Millisecond, false},
+		// Sleep sleeps after every command; the gap gives it time to.
+		{"sleep", abi.IdleSleep, 0, 2 * time.Millisecond, true},
+		// A hybrid budget of an hour is never spent in this test.
+		{"hybrid, gap inside the budget", abi.IdleHybrid, uint64(time.Hour), 2 * time.Millisecond, false},
+		// A 100 µs budget is spent during a 2 ms gap (or the wait for
+		// the engine to sleep below ends it).
+		{"hybrid, gap past the budget", abi.IdleHybrid, 100_000, 2 * time.Millisecond, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := openTest(t, Config{})
+			setIdle(d, abi.EngineCopy, tt.mode, tt.budget)
+			setIdle(d, abi.EngineCompute, abi.IdleSleep, 0) // keep the other engine off the cores
+			// The first command runs after the engine has read the new
+			// mode (setIdle woke it, if a sleep under the old one had
+			// begun), so sleeps counted from here are the new mode's.
+			if st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpNop}); st != abi.StatusOK {
+				t.Fatalf("NOP = %v", st)
+			}
+			before := sleeps(d, abi.EngineCopy)
+			for i := range 5 {
+				if st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: 0, Size: 64, Value: uint64(i)}); st != abi.StatusOK {
+					t.Fatalf("fill %d = %v", i, st)
+				}
+				time.Sleep(tt.gap)
+				if tt.sleeps {
+					waitAsleep(t, d, abi.EngineCompute, abi.EngineCopy)
+				}
+			}
+			slept := sleeps(d, abi.EngineCopy) - before
+			if tt.sleeps && slept < 5 {
+				t.Errorf("engine slept %d times in 5 gaps; want at least 5", slept)
+			}
+			if !tt.sleeps && slept != 0 {
+				t.Errorf("engine slept %d times; want 0", slept)
+			}
+			if data(d)[63] != 4 {
+				t.Errorf("memory after the last fill = %d; want 4", data(d)[63])
+			}
+		})
+	}
+}
+
+// TestSetIdleWakesASleeper switches a sleeping engine to spin: it must leave
+// sleep at once, not at the next doorbell.
+func TestSetIdleWakesASleeper(t *testing.T) {
+	d := openTest(t, Config{})
+	setIdle(d, abi.EngineCompute, abi.IdleSleep, 0)
+	setIdle(d, abi.EngineCopy, abi.IdleSleep, 0)
+	waitAsleep(t, d, abi.EngineCompute, abi.EngineCopy)
+	setIdle(d, abi.EngineCopy, abi.IdleSpin, 0)
+	waitAsleep(t, d, abi.EngineCompute)
+	setIdle(d, abi.EngineCompute, abi.IdleSpin, 0)
+	waitAsleep(t, d)
+}
+
+// TestCloseWakesSleepingEngines closes a device whose engines are both
+// asleep: Close must return, with both engines stopped.
+func TestCloseWakesSleepingEngines(t *testing.T) {
+	d := openTest(t, Config{})
+	for e := range abi.Engine(abi.NumEngines) {
+		setIdle(d, e, abi.IdleSleep, 0)
+	}
+	waitAsleep(t, d, abi.EngineCompute, abi.EngineCopy)
+	d.Close() // the cleanup's Close is then a no-op; leakcheck runs after it
+	for e := range abi.Engine(abi.NumEngines) {
+		if got := d.Registers().Load(abi.EngineStatusPage(e) + abi.RegEngineState); got != abi.EngineStopped {
+			t.Errorf("%v engine after Close: state %d; want EngineStopped", e, got)
+		}
+	}
+}
+
+// TestStaleWakeIsHarmless wakes an engine that is not asleep, then lets it
+// sleep: the token left behind sends it once round its loop for nothing,
+// and it goes back to sleep; commands before and after run.
+func TestStaleWakeIsHarmless(t *testing.T) {
+	d := openTest(t, Config{})
+	setIdle(d, abi.EngineCompute, abi.IdleSpin, 0)
+	setIdle(d, abi.EngineCopy, abi.IdleSpin, 0)
+	d.Wake(abi.DefaultChannel(abi.EngineCopy)) // a token for an engine that is spinning
+	setIdle(d, abi.EngineCopy, abi.IdleSleep, 0)
+	waitAsleep(t, d, abi.EngineCopy)
+	if st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpNop}); st != abi.StatusOK {
+		t.Fatalf("NOP after a stale wake = %v", st)
+	}
+	waitAsleep(t, d, abi.EngineCopy)
+}
+
+// TestWakeOfNoChannelIsHarmless: Wake with a channel the device does not
+// have does nothing — no panic.
+func TestWakeOfNoChannelIsHarmless(t *testing.T) {
+	d := openTest(t, Config{})
+	d.Wake(abi.NumChannels)
+	d.Wake(1<<16 - 1)
+}
+
+// TestAdaptiveBudgetStaysInBounds feeds the budget rule every kind of gap
+// — none, short, around the wake cost and the max, absurdly long — with
+// bounds of every shape, and checks that the budget never leaves them.
+func TestAdaptiveBudgetStaysInBounds(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	gapsOf := []uint64{0, 1, 5_000, 99_999, 100_000, 100_001, 199_999, 200_000, 200_001, 1 << 40, 1<<64 - 1}
+	bounds := [][2]uint64{{0, 200_000}, {0, 0}, {10_000, 10_000}, {50_000, 1 << 20}, {0, 1<<64 - 1}, {300, 7}}
+	for _, b := range bounds {
+		lo, hi := b[0], b[1]
+		var gaps []uint64
+		for range 2_000 {
+			g := gapsOf[rng.IntN(len(gapsOf))]
+			if rng.IntN(3) == 0 {
+				g = rng.Uint64()
+			}
+			gaps = append(gaps, g)
+			if len(gaps) > adaptiveHistory {
+				gaps = gaps[1:]
+			}
+			budget := bestBudget(gaps, lo, hi)
+			if effLo, effHi := lo, max(lo, hi); budget < effLo || budget > effHi {
+				t.Fatalf("bounds [%d, %d]: budget %d after gaps %v", lo, hi, budget, gaps)
+			}
+		}
+	}
+}
+
+// TestAdaptiveBudgetConverges: for a steady gap under the wake cost the
+// budget covers it (spin through, never wake); for a steady gap over it,
+// the budget is the min (sleep at once); for a mix of the two it covers
+// the short ones.
+func TestAdaptiveBudgetConverges(t *testing.T) {
+	const lo, hi = 0, 200_000
+	steady := func(g uint64) []uint64 {
+		gaps := make([]uint64, adaptiveHistory)
+		for i := range gaps {
+			gaps[i] = g
+		}
+		return gaps
+	}
+	for _, tt := range []struct {
+		name string
+		gaps []uint64
+		want uint64
+	}{
+		{"steady 3 us", steady(3_000), 3_000},
+		{"steady 30 us", steady(30_000), 30_000},
+		{"steady 90 us, under the wake cost", steady(90_000), 90_000},
+		{"steady 150 us, over the wake cost", steady(150_000), lo},
+		{"steady 1 ms, over the max", steady(1_000_000), lo},
+		{"bimodal 20 us and 1 ms", []uint64{20_000, 1_000_000, 20_000, 1_000_000, 21_000, 1_000_000}, 21_000},
+	} {
+		if got := bestBudget(tt.gaps, lo, hi); got != tt.want {
+			t.Errorf("%s: budget %d; want %d", tt.name, got, tt.want)
+		}
+	}
+}

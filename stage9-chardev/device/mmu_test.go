@@ -1,0 +1,326 @@
+package device
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"softgpu/stage9-chardev/abi"
+)
+
+// The MMU's tests build page tables by hand (vm_helpers_test.go) for a
+// context of their own, testCtx, and run commands in it.
+
+const testCtx abi.Context = 1
+
+// userTables enables testCtx with an empty root table in the upper half of
+// the table area (identityMap's tables for context 0 fill far less than the
+// lower half), and returns the allocator and the root.
+func userTables(t *testing.T, d *Device) (*tables, uint64) {
+	t.Helper()
+	tb := &tables{d: d, next: uint64(len(d.mem)) - tableArea/2}
+	root := tb.alloc(t, abi.RootBytes)
+	r := abi.ContextRegs(testCtx)
+	d.regs.Store(r+abi.RegCtxRoot, root)
+	d.regs.Store(r+abi.RegCtxFlags, abi.CtxEnabled)
+	return tb, root
+}
+
+// faultOf reads testCtx's fault registers: how many, the last VA and kind.
+func faultOf(d *Device) (n, va uint64, f abi.Fault) {
+	s := abi.ContextStatusRegs(testCtx)
+	return d.regs.Load(s + abi.RegCtxFaults), d.regs.Load(s + abi.RegCtxFaultVA), abi.Fault(d.regs.Load(s + abi.RegCtxFaultInfo))
+}
+
+// TestWalkEveryPageSize: a page of each size, found by a walk through as
+// many levels as its size needs, translates an offset inside it to the
+// same offset in its frame; a second access to the page hits the TLB.
+func TestWalkEveryPageSize(t *testing.T) {
+	tests := []struct {
+		size   abi.PageSize
+		off    uint64 // inside the page, and inside the 1 MiB the test can see
+		levels uint64 // the entries a walk reads
+	}{
+		{abi.Page4K, 0x123, 4},
+		{abi.Page64K, 0x5128, 4},
+		{abi.Page2M, 0x81230, 3},
+		{abi.Page1G, 0xf0008, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.size.String(), func(t *testing.T) {
+			d := openTest(t, Config{})
+			tb, root := userTables(t, d)
+			va := uint64(1)<<40 + 3*uint64(tt.size)
+			tb.mapPage(t, root, va, 0, tt.size, true, false) // frame 0 is aligned to every size
+			mem := data(d)
+			clear(mem)
+			for i := range 2 {
+				cmd := abi.Command{Op: abi.OpFill, Ctx: testCtx, Dst: va + tt.off, Size: 8, Value: uint64(0x41 + i)}
+				if st := run(t, d, abi.EngineCopy, cmd); st != abi.StatusOK {
+					t.Fatalf("FILL at %#x in a %v page = %v", va+tt.off, tt.size, st)
+				}
+			}
+			want := make([]byte, len(mem))
+			copy(want[tt.off:], bytes.Repeat([]byte{0x42}, 8))
+			if !bytes.Equal(mem, want) {
+				t.Fatalf("FILL through a %v page: memory differs from one write of 8 bytes at %#x", tt.size, tt.off)
+			}
+			hits, misses, reads := tlbCounters(t, d, abi.EngineCopy, tt.levels)
+			if misses != 1 || reads != tt.levels || hits < 1 {
+				t.Errorf("TLB counters: %d hits, %d misses, %d walk reads; want ≥1, 1, %d", hits, misses, reads, tt.levels)
+			}
+		})
+	}
+}
+
+// tlbCounters waits until engine e has published at least reads walk reads
+// (it publishes its counters when it goes idle), then returns its TLB
+// counters. RegTLBWalkReads is the last of the three the engine stores.
+func tlbCounters(t *testing.T, d *Device, e abi.Engine, reads uint64) (hits, misses, walkReads uint64) {
+	t.Helper()
+	page := abi.EngineStatusPage(e)
+	deadline := time.Now().Add(10 * time.Second)
+	for d.regs.Load(page+abi.RegTLBWalkReads) < reads {
+		if time.Now().After(deadline) {
+			t.Fatalf("engine %v published %d walk reads in 10 s; want %d", e, d.regs.Load(page+abi.RegTLBWalkReads), reads)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return d.regs.Load(page + abi.RegTLBHits), d.regs.Load(page + abi.RegTLBMisses), d.regs.Load(page + abi.RegTLBWalkReads)
+}
+
+// TestMalformedEntries: every entry a walk cannot follow fails the command
+// with StatusBadEntry, records FaultMalformed at the VA, and writes nothing.
+func TestMalformedEntries(t *testing.T) {
+	const va = uint64(1) << 40
+	tests := []struct {
+		name    string
+		corrupt func(t *testing.T, tb *tables, root uint64)
+	}{
+		{"reserved bit in the root", func(t *testing.T, tb *tables, root uint64) {
+			pe := pteAt(root, va, 0)
+			tb.write(pe, tb.read(pe)|1<<7)
+		}},
+		{"reserved bit in a leaf", func(t *testing.T, tb *tables, root uint64) {
+			pe := leafOf(tb, root, va)
+			tb.write(pe, tb.read(pe)|1<<9)
+		}},
+		{"a page kind the root does not allow", func(t *testing.T, tb *tables, root uint64) {
+			tb.write(pteAt(root, va, 0), abi.MakePage(0, abi.PTEPage2M, true, false))
+		}},
+		{"a 4 KiB page at level 2", func(t *testing.T, tb *tables, root uint64) {
+			l1 := tb.read(pteAt(root, va, 0)).Frame()
+			l2 := tb.read(pteAt(l1, va, 1)).Frame()
+			tb.write(pteAt(l2, va, 2), abi.MakePage(0, abi.PTEPage4K, true, false))
+		}},
+		{"a table entry at level 3", func(t *testing.T, tb *tables, root uint64) {
+			tb.write(leafOf(tb, root, va), abi.MakeTable(0x1000))
+		}},
+		{"a 2 MiB page at level 3", func(t *testing.T, tb *tables, root uint64) {
+			tb.write(leafOf(tb, root, va), abi.MakePage(0, abi.PTEPage2M, true, false))
+		}},
+		{"a 2 MiB page on a 4 KiB frame", func(t *testing.T, tb *tables, root uint64) {
+			l1 := tb.read(pteAt(root, va, 0)).Frame()
+			l2 := tb.read(pteAt(l1, va, 1)).Frame()
+			tb.write(pteAt(l2, va, 2), abi.MakePage(0x1000, abi.PTEPage2M, true, false))
+		}},
+		{"a 64 KiB page on a 4 KiB frame", func(t *testing.T, tb *tables, root uint64) {
+			tb.write(leafOf(tb, root, va), abi.MakePage(0x1000, abi.PTEPage64K, true, false))
+		}},
+		{"a table outside device memory", func(t *testing.T, tb *tables, root uint64) {
+			tb.write(pteAt(root, va, 0), abi.MakeTable(uint64(len(tb.d.mem))))
+		}},
+		{"a page beyond device memory", func(t *testing.T, tb *tables, root uint64) {
+			tb.write(leafOf(tb, root, va), abi.MakePage(uint64(len(tb.d.mem)), abi.PTEPage4K, true, false))
+		}},
+		{"a table in host memory", func(t *testing.T, tb *tables, root uint64) {
+			tb.write(pteAt(root, va, 0), tb.read(pteAt(root, va, 0))|abi.PTEHost)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := openTest(t, Config{})
+			tb, root := userTables(t, d)
+			tb.mapPage(t, root, va, 0x2000, abi.Page4K, true, false)
+			tt.corrupt(t, tb, root)
+			mem := data(d)
+			pattern(mem)
+			want := bytes.Clone(mem)
+			st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Ctx: testCtx, Dst: va + 8, Size: 8, Value: 0xff})
+			if st != abi.StatusBadEntry {
+				t.Fatalf("FILL through %s = %v; want %v", tt.name, st, abi.StatusBadEntry)
+			}
+			if n, fva, f := faultOf(d); n != 1 || fva != va+8 || f != abi.FaultMalformed|abi.FaultWrite {
+				t.Errorf("fault registers: %d faults, VA %#x, %v; want 1, %#x, %v", n, fva, f, va+8, abi.FaultMalformed|abi.FaultWrite)
+			}
+			if !bytes.Equal(mem, want) {
+				t.Errorf("a command that faulted changed memory")
+			}
+			if st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: 0, Size: 8, Value: 1}); st != abi.StatusOK {
+				t.Errorf("context 0 after the fault: %v", st)
+			}
+		})
+	}
+}
+
+// leafOf returns the PA of va's level-3 entry under root (the tables on the
+// way must exist).
+func leafOf(tb *tables, root, va uint64) uint64 {
+	table := root
+	for level := abi.RootLevel; level < abi.LeafLevel; level++ {
+		table = tb.read(pteAt(table, va, level)).Frame()
+	}
+	return pteAt(table, va, abi.LeafLevel)
+}
+
+// TestRunsFollowTheEntries: translate merges consecutive pages into one run
+// only when each continues the last — next frame, same permissions, same
+// aperture — and a page that does not still translates on its own. The
+// 4 KiB pages here are mapped so that every way of breaking a run occurs:
+// a jump in frames, a frame going backwards, and a read-only page in the
+// middle of frames that would otherwise continue.
+func TestRunsFollowTheEntries(t *testing.T) {
+	const va = uint64(1) << 40
+	d := openTest(t, Config{})
+	tb, root := userTables(t, d)
+	frames := []uint64{0x10000, 0x11000, 0x12000, 0x20000, 0x21000, 0x08000, 0x09000, 0x0a000}
+	for i, pa := range frames {
+		tb.mapPage(t, root, va+uint64(i)<<12, pa, abi.Page4K, true, false)
+	}
+	mem := data(d)
+	pattern(mem)
+	want := bytes.Clone(mem)
+	src := make([]byte, len(frames)<<12)
+	for i := range src {
+		src[i] = byte(i*13 + i>>12)
+	}
+	const srcPA = 0x40000 // context 0 maps it here
+	copy(mem[srcPA:], src)
+	copy(want[srcPA:], src)
+	cmd := abi.Command{Op: abi.OpCopy, Ctx: testCtx, Src: va, Dst: va, Size: uint64(len(src))}
+	// The source is context 0's; testCtx maps it at its own VA too.
+	for i := range uint64(len(frames)) {
+		tb.mapPage(t, root, va+1<<30+i<<12, srcPA+i<<12, abi.Page4K, false, false)
+	}
+	cmd.Src = va + 1<<30
+	if st := run(t, d, abi.EngineCopy, cmd); st != abi.StatusOK {
+		t.Fatalf("COPY over %d pages = %v", len(frames), st)
+	}
+	for i, pa := range frames {
+		copy(want[pa:pa+4096], src[i<<12:])
+	}
+	if !bytes.Equal(mem, want) {
+		t.Fatalf("COPY through scattered 4 KiB pages: memory differs from each page landing in its frame")
+	}
+
+	// A read-only page between two writable ones, on consecutive frames: a
+	// write stops at it, and the fault names its first byte.
+	const ro = va + 32<<20
+	for i := range uint64(3) {
+		tb.mapPage(t, root, ro+i<<12, 0x60000+i<<12, abi.Page4K, i != 1, false)
+	}
+	st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Ctx: testCtx, Dst: ro, Size: 3 << 12, Value: 0x77})
+	if st != abi.StatusReadOnly {
+		t.Fatalf("FILL across a read-only page = %v; want %v", st, abi.StatusReadOnly)
+	}
+	if _, fva, f := faultOf(d); fva != ro+1<<12 || f != abi.FaultReadOnly|abi.FaultWrite {
+		t.Errorf("fault at %#x, %v; want %#x, %v", fva, f, ro+1<<12, abi.FaultReadOnly|abi.FaultWrite)
+	}
+	if !bytes.Equal(mem[0x61000:0x62000], want[0x61000:0x62000]) {
+		t.Errorf("the read-only page was written")
+	}
+	if !bytes.Equal(mem[0x62000:0x63000], want[0x62000:0x63000]) {
+		t.Errorf("the page after the fault was written")
+	}
+}
+
+// TestInvalidationDropsWhatTheTLBHolds: a translation the TLB holds
+// outlives a change to its entry — that is what a TLB is — until the
+// driver's invalidation request names it; the engine acknowledges the
+// request with its generation, and a request for another context leaves
+// the entry alone.
+func TestInvalidationDropsWhatTheTLBHolds(t *testing.T) {
+	const va = uint64(1) << 40
+	d := openTest(t, Config{})
+	tb, root := userTables(t, d)
+	tb.mapPage(t, root, va, 0x10000, abi.Page4K, true, false)
+	mem := data(d)
+	clear(mem)
+	fill := func(v uint64) {
+		t.Helper()
+		if st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Ctx: testCtx, Dst: va, Size: 8, Value: v}); st != abi.StatusOK {
+			t.Fatalf("FILL = %v", st)
+		}
+	}
+	fill(1) // cached now
+	tb.write(leafOf(tb, root, va), abi.MakePage(0x20000, abi.PTEPage4K, true, false))
+	fill(2)
+	if mem[0x10000] != 2 || mem[0x20000] != 0 {
+		t.Fatalf("after the entry changed, without invalidation: old frame %d, new frame %d; want the TLB's frame written", mem[0x10000], mem[0x20000])
+	}
+	invalidate := func(ctx abi.Context, gen uint64) {
+		t.Helper()
+		d.regs.Store(abi.RegInvalCtx, uint64(ctx))
+		d.regs.Store(abi.RegInvalVA, va)
+		d.regs.Store(abi.RegInvalSize, 4096)
+		d.regs.Store(abi.RegInvalGen, gen)
+		ack := abi.EngineStatusPage(abi.EngineCopy) + abi.RegInvalAck
+		deadline := time.Now().Add(10 * time.Second)
+		for d.regs.Load(ack) != gen {
+			if time.Now().After(deadline) {
+				t.Fatalf("invalidation %d not acknowledged in 10 s (ack %d)", gen, d.regs.Load(ack))
+			}
+			ringDoorbell(d, abi.DefaultChannel(abi.EngineCopy), d.regs.Load(abi.DoorbellPage(abi.DefaultChannel(abi.EngineCopy))+abi.RegDoorbell))
+			time.Sleep(time.Millisecond)
+		}
+	}
+	invalidate(0, 1) // another context's range
+	fill(3)
+	if mem[0x10000] != 3 {
+		t.Fatalf("an invalidation of context 0 dropped context %d's entry", testCtx)
+	}
+	invalidate(testCtx, 2)
+	fill(4)
+	if mem[0x20000] != 4 || mem[0x10000] != 3 {
+		t.Fatalf("after invalidation: old frame %d, new frame %d; want the new frame written", mem[0x10000], mem[0x20000])
+	}
+}
+
+// TestStickyContextStopsAtItsFault: a sticky context fails every command
+// after its first fault with StatusCtxFaulted, without translating, until
+// the driver acknowledges the faults; a context that is not enabled, or
+// out of range, is StatusBadContext.
+func TestStickyContextStopsAtItsFault(t *testing.T) {
+	const va = uint64(1) << 40
+	d := openTest(t, Config{})
+	tb, root := userTables(t, d)
+	tb.mapPage(t, root, va, 0x10000, abi.Page4K, true, false)
+	r := abi.ContextRegs(testCtx)
+	d.regs.Store(r+abi.RegCtxFlags, abi.CtxEnabled|abi.CtxSticky)
+	good := abi.Command{Op: abi.OpFill, Ctx: testCtx, Dst: va, Size: 8, Value: 9}
+	if st := run(t, d, abi.EngineCopy, good); st != abi.StatusOK {
+		t.Fatalf("FILL in a healthy sticky context = %v", st)
+	}
+	bad := good
+	bad.Dst = va + 4096 // unmapped
+	if st := run(t, d, abi.EngineCopy, bad); st != abi.StatusOutOfRange {
+		t.Fatalf("FILL at an unmapped VA = %v; want %v", st, abi.StatusOutOfRange)
+	}
+	mem := data(d)
+	mem[0x10000] = 0
+	if st := run(t, d, abi.EngineCopy, good); st != abi.StatusCtxFaulted || mem[0x10000] != 0 {
+		t.Fatalf("FILL after the fault = %v, wrote %d; want %v and nothing written", st, mem[0x10000], abi.StatusCtxFaulted)
+	}
+	n, _, _ := faultOf(d)
+	d.regs.Store(r+abi.RegCtxFaultAck, n)
+	if st := run(t, d, abi.EngineCopy, good); st != abi.StatusOK || mem[0x10000] != 9 {
+		t.Fatalf("FILL after the driver cleared the fault = %v, wrote %d", st, mem[0x10000])
+	}
+	for _, ctx := range []abi.Context{2, abi.MaxContexts, 0xffff} {
+		cmd := good
+		cmd.Ctx = ctx
+		if st := run(t, d, abi.EngineCopy, cmd); st != abi.StatusBadContext {
+			t.Errorf("FILL in context %d = %v; want %v", ctx, st, abi.StatusBadContext)
+		}
+	}
+}

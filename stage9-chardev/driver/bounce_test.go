@@ -1,0 +1,156 @@
+package driver
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"softgpu/stage9-chardev/device"
+	"softgpu/stage9-chardev/internal/leakcheck"
+)
+
+// TestStagedCopies copies ordinary slices both ways through bounce rings of
+// several shapes, for sizes around every chunk boundary and past the point
+// where the ring of buffers wraps. Each chunk is one COPY, so the doorbells
+// count the chunks.
+func TestStagedCopies(t *testing.T) {
+	const dst = 8192
+	shapes := []struct {
+		name     string
+		ringSize uint64 // the command ring: smaller than the bounce ring makes the submitter wait for room
+		cfg      Config
+		sizes    []int
+	}{
+		{"chunk=1000/buffers=3", 0, Config{BounceChunk: 1000, BounceBuffers: 3},
+			[]int{1, 999, 1000, 1001, 2999, 3000, 3001, 7013, 64<<10 + 5}},
+		{"chunk=4096/buffers=1", 0, Config{BounceChunk: 4096, BounceBuffers: 1},
+			[]int{1, 4095, 4096, 3*4096 + 1}},
+		{"chunk=512/buffers=8/ring=2", 2, Config{BounceChunk: 512, BounceBuffers: 8},
+			[]int{511, 512, 8*512 + 1, 20*512 + 7}},
+		{"default", 0, Config{},
+			[]int{DefaultBounceChunk - 1, DefaultBounceChunk + 1, DefaultBounceBuffers*DefaultBounceChunk + 3}},
+	}
+	for _, shape := range shapes {
+		t.Run(shape.name, func(t *testing.T) {
+			d := openPinned(t, device.Config{RingSize: shape.ringSize}, shape.cfg)
+			chunk := int(d.bounce.chunk)
+			for i, size := range shape.sizes {
+				src := patterned(size, byte(i))
+				bells := d.Doorbells()
+				if err := d.CopyToDevice(dst, src); err != nil {
+					t.Fatalf("CopyToDevice(%d bytes): %v", size, err)
+				}
+				if got := d.hw.Memory()[dst : dst+size]; !bytes.Equal(got, src) {
+					t.Errorf("CopyToDevice(%d bytes): device memory differs at byte %d", size, firstDifference(got, src))
+				}
+				got := make([]byte, size)
+				if err := d.CopyFromDevice(got, dst); err != nil {
+					t.Fatalf("CopyFromDevice(%d bytes): %v", size, err)
+				}
+				if !bytes.Equal(got, src) {
+					t.Errorf("CopyFromDevice(%d bytes) differs at byte %d", size, firstDifference(got, src))
+				}
+				chunks := (size + chunk - 1) / chunk
+				if rung := d.Doorbells() - bells; shape.ringSize == 0 && rung != uint64(2*chunks) {
+					t.Errorf("%d bytes both ways: %d doorbells; want %d, one per chunk", size, rung, 2*chunks)
+				}
+			}
+		})
+	}
+}
+
+// TestConcurrentCopies runs staged and pinned copies from several
+// goroutines at once, each on its own stretch of device memory. Staged
+// copies take turns on the bounce ring; under -race this also checks that
+// discipline.
+func TestConcurrentCopies(t *testing.T) {
+	d := openPinned(t, device.Config{}, Config{BounceChunk: 4096, BounceBuffers: 2})
+	const workers, size = 4, 3*4096 + 100
+	pinned := hostAlloc(t, d, workers*size)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			dst := uint64(AllocBase + w*size)
+			src := patterned(size, byte(w))
+			host := src
+			if w%2 == 1 { // odd workers copy from and to pinned memory
+				host = pinned.Bytes()[w*size : (w+1)*size]
+				copy(host, src)
+			}
+			for round := range 20 {
+				if err := d.CopyToDevice(dst, host); err != nil {
+					t.Errorf("worker %d round %d: CopyToDevice = %v", w, round, err)
+					return
+				}
+				got := make([]byte, size)
+				if err := d.CopyFromDevice(got, dst); err != nil {
+					t.Errorf("worker %d round %d: CopyFromDevice = %v", w, round, err)
+					return
+				}
+				if !bytes.Equal(got, src) {
+					t.Errorf("worker %d round %d: read back differs at byte %d", w, round, firstDifference(got, src))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestCloseDuringStagedCopies closes the driver while goroutines stage
+// copies in and out: each copy returns nil or ErrClosed, and Close frees the
+// bounce ring only once they are out of it (a buffer unmapped under a CPU
+// copy would crash the test).
+func TestCloseDuringStagedCopies(t *testing.T) {
+	for round := range 5 {
+		d := openPinned(t, device.Config{}, Config{BounceChunk: 64 << 10, BounceBuffers: 2})
+		var wg sync.WaitGroup
+		for w := range 2 {
+			wg.Go(func() {
+				buf := make([]byte, 1<<20)
+				for {
+					err := d.CopyToDevice(AllocBase, buf)
+					if w == 1 {
+						err = d.CopyFromDevice(buf, AllocBase)
+					}
+					if err == nil {
+						continue
+					}
+					if !errors.Is(err, ErrClosed) {
+						t.Errorf("round %d: staged copy interrupted by Close = %v; want ErrClosed", round, err)
+					}
+					return
+				}
+			})
+		}
+		time.Sleep(time.Duration(round) * time.Millisecond)
+		d.Close()
+		wg.Wait()
+		if d.bounce.pinned != nil {
+			t.Errorf("round %d: the bounce ring is still mapped after Close", round)
+		}
+	}
+}
+
+func TestBounceConfig(t *testing.T) {
+	for _, cfg := range []Config{
+		{BounceChunk: maxBounceChunk + 1},
+		{BounceBuffers: -1},
+		{BounceBuffers: maxBounceBuffers + 1},
+	} {
+		t.Run(fmt.Sprintf("%+v", cfg), func(t *testing.T) {
+			leakcheck.Check(t)
+			dev, err := device.Open(device.Config{MemorySize: 1 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dev.Close()
+			if _, err := New(dev, cfg); !errors.Is(err, ErrConfig) {
+				t.Errorf("New(%+v) = %v; want ErrConfig", cfg, err)
+			}
+		})
+	}
+}

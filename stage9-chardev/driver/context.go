@@ -1,0 +1,306 @@
+package driver
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+
+	"softgpu/stage9-chardev/abi"
+)
+
+// A context is an address space: its own page tables, its own virtual
+// addresses, and an id the commands that run in it carry. A context the
+// driver makes for a user (NewContext) maps only what the user allocated or
+// mapped in it, so no command of it can reach another context's memory —
+// nor any device memory the driver did not map for it.
+//
+// A user context is sticky: after its first fault every later command of
+// it fails with abi.StatusCtxFaulted, until ClearFault. That is what real
+// GPUs do with a context whose work took an MMU fault — its later work
+// cannot be trusted to see the memory it expected — and it stops a faulting
+// program from running on as if nothing happened. The error says where the
+// fault was (Err).
+//
+// Virtual addresses of a user context start at userVABase (2 MiB): address
+// 0 and the first pages stay unmapped, so a zero pointer faults.
+
+const (
+	userVABase = 2 << 20
+	userVAEnd  = 1 << 47
+)
+
+// Context is one address space.
+type Context struct {
+	d    *Driver
+	id   abi.Context
+	root uint64 // device PA of its root table
+
+	// mu guards va, mappings, closed and channels.
+	mu       sync.Mutex
+	va       *Allocator // its virtual addresses (nil for context 0, which maps everything)
+	mappings map[uint64]*mapping
+	closed   bool
+	channels []*Channel // opened for it by NewChannel (runlist.go), closed with it
+}
+
+// mapping is one range of a context's address space.
+type mapping struct {
+	va, size uint64
+	runs     []pageRun
+	pa       uint64  // device memory the context owns (Alloc), or the bus address (Map)
+	pinned   *Pinned // the pinned region it maps, for Map
+}
+
+// FaultError is a context's fault, as the device recorded it.
+type FaultError struct {
+	Context abi.Context
+	VA      uint64
+	Fault   abi.Fault
+	Count   uint64 // faults since the context's last ClearFault
+}
+
+func (e *FaultError) Error() string {
+	return fmt.Sprintf("softgpu: context %d faulted at VA %#x: %v (%d fault(s) since cleared)", e.Context, e.VA, e.Fault, e.Count)
+}
+
+func (e *FaultError) Unwrap() error { return ErrContextFaulted }
+
+// NewContext makes an address space with nothing mapped in it.
+func (d *Driver) NewContext() (*Context, error) {
+	if d.closed.Load() {
+		return nil, ErrClosed
+	}
+	d.vm.mu.Lock()
+	defer d.vm.mu.Unlock()
+	id := abi.Context(slices.IndexFunc(d.vm.contexts[1:], func(c *Context) bool { return c == nil }) + 1)
+	if id == 0 {
+		return nil, fmt.Errorf("%w: all %d contexts are in use", ErrContext, abi.MaxContexts)
+	}
+	root, err := d.vm.pool.table(abi.RootBytes)
+	if err != nil {
+		return nil, err
+	}
+	c := &Context{d: d, id: id, root: root, va: NewRangeAllocator(userVABase, userVAEnd), mappings: map[uint64]*mapping{}}
+	d.vm.contexts[id] = c
+	d.enableContext(c, true)
+	return c, nil
+}
+
+// ID returns the context's id, the one its commands carry.
+func (c *Context) ID() abi.Context { return c.id }
+
+// pageFor returns the page size to map size bytes with: page if given,
+// else the largest of 4 KiB, 64 KiB and 2 MiB that size fills — the largest
+// the alignment will allow, as real drivers choose.
+func pageFor(size uint64, page abi.PageSize) (abi.PageSize, error) {
+	switch page {
+	case 0:
+		for _, p := range []abi.PageSize{abi.Page2M, abi.Page64K} {
+			if size >= uint64(p) {
+				return p, nil
+			}
+		}
+		return abi.Page4K, nil
+	case abi.Page4K, abi.Page64K, abi.Page2M:
+		return page, nil
+	}
+	return 0, fmt.Errorf("%w: page size %d is not 4 KiB, 64 KiB or 2 MiB", ErrContext, uint64(page))
+}
+
+// ANCHOR: alloc
+// Alloc reserves size bytes of device memory and maps them at a new VA of
+// the context, with pages of the given size (0: the largest that fits) —
+// the memory aligned for them — and returns the VA. In context 0 it is the
+// driver's Alloc: the linear map already maps it, at its own address.
+func (c *Context) Alloc(size uint64, page abi.PageSize) (uint64, error) {
+	if c.id == 0 {
+		return c.d.Alloc(size)
+	}
+	page, err := pageFor(size, page)
+	if err != nil {
+		return 0, err
+	}
+	if c.d.closed.Load() {
+		return 0, ErrClosed
+	}
+	pa, err := c.d.alloc.AllocAligned(size, uint64(page))
+	if err != nil {
+		return 0, err
+	}
+	va, err := c.mapAt(pa, size, page, nil)
+	if err != nil {
+		c.d.alloc.Free(pa)
+		return 0, err
+	}
+	return va, nil
+}
+
+// ANCHOR_END: alloc
+
+// Map maps pinned memory p into the context, with pages up to the given
+// size (0: the largest that fits), and returns its VA. In context 0 every
+// pinned region is mapped already, at its bus address.
+func (c *Context) Map(p *Pinned, page abi.PageSize) (uint64, error) {
+	if p == nil || len(p.bytes) == 0 {
+		return 0, ErrBadHostFree
+	}
+	if c.id == 0 {
+		return p.bus, nil
+	}
+	page, err := pageFor(uint64(len(p.mapping)), page)
+	if err != nil {
+		return 0, err
+	}
+	return c.mapAt(p.bus, uint64(len(p.mapping)), page, p)
+}
+
+// mapAt maps size bytes at physical address pa at a fresh VA, aligned for
+// page.
+func (c *Context) mapAt(pa, size uint64, page abi.PageSize, pinned *Pinned) (uint64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return 0, fmt.Errorf("%w: context %d is closed", ErrContext, c.id)
+	}
+	va, err := c.va.AllocAligned(size, uint64(page))
+	if err != nil {
+		return 0, fmt.Errorf("%w: no virtual addresses left: %w", ErrContext, err)
+	}
+	rounded := (size + uint64(page) - 1) &^ (uint64(page) - 1)
+	runs, err := c.d.mapRange(c.root, va, pa, rounded, page, true, pinned != nil)
+	if err != nil {
+		c.va.Free(va)
+		return 0, err
+	}
+	m := &mapping{va: va, size: rounded, runs: runs, pa: pa, pinned: pinned}
+	c.mappings[va] = m
+	if pinned != nil {
+		c.d.pinMu.Lock()
+		pinned.mapped = append(pinned.mapped, contextVA{c, va})
+		c.d.pinMu.Unlock()
+	}
+	return va, nil
+}
+
+// ANCHOR: unmap
+// Unmap takes the mapping at va out of the context, and, for memory the
+// context allocated, gives it back. It clears the entries, invalidates
+// every engine's TLB for the range and waits for them (vm.go), and only
+// then frees the memory: no command can reach it afterwards, through an
+// old translation or a new one.
+func (c *Context) Unmap(va uint64) error {
+	if c.id == 0 {
+		return c.d.Free(va)
+	}
+	c.mu.Lock()
+	m, ok := c.mappings[va]
+	if ok {
+		delete(c.mappings, va)
+	}
+	c.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: no mapping at %#x in context %d", ErrBadFree, va, c.id)
+	}
+	c.unmap(m)
+	return nil
+}
+
+// ANCHOR_END: unmap
+
+// Free is Unmap, by the name Alloc's caller expects.
+func (c *Context) Free(va uint64) error { return c.Unmap(va) }
+
+// unmap removes m, which is out of the mappings already.
+func (c *Context) unmap(m *mapping) {
+	c.d.unmapRange(c.root, m.runs)
+	c.d.invalidate(c.id, m.va, m.size) // after this, no engine translates into m
+	c.mu.Lock()
+	c.va.Free(m.va)
+	c.mu.Unlock()
+	if m.pinned == nil {
+		c.d.alloc.Free(m.pa)
+		return
+	}
+	c.d.pinMu.Lock()
+	m.pinned.mapped = slices.DeleteFunc(m.pinned.mapped, func(x contextVA) bool { return x.ctx == c && x.va == m.va })
+	c.d.pinMu.Unlock()
+}
+
+// Err returns the context's fault as a *FaultError if it has faulted since
+// it was made or last cleared, or nil.
+func (c *Context) Err() error {
+	regs, s := c.d.regs, abi.ContextStatusRegs(c.id)
+	count := regs.Load(s+abi.RegCtxFaults) - regs.Load(abi.ContextRegs(c.id)+abi.RegCtxFaultAck)
+	if count == 0 {
+		return nil
+	}
+	return &FaultError{Context: c.id, VA: regs.Load(s + abi.RegCtxFaultVA), Fault: abi.Fault(regs.Load(s + abi.RegCtxFaultInfo)), Count: count}
+}
+
+// ClearFault acknowledges the context's faults: its commands run again.
+func (c *Context) ClearFault() {
+	c.d.regs.Store(abi.ContextRegs(c.id)+abi.RegCtxFaultAck, c.d.regs.Load(abi.ContextStatusRegs(c.id)+abi.RegCtxFaults))
+}
+
+// Close closes the context's channels, unmaps everything the context
+// maps, frees what it allocated and its tables, and gives its id back. Commands of it still queued fail with
+// abi.StatusBadContext. Context 0 cannot be closed.
+func (c *Context) Close() error {
+	if c.id == 0 {
+		return fmt.Errorf("%w: the driver's own context cannot be closed", ErrContext)
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	chs := slices.Clone(c.channels)
+	c.mu.Unlock()
+	for _, ch := range chs { // off the runlists first: no command of the context runs after this
+		ch.Close()
+	}
+	c.d.freeContextManaged(c) // managed.go
+	c.mu.Lock()
+	ms := make([]*mapping, 0, len(c.mappings))
+	for _, m := range c.mappings {
+		ms = append(ms, m)
+	}
+	clear(c.mappings)
+	c.mu.Unlock()
+	for _, m := range ms {
+		c.unmap(m)
+	}
+	c.d.regs.Store(abi.ContextRegs(c.id)+abi.RegCtxFlags, 0)
+	c.d.invalidate(c.id, 0, 0)
+	c.d.freeTables(c.root, abi.RootLevel)
+	c.d.vm.mu.Lock()
+	c.d.vm.contexts[c.id] = nil
+	c.d.vm.mu.Unlock()
+	return nil
+}
+
+// contextVA is a place a pinned region is mapped.
+type contextVA struct {
+	ctx *Context
+	va  uint64
+}
+
+// addChannel adds ch to the context's channels, unless the context is
+// closed (or the driver is): then it reports false.
+func (c *Context) addChannel(ch *Channel) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.d.closed.Load() {
+		return false
+	}
+	c.channels = append(c.channels, ch)
+	return true
+}
+
+// removeChannel takes ch off the context's channels.
+func (c *Context) removeChannel(ch *Channel) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.channels = slices.DeleteFunc(c.channels, func(x *Channel) bool { return x == ch })
+}

@@ -1,0 +1,425 @@
+package driver
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"softgpu/stage9-chardev/abi"
+	"softgpu/stage9-chardev/device"
+	"softgpu/stage9-chardev/internal/leakcheck"
+)
+
+// openTest opens a 4 MiB device and a driver on it with default settings.
+func openTest(t *testing.T) *Driver {
+	t.Helper()
+	return openWith(t, device.Config{MemorySize: 4 << 20}, Config{})
+}
+
+// openWith opens a device with dcfg (1 MiB of memory unless it says
+// otherwise) and a driver on it with cfg. Both are closed when the test
+// ends, and the test fails if it leaves a goroutine behind. Every test
+// helper that opens a driver goes through here.
+func openWith(t *testing.T, dcfg device.Config, cfg Config) *Driver {
+	t.Helper()
+	leakcheck.Check(t)
+	if dcfg.MemorySize == 0 {
+		dcfg.MemorySize = 1 << 20
+	}
+	dev, err := device.Open(dcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(dev, cfg)
+	if err != nil {
+		dev.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+func TestSubmitReportsTheDevicesStatus(t *testing.T) {
+	d := openTest(t)
+	tests := []struct {
+		name string
+		e    abi.Engine
+		cmd  abi.Command
+		want error // nil, or the abi.Status the error must wrap
+	}{
+		{"nop", abi.EngineCopy, abi.Command{Op: abi.OpNop}, nil},
+		{"fill", abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: 4096, Size: 64, Value: 1}, nil},
+		{"out of range", abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: 4 << 20, Size: 1}, abi.StatusOutOfRange},
+		{"wrong engine", abi.EngineCompute, abi.Command{Op: abi.OpCopy, Size: 1}, abi.StatusWrongEngine},
+		{"bad opcode", abi.EngineCompute, abi.Command{Op: 0xee}, abi.StatusBadOpcode},
+	}
+	for _, tt := range tests {
+		err := d.Submit(tt.e, tt.cmd)
+		switch {
+		case tt.want == nil && err != nil:
+			t.Errorf("%s: Submit = %v; want nil", tt.name, err)
+		case tt.want != nil && !errors.Is(err, tt.want):
+			t.Errorf("%s: Submit = %v; want an error wrapping %v", tt.name, err, tt.want)
+		}
+		var ce *CommandError
+		if tt.want != nil && (!errors.As(err, &ce) || ce.Op != tt.cmd.Op || ce.Engine != tt.e) {
+			t.Errorf("%s: Submit = %#v; want a *CommandError naming %v on %v", tt.name, err, tt.cmd.Op, tt.e)
+		}
+	}
+	if err := d.Submit(abi.NumEngines, abi.Command{Op: abi.OpNop}); err == nil {
+		t.Errorf("Submit to engine %d = nil; want an error", abi.NumEngines)
+	}
+}
+
+// TestConcurrentSubmitters has several goroutines fill their own regions on
+// both engines at once; under -race this also checks the lock discipline.
+func TestConcurrentSubmitters(t *testing.T) {
+	d := openTest(t)
+	const workers, rounds, region = 6, 50, 512
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			base := uint64(AllocBase + w*region)
+			for r := range rounds {
+				e := abi.Engine(r % abi.NumEngines)
+				if err := d.Submit(e, abi.Command{Op: abi.OpFill, Dst: base, Size: region, Value: uint64(w*rounds + r)}); err != nil {
+					errs <- fmt.Errorf("worker %d round %d: %w", w, r, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	got := make([]byte, region)
+	for w := range workers {
+		if err := d.CopyFromDevice(got, uint64(AllocBase+w*region)); err != nil {
+			t.Fatal(err)
+		}
+		want := bytes.Repeat([]byte{byte(w*rounds + rounds - 1)}, region)
+		if !bytes.Equal(got, want) {
+			t.Errorf("worker %d's region holds %#x...; want its last fill %#x", w, got[0], want[0])
+		}
+	}
+}
+
+func TestCloseWithACommandInFlight(t *testing.T) {
+	d := openTest(t)
+	done := make(chan error, 1)
+	go func() { done <- d.Submit(abi.EngineCompute, abi.Command{Op: abi.OpDelay, Value: 1 << 62}) }()
+	time.Sleep(10 * time.Millisecond) // let it reach the engine; the outcome must be an error either way
+	if err := d.Close(); err != nil {
+		t.Fatalf("Close = %v", err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrClosed) && !errors.Is(err, abi.StatusAborted) {
+			t.Errorf("Submit interrupted by Close = %v; want ErrClosed or StatusAborted", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Submit still waiting 10 s after Close")
+	}
+}
+
+// TestCloseWithManySubmitters closes the driver while eight goroutines
+// submit on both engines, twenty times over: every Submit must return, each
+// with success, ErrClosed or StatusAborted, and no goroutine may be left.
+func TestCloseWithManySubmitters(t *testing.T) {
+	rounds := 20
+	if testing.Short() {
+		rounds = 5
+	}
+	for round := range rounds {
+		d := openTest(t)
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for w := range 8 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					cmd := abi.Command{Op: abi.OpFill, Dst: uint64(AllocBase + 64*w), Size: 64}
+					if i%7 == 0 {
+						cmd = abi.Command{Op: abi.OpDelay, Value: 20_000}
+					}
+					err := d.Submit(abi.Engine(i%abi.NumEngines), cmd)
+					if err == nil {
+						continue
+					}
+					if !errors.Is(err, ErrClosed) && !errors.Is(err, abi.StatusAborted) {
+						errs <- fmt.Errorf("round %d, worker %d: Submit = %w", round, w, err)
+					}
+					return
+				}
+			})
+		}
+		time.Sleep(time.Duration(round%4) * time.Millisecond)
+		d.Close()
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: submitters still blocked 10 s after Close", round)
+		}
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+	}
+}
+
+// TestSubmitReturnsOnlyWhenTheEngineIsDone closes the driver under a long
+// COPY. Whatever Submit returns, the engine must be finished with the
+// command by then: a caller is entitled to free the memory it named.
+func TestSubmitReturnsOnlyWhenTheEngineIsDone(t *testing.T) {
+	d := openTest(t)
+	const n = 2 << 20
+	done := make(chan error, 1)
+	go func() {
+		done <- d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpCopy, Src: 0, Dst: n, Size: n})
+	}()
+	time.Sleep(100 * time.Microsecond)
+	d.Close()
+	<-done
+	if n := len(leakcheck.RunningIn("(*Engine).execute")); n != 0 {
+		t.Errorf("Submit returned while %d engines still ran a command", n)
+	}
+}
+
+// TestNewOnAUsedDevice binds a second driver to a device that has already
+// run commands: its first Submit must wait for its own command, not return
+// on the previous driver's completion.
+func TestNewOnAUsedDevice(t *testing.T) {
+	leakcheck.Check(t)
+	dev, err := device.Open(device.Config{MemorySize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	first, err := New(dev, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if err := first.Submit(abi.EngineCopy, abi.Command{Op: abi.OpNop}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	second, err := New(dev, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Submit(abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: 8192, Size: 4096, Value: 9}); err != nil {
+		t.Fatalf("second driver's FILL = %v", err)
+	}
+	got := make([]byte, 4096)
+	second.CopyFromDevice(got, 8192)
+	if !bytes.Equal(got, bytes.Repeat([]byte{9}, 4096)) {
+		t.Errorf("second driver's FILL returned before the engine ran it")
+	}
+	if err := second.Submit(abi.EngineCopy, abi.Command{Op: 0xee}); !errors.Is(err, abi.StatusBadOpcode) {
+		t.Errorf("second driver's bad opcode = %v; want StatusBadOpcode", err)
+	}
+}
+
+func TestCallsAfterCloseFail(t *testing.T) {
+	d := openTest(t)
+	addr, err := d.Alloc(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	d.Close() // idempotent
+	calls := map[string]error{
+		"Submit":         d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpNop}),
+		"CopyToDevice":   d.CopyToDevice(addr, []byte{1}),
+		"CopyFromDevice": d.CopyFromDevice(make([]byte, 1), addr),
+		"Free":           d.Free(addr),
+	}
+	_, calls["Alloc"] = d.Alloc(64)
+	for name, err := range calls {
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("%s after Close = %v; want ErrClosed", name, err)
+		}
+	}
+}
+
+func TestCopiesCheckTheirRange(t *testing.T) {
+	d := openTest(t)
+	mem := d.MemorySize()
+	tests := []struct {
+		name string
+		addr uint64
+		n    uint64
+		ok   bool
+	}{
+		{"whole memory", 0, mem, true},
+		{"last byte", mem - 1, 1, true},
+		{"empty at the end", mem, 0, true},
+		{"one past the end", mem - 1, 2, false},
+		{"overflowing address", 1<<64 - 1, 2, false},
+	}
+	for _, tt := range tests {
+		buf := make([]byte, tt.n)
+		for _, err := range []error{d.CopyToDevice(tt.addr, buf), d.CopyFromDevice(buf, tt.addr)} {
+			if tt.ok && err != nil {
+				t.Errorf("%s: copy of %d bytes at %#x = %v; want nil", tt.name, tt.n, tt.addr, err)
+			}
+			if !tt.ok && !errors.Is(err, abi.StatusOutOfRange) {
+				t.Errorf("%s: copy of %d bytes at %#x = %v; want StatusOutOfRange", tt.name, tt.n, tt.addr, err)
+			}
+		}
+	}
+}
+
+func TestNewRejectsANonDevice(t *testing.T) {
+	leakcheck.Check(t)
+	dev, err := device.Open(device.Config{MemorySize: 1 << 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	dev.Registers().Store(abi.RegID, 0xdead)
+	if _, err := New(dev, Config{}); !errors.Is(err, ErrNoDevice) {
+		t.Errorf("New on registers reading 0xdead = %v; want ErrNoDevice", err)
+	}
+}
+
+// TestSequenceComparisonIsWrapSafe starts the rings just below 2^64 and
+// submits across the wrap, one command at a time and in a batch that
+// straddles it behind a DELAY. abi.Completed's int64(entry-i) >= 0 is what
+// holds here. Written as entry >= i, the wait for index 2^64-1 would return
+// at once for the index 1 a lap later, or hang for a reused entry; the same
+// cases below 2^32 catch an index narrowed to 32 bits anywhere on the way.
+func TestSequenceComparisonIsWrapSafe(t *testing.T) {
+	for _, boundary := range []struct {
+		name string
+		at   uint64 // the first index past the boundary, as a uint64 (0 for 2^64)
+	}{{"2^64", 0}, {"2^32", 1 << 32}} {
+		t.Run("one-by-one/across="+boundary.name, func(t *testing.T) {
+			d := openWith(t, device.Config{RingSize: 4, Start: boundary.at - 3}, Config{})
+			for i := range 6 {
+				if err := d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: 8192, Size: 8, Value: uint64(i)}); err != nil {
+					t.Fatalf("fill %d across the wrap: %v", i, err)
+				}
+				got := make([]byte, 8)
+				d.CopyFromDevice(got, 8192)
+				if got[0] != byte(i) {
+					t.Fatalf("fill %d across the wrap: memory holds %d; Submit returned before the engine ran it", i, got[0])
+				}
+			}
+		})
+		t.Run("batch/across="+boundary.name, func(t *testing.T) {
+			d := openWith(t, device.Config{RingSize: 4, Start: boundary.at - 2}, Config{})
+			cmds := []abi.Command{{Op: abi.OpDelay, Value: 2_000_000}} // 2 ms
+			for i := range uint64(3) {
+				cmds = append(cmds, abi.Command{Op: abi.OpFill, Dst: 8192 + 64*i, Size: 64, Value: 0xa0 + i})
+			}
+			p, err := d.SubmitBatch(abi.EngineCopy, cmds)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Wait(); err != nil {
+				t.Fatalf("batch across the wrap: %v", err)
+			}
+			got := make([]byte, 3*64)
+			d.CopyFromDevice(got, 8192)
+			for i := range 3 {
+				if got[64*i] != byte(0xa0+i) || got[64*i+63] != byte(0xa0+i) {
+					t.Errorf("fill %d of the batch: memory holds %#x; Wait returned before the engine ran it", i, got[64*i])
+				}
+			}
+		})
+	}
+}
+
+// TestUndefinedFlagsAreRefusedBeforeSubmitting: a command with a flag bit
+// this stage does not define comes back as StatusBadFlags without reaching
+// the device (the doorbell does not move).
+func TestUndefinedFlagsAreRefusedBeforeSubmitting(t *testing.T) {
+	d := openTest(t)
+	doorbell := abi.DoorbellPage(abi.DefaultChannel(abi.EngineCopy))
+	before := d.regs.Load(doorbell + abi.RegDoorbell)
+	err := d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpNop, Flags: 0x80})
+	if !errors.Is(err, abi.StatusBadFlags) {
+		t.Errorf("Submit with flag 0x80 = %v; want StatusBadFlags", err)
+	}
+	if after := d.regs.Load(doorbell + abi.RegDoorbell); after != before {
+		t.Errorf("the doorbell moved from %d to %d: the command reached the device", before, after)
+	}
+}
+
+// TestNewRefusesWhatItCannotDrive: a device that has stopped, and one whose
+// channel an earlier driver left faulted, are refused with an error that
+// says so — a new driver never serves a channel the device has given up.
+func TestNewRefusesWhatItCannotDrive(t *testing.T) {
+	t.Run("stopped", func(t *testing.T) {
+		leakcheck.Check(t)
+		dev, err := device.Open(device.Config{MemorySize: 1 << 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dev.Close()
+		first, err := New(dev, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first.Close()
+		if _, err := New(dev, Config{}); !errors.Is(err, ErrClosed) {
+			t.Errorf("New on a stopped device = %v; want ErrClosed", err)
+		}
+	})
+	t.Run("faulted", func(t *testing.T) {
+		leakcheck.Check(t)
+		dev, err := device.Open(device.Config{MemorySize: 1 << 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dev.Close()
+		c := abi.DefaultChannel(abi.EngineCompute)
+		dev.Registers().Store(abi.DoorbellPage(c)+abi.RegDoorbell, 1<<40) // out of protocol
+		dev.Wake(c)                                                       // the engine may be asleep
+		status := abi.ChannelStatusPage(c)
+		waitUntil(t, "the channel faulted", func() bool { return dev.Registers().Load(status+abi.RegChannelFault) != 0 })
+		_, err = New(dev, Config{})
+		if !errors.Is(err, ErrChannelFaulted) || !errors.Is(err, abi.FaultDoorbell) {
+			t.Errorf("New on a device with a faulted channel = %v; want ErrChannelFaulted wrapping FaultDoorbell", err)
+		}
+	})
+}
+
+// TestSubmitOnAFaultedChannel: a channel that faults under a driver fails
+// its submissions with ErrChannelFaulted, at once, while the other channel
+// keeps working.
+func TestSubmitOnAFaultedChannel(t *testing.T) {
+	d := openTest(t)
+	c := abi.DefaultChannel(abi.EngineCompute)
+	d.regs.Store(abi.DoorbellPage(c)+abi.RegDoorbell, 1<<40) // what a stray write could do
+	d.hw.Wake(c)                                             // the engine may be asleep: a stray write wakes nothing
+	waitUntil(t, "the channel faulted", func() bool { return d.regs.Load(abi.ChannelStatusPage(c)+abi.RegChannelFault) != 0 })
+	if err := d.Submit(abi.EngineCompute, abi.Command{Op: abi.OpNop}); !errors.Is(err, ErrChannelFaulted) {
+		t.Errorf("Submit on the faulted channel = %v; want ErrChannelFaulted", err)
+	}
+	if err := d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpNop}); err != nil {
+		t.Errorf("Submit on the other channel = %v; want nil", err)
+	}
+}
+
+// waitUntil polls cond for up to 10 s; a failure is a device that never
+// answers, not a slow one.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10 s: %s", what)
+		}
+		time.Sleep(10 * time.Microsecond)
+	}
+}

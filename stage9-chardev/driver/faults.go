@@ -1,0 +1,278 @@
+package driver
+
+import (
+	"runtime"
+	"slices"
+	"sync"
+
+	"softgpu/stage9-chardev/abi"
+	"softgpu/stage9-chardev/trace"
+)
+
+// The fault handler: the driver's half of replayable faults (the device's
+// is device/fault.go, the protocol abi/managed.go). One goroutine, started
+// with the driver, reads the fault buffer in batches:
+//
+//	read up to maxBatch records, and hand their slots back (RegFaultGet)
+//	sort them by context and page, and drop the duplicates
+//	for each page: find its allocation; move it, and its prefetch window,
+//	  to the device (managed.go)
+//	replay: store RegFaultReplay, and wake an engine that sleeps
+//
+// and then polls the buffer for faultPollBudget before it blocks: a
+// sequential access faults again as soon as the engine reaches the end of
+// the window just moved, a few microseconds later, and a handler that is
+// still looking pays no interrupt and no wake-up for it. This is stage 7's
+// trade made on the driver's side, with stage 7's handshake: before it
+// blocks, it stores RegFaultNeedIrq = 1 and looks once more.
+//
+// A record names a page that was not resident when the engine looked; by
+// the time the handler reads it, another record (or a prefetch) may have
+// moved it, or the allocation may be gone. Neither is an error: the
+// replay lets the command try again, and it finds the page, or faults
+// for good on an entry that is no longer managed.
+
+const (
+	// The ring: one record per channel (a channel stalls at one fault
+	// until the replay), 4 KiB of the page-table pool. A channel that
+	// faults again between the handler's read and its replay can make
+	// more; the device then drops the record, and the next replay makes
+	// the channel fault again.
+	faultBufRecords = abi.NumChannels
+	maxBatch        = faultBufRecords // records per batch: the whole ring
+	faultPollBudget = 50_000          // 50 µs of polling after a batch
+)
+
+// faults is the fault buffer's state, the handler's alone once started.
+type faults struct {
+	base         uint64 // the ring's PA
+	get          uint64 // records read, ever
+	overSeen     uint64 // RegFaultOverflow when last read
+	overflowBase uint64 // RegFaultOverflow when the driver was made
+	replayGen    uint64 // the last generation stored to RegFaultReplay
+	recs         []abi.FaultRecord
+	kick         chan struct{} // the interrupt handler's nudge; capacity 1
+	stop         chan struct{} // closed when the interrupt thread ends (the device stopped, or Close)
+	stopOnce     sync.Once
+	running      sync.WaitGroup
+}
+
+// initFaults sets up the fault buffer in the page-table pool (memory no
+// context maps) and starts the handler.
+func (d *Driver) initFaults(cfg Config) error {
+	u := &d.um
+	u.allocs = map[abi.Context][]*Managed{}
+	u.chunks = map[uint64]int{}
+	u.policy, u.window = cfg.Prefetch, cfg.PrefetchPages
+	u.threshold = max(cfg.ThrashThreshold, 0)
+	base, err := d.vm.pool.table(faultBufRecords * abi.FaultRecordSize)
+	if err != nil {
+		return err
+	}
+	f := &u.faults
+	f.base = base
+	// A device an earlier driver used has its counts where it left them:
+	// start from them.
+	f.get = d.regs.Load(abi.RegFaultPut)
+	f.overSeen = d.regs.Load(abi.RegFaultOverflow)
+	f.overflowBase = f.overSeen
+	f.replayGen = d.regs.Load(abi.RegFaultReplay)
+	f.recs = make([]abi.FaultRecord, 0, maxBatch)
+	d.regs.Store(abi.RegFaultGet, f.get)
+	d.regs.Store(abi.RegFaultBufSize, faultBufRecords)
+	d.regs.Store(abi.RegFaultNeedIrq, 1)
+	d.regs.Store(abi.RegFaultBufBase, base) // last: from here the device may write records
+	f.kick, f.stop = make(chan struct{}, 1), make(chan struct{})
+	f.running.Add(1)
+	go d.faultLoop()
+	return nil
+}
+
+// stopFaults stops the handler and waits for it (Close, after the device
+// has stopped). The interrupt thread stops it too, when the line closes:
+// a device closed under a driver that is never closed leaves no handler
+// behind.
+func (d *Driver) stopFaults() {
+	d.um.stopOnce.Do(func() { close(d.um.stop) })
+	d.um.running.Wait()
+}
+
+// faultLoop is the handler's life: block until the interrupt handler
+// kicks it, serve faults until the buffer has been quiet for the poll
+// budget, block again.
+func (d *Driver) faultLoop() {
+	defer d.um.running.Done()
+	for {
+		select {
+		case <-d.um.kick:
+		case <-d.um.stop:
+			return
+		}
+		d.regs.Store(abi.RegFaultNeedIrq, 0) // polling: no interrupts needed
+		d.serveFaults()
+	}
+}
+
+// ANCHOR: serve
+// serveFaults serves batches while they come, and returns once the buffer
+// has been empty for faultPollBudget, with RegFaultNeedIrq set again.
+func (d *Driver) serveFaults() {
+	var quietSince uint64
+	polled := false // the first batch came with an interrupt; later ones were found by polling
+	for polls := 1; ; polls++ {
+		if d.serveBatch(polled) {
+			quietSince, polls, polled = 0, 0, true
+			continue
+		}
+		if polls%64 != 0 {
+			continue
+		}
+		if d.stopped() {
+			return
+		}
+		now := d.Now()
+		if quietSince == 0 {
+			quietSince = now
+		} else if now-quietSince >= faultPollBudget {
+			// About to block. The store pairs with the device's load
+			// after its store of RegFaultPut; the look below is the
+			// re-check that makes a lost fault impossible.
+			d.regs.Store(abi.RegFaultNeedIrq, 1)
+			if !d.serveBatch(true) {
+				return
+			}
+			d.regs.Store(abi.RegFaultNeedIrq, 0)
+			quietSince, polls = 0, 0
+			continue
+		}
+		runtime.Gosched()
+	}
+}
+
+// ANCHOR_END: serve
+
+// ANCHOR: batch
+// serveBatch reads one batch of records and serves it, and reports whether
+// there was anything to serve.
+func (d *Driver) serveBatch(polled bool) bool {
+	f := &d.um.faults
+	put := d.regs.Load(abi.RegFaultPut) // pairs with the device's store after it wrote the record
+	over := d.regs.Load(abi.RegFaultOverflow)
+	if put == f.get && over == f.overSeen {
+		return false
+	}
+	start := d.Now()
+	n := put - f.get
+	if n > faultBufRecords {
+		// More records than the ring holds: the count is not to be
+		// believed. Skip them; the replay makes every stalled channel
+		// fault again, into a ring that is empty.
+		f.get, n = put, 0
+	}
+	n = min(n, maxBatch)
+	mem := d.hw.Memory()
+	recs := f.recs[:0]
+	for k := range n {
+		at := f.base + (f.get+k)%faultBufRecords*abi.FaultRecordSize
+		if r, ok := abi.DecodeFaultRecord(mem[at:]); ok { // the buffer is memory: a malformed record is skipped
+			recs = append(recs, r)
+		}
+	}
+	f.get += n
+	f.overSeen = over
+	d.regs.Store(abi.RegFaultGet, f.get) // the slots are the device's again
+	// Sort by context and page, so duplicates are neighbours and each
+	// allocation's pages are served in address order.
+	slices.SortFunc(recs, func(a, b abi.FaultRecord) int {
+		if a.Context != b.Context {
+			return int(a.Context) - int(b.Context)
+		}
+		return cmpU64(a.VA>>abi.PageShift, b.VA>>abi.PageShift)
+	})
+	u := &d.um
+	u.mu.Lock()
+	var pages, migrated, dups uint64
+	for i, r := range recs {
+		if i > 0 && r.Context == recs[i-1].Context && r.VA>>abi.PageShift == recs[i-1].VA>>abi.PageShift {
+			dups++
+			continue
+		}
+		pages++
+		m := d.lookupManaged(r.Context, r.VA)
+		if m == nil || m.freed {
+			continue // freed since: the replay finds the entry cleared, and the command fails
+		}
+		idx := int((r.VA - m.va) >> abi.PageShift)
+		faulting := m.pages[idx].where == pageHost
+		first, w := d.window(m, idx)
+		moved := d.toDevice(m, first, w)
+		migrated += uint64(moved)
+		if faulting && moved > 0 {
+			u.stats.Prefetched += uint64(moved - 1)
+		} else {
+			u.stats.Prefetched += uint64(moved)
+		}
+	}
+	u.stats.Faults += uint64(len(recs))
+	u.stats.Duplicates += dups
+	u.stats.Batches++
+	if polled {
+		u.stats.Polled++
+	}
+	d.replay()
+	u.mu.Unlock()
+	if d.trace != nil {
+		d.trace.Record(trace.Event{Kind: trace.KindFaultBatch, Start: start, End: d.Now(), Arg: uint64(len(recs)), Size: pages, Seq: migrated})
+	}
+	return true
+}
+
+// ANCHOR_END: batch
+
+// ANCHOR: window
+// window returns the pages to move for a fault on page idx of m: the first
+// and how many, by the prefetch policy. The fixed window is aligned to its
+// size, so a sequential access fills whole windows and each lands in one
+// chunk of frames; the adaptive one starts at the fault and doubles while
+// faults follow on from the last window.
+func (d *Driver) window(m *Managed, idx int) (int, int) {
+	u := &d.um
+	switch u.policy {
+	case PrefetchOff:
+		return idx, 1
+	case PrefetchAdaptive:
+		if idx == m.next && m.window > 0 {
+			m.window = min(2*m.window, maxAdaptive)
+		} else {
+			m.window = u.window
+		}
+		m.next = idx + m.window
+		return idx, m.window
+	}
+	first := idx - idx%u.window
+	return first, u.window
+}
+
+// ANCHOR_END: window
+
+// ANCHOR: replay
+// replay asks every engine to serve its stalled channels again. The
+// caller holds um.mu. The store of RegFaultReplay is the doorbell of a
+// stalled channel, and the wake-up follows stage 7's handshake: the engine
+// stores RegNeedWakeup = 1 and then loads RegFaultReplay before it sleeps
+// (device/idle.go, anyWork); this stores the generation and then loads the
+// flag. A spinning engine sees the generation at its next poll and is not
+// woken.
+func (d *Driver) replay() {
+	f := &d.um.faults
+	f.replayGen++
+	d.regs.Store(abi.RegFaultReplay, f.replayGen)
+	d.um.stats.Replays++
+	for e := range abi.Engine(abi.NumEngines) {
+		if d.regs.Load(abi.EngineStatusPage(e)+abi.RegNeedWakeup) != 0 {
+			d.hw.WakeEngine(e)
+		}
+	}
+}
+
+// ANCHOR_END: replay

@@ -1,0 +1,19 @@
+package driver
+
+import "softgpu/stage9-chardev/abi"
+
+// Hooks are points where a test or a benchmark may stop a driver goroutine,
+// to show what happens to everyone else while one submitter is held. They
+// are not a feature: production code never sets them.
+type Hooks struct {
+	// Reserved, if set, is called by a submitter that has reserved its
+	// ring indices on channel c and has not yet written its commands.
+	Reserved func(c abi.Channel)
+	// Publishing, if set, is called by the goroutine that holds channel
+	// c's publishing flag, just before it lets go of it.
+	Publishing func(c abi.Channel)
+}
+
+// SetHooks installs h. Call it before any submission, from a test or a
+// benchmark only.
+func (d *Driver) SetHooks(h Hooks) { d.hooks = h }

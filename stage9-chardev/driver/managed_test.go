@@ -1,0 +1,735 @@
+package driver
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"softgpu/stage9-chardev/abi"
+	"softgpu/stage9-chardev/device"
+)
+
+// The tests of managed memory (managed.go, faults.go): data survives every
+// trip between the host and the device, the handler batches, de-duplicates
+// and prefetches as configured, eviction and the thrashing guard keep data
+// intact, and bad input is refused. Every wait has a deadline: a replay the
+// handler loses leaves a channel stalled for ever, and these tests must
+// fail, not hang, on it.
+
+// managedWait is how long a command on managed memory may take before the
+// test calls its replay lost. It is far beyond any healthy run (which takes
+// microseconds to milliseconds, under -race too).
+const managedWait = 10 * time.Second
+
+// do runs cmd on ch, in ch's context c, and waits for it, at most
+// managedWait. It is safe to call from any goroutine (it does not touch
+// the test).
+func do(ch *Channel, c *Context, cmd abi.Command) error {
+	cmd.Ctx = c.ID()
+	p, err := ch.SubmitBatch([]abi.Command{cmd})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), managedWait)
+	defer cancel()
+	err = p.WaitContext(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%v on channel %d (dst %#x, size %d) not done after %v: lost replay? (%w)",
+			cmd.Op, ch.id, cmd.Dst, cmd.Size, managedWait, err)
+	}
+	return err
+}
+
+// mustDo is do for the test's own goroutine.
+func mustDo(t testing.TB, ch *Channel, c *Context, cmd abi.Command) {
+	t.Helper()
+	if err := do(ch, c, cmd); err != nil {
+		t.Fatalf("%v [%#x, +%d): %v", cmd.Op, cmd.Dst, cmd.Size, err)
+	}
+}
+
+// managedSetup opens a driver, a context and a channel on each engine.
+func managedSetup(t *testing.T, dcfg device.Config, cfg Config) (d *Driver, c *Context, cp, cm *Channel) {
+	t.Helper()
+	d = openWith(t, dcfg, cfg)
+	c = newContext(t, d)
+	var err error
+	if cp, err = d.NewChannel(abi.EngineCopy, c, ChannelOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if cm, err = d.NewChannel(abi.EngineCompute, c, ChannelOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return d, c, cp, cm
+}
+
+// allocManaged allocates size bytes of managed memory in c.
+func allocManaged(t testing.TB, c *Context, size uint64) *Managed {
+	t.Helper()
+	m, err := c.AllocManaged(size)
+	if err != nil {
+		t.Fatalf("AllocManaged(%d): %v", size, err)
+	}
+	return m
+}
+
+func mustSync(t testing.TB, ms ...*Managed) {
+	t.Helper()
+	for _, m := range ms {
+		if err := m.Sync(); err != nil {
+			t.Fatalf("Sync: %v", err)
+		}
+	}
+}
+
+// fillPattern writes a pattern that depends on seed and position.
+func fillPattern(b []byte, seed uint64) {
+	r := rand.New(rand.NewPCG(seed, 99))
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+}
+
+// add32 adds v to every little-endian word of b, as ADD32 does.
+func add32(b []byte, v uint32) {
+	for i := 0; i+4 <= len(b); i += 4 {
+		binary.LittleEndian.PutUint32(b[i:], binary.LittleEndian.Uint32(b[i:])+v)
+	}
+}
+
+// sum32 is SUM32's result over b.
+func sum32(b []byte) uint64 {
+	var s uint64
+	for i := 0; i+4 <= len(b); i += 4 {
+		s += uint64(binary.LittleEndian.Uint32(b[i:]))
+	}
+	return s
+}
+
+// checkBytes fails the test at the first byte where got differs from want.
+func checkBytes(t testing.TB, what string, got, want []byte) {
+	t.Helper()
+	if i := managedDiff(got, want); i >= 0 {
+		t.Fatalf("%s: byte %d (page %d, offset %d) = %#02x; want %#02x (len %d)",
+			what, i, i>>abi.PageShift, i&(1<<abi.PageShift-1), got[i], want[i], len(got))
+	}
+}
+
+func managedDiff(a, b []byte) int {
+	if len(a) != len(b) {
+		return min(len(a), len(b))
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return -1
+}
+
+var policies = []Prefetch{PrefetchWindow, PrefetchOff, PrefetchAdaptive}
+
+// TestManagedPageBoundaries: for every prefetch policy, the host writes
+// managed memory, the device reads it (COPY, SUM32) and writes it (COPY,
+// FILL, ADD32) at the same addresses, and the host reads the result after
+// Sync — byte for byte what the commands say, and nothing outside their
+// ranges changed. The ranges start and end at 4095, 4096 and 4097 and
+// cross many pages, including the allocation's last, partial one.
+func TestManagedPageBoundaries(t *testing.T) {
+	const size = 24<<abi.PageShift + 123
+	byteCases := []struct{ off, size uint64 }{
+		{0, 4095}, {0, 4096}, {0, 4097}, {4095, 1}, {4095, 2}, {4096, 4096}, {4097, 8190},
+		{4095, 5*4096 + 2}, {100, 20*4096 + 77}, {size - 4097, 4097}, {0, size},
+	}
+	wordCases := []struct{ off, size uint64 }{
+		{4092, 4}, {4092, 8}, {4096, 4096}, {4100, 8188}, {4092, 10*4096 + 8}, {0, size &^ 3}, {(size - 4100) &^ 3, 4100 &^ 3},
+	}
+	for _, pol := range policies {
+		t.Run(pol.String(), func(t *testing.T) {
+			d, c, cp, cm := managedSetup(t, device.Config{MemorySize: 4 << 20}, Config{Prefetch: pol})
+			a, b := allocManaged(t, c, size), allocManaged(t, c, size)
+			sumAt, err := c.Alloc(4096, abi.Page4K)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, tc := range byteCases {
+				mustSync(t, a, b) // the host is about to write pages the device may hold
+				fillPattern(a.Bytes(), uint64(k))
+				fillPattern(b.Bytes(), uint64(k)+1000)
+				wantA, wantB := bytes.Clone(a.Bytes()), bytes.Clone(b.Bytes())
+				mustDo(t, cp, c, abi.Command{Op: abi.OpCopy, Src: a.VA() + tc.off, Dst: b.VA() + tc.off, Size: tc.size})
+				copy(wantB[tc.off:tc.off+tc.size], wantA[tc.off:])
+				v := byte(0xc0 + k)
+				mustDo(t, cp, c, abi.Command{Op: abi.OpFill, Dst: a.VA() + tc.off, Size: tc.size, Value: uint64(v)})
+				copy(wantA[tc.off:tc.off+tc.size], bytes.Repeat([]byte{v}, int(tc.size)))
+				mustSync(t, a, b)
+				checkBytes(t, fmt.Sprintf("FILL [%d, +%d) then Sync", tc.off, tc.size), a.Bytes(), wantA)
+				checkBytes(t, fmt.Sprintf("COPY [%d, +%d) then Sync", tc.off, tc.size), b.Bytes(), wantB)
+			}
+			for k, tc := range wordCases {
+				mustSync(t, b)
+				fillPattern(b.Bytes(), uint64(k)+2000)
+				wantB := bytes.Clone(b.Bytes())
+				addend := uint32(0x01010101 * (k + 1))
+				mustDo(t, cm, c, abi.Command{Op: abi.OpAdd32, Dst: b.VA() + tc.off, Size: tc.size, Value: uint64(addend)})
+				add32(wantB[tc.off:tc.off+tc.size], addend)
+				mustDo(t, cm, c, abi.Command{Op: abi.OpSum32, Src: b.VA() + tc.off, Dst: sumAt, Size: tc.size})
+				if got, want := binary.LittleEndian.Uint64(readPA(d, paOf(t, c, sumAt), 8)), sum32(wantB[tc.off:tc.off+tc.size]); got != want {
+					t.Fatalf("SUM32 [%d, +%d) after ADD32 = %#x; want %#x", tc.off, tc.size, got, want)
+				}
+				mustSync(t, b)
+				checkBytes(t, fmt.Sprintf("ADD32 [%d, +%d) then Sync", tc.off, tc.size), b.Bytes(), wantB)
+			}
+			if s := d.ManagedStats(); s.Faults == 0 || s.ToDevice == 0 || s.ToHost == 0 || s.Replays == 0 {
+				t.Errorf("ManagedStats = %+v; want faults, replays and pages moved both ways", s)
+			}
+		})
+	}
+}
+
+// holdHandler takes um.mu, which the fault handler needs to serve a batch
+// it has read, so that faults pile up in the buffer; it returns the count
+// of records written so far and the function that lets the handler go.
+func holdHandler(d *Driver) (put0 uint64, release func()) {
+	d.um.mu.Lock()
+	var once sync.Once
+	return d.regs.Load(abi.RegFaultPut), func() { once.Do(d.um.mu.Unlock) }
+}
+
+// awaitRecords waits until the device has written n fault records since
+// put0, at most managedWait.
+func awaitRecords(t *testing.T, d *Driver, put0, n uint64) {
+	t.Helper()
+	deadline := time.Now().Add(managedWait)
+	for d.regs.Load(abi.RegFaultPut)-put0 < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d fault records written after %v; want %d", d.regs.Load(abi.RegFaultPut)-put0, managedWait, n)
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
+// TestManagedFaultsAreBatched: eight channels on both engines, each on its
+// own part of one allocation, fault at once, and every byte comes out
+// right. The test holds the handler's lock until all eight records are in
+// the buffer, so it cannot serve them one by one: the handler reads at
+// most one batch before it blocks on the lock, and the rest form the
+// next, so some batch has several records whatever the timing. Every batch
+// has at least one record (no overflow here: 8 records in a ring of 128),
+// so Faults > Batches must follow.
+func TestManagedFaultsAreBatched(t *testing.T) {
+	d, c, _, _ := managedSetup(t, device.Config{MemorySize: 4 << 20}, Config{Prefetch: PrefetchOff})
+	const part = 64 << 10
+	const n = 8
+	m := allocManaged(t, c, n*part)
+	fillPattern(m.Bytes(), 1)
+	want := bytes.Clone(m.Bytes())
+	chs := make([]*Channel, n)
+	cmds := make([]abi.Command, n)
+	for i := range chs {
+		e := abi.Engine(i % 2)
+		ch, err := d.NewChannel(e, c, ChannelOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		chs[i] = ch
+		off := uint64(i) * part
+		if e == abi.EngineCopy {
+			cmds[i] = abi.Command{Op: abi.OpFill, Dst: m.VA() + off, Size: part, Value: uint64(0x10 + i)}
+			copy(want[off:off+part], bytes.Repeat([]byte{byte(0x10 + i)}, part))
+		} else {
+			cmds[i] = abi.Command{Op: abi.OpAdd32, Dst: m.VA() + off, Size: part, Value: uint64(i + 1)}
+			add32(want[off:off+part], uint32(i+1))
+		}
+	}
+	before := d.ManagedStats()
+	put0, release := holdHandler(d)
+	defer release()
+	errs := make(chan error, n)
+	for i := range chs {
+		go func() { errs <- do(chs[i], c, cmds[i]) }()
+	}
+	awaitRecords(t, d, put0, n)
+	release()
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	mustSync(t, m)
+	checkBytes(t, "eight channels' parts", m.Bytes(), want)
+	s := d.ManagedStats()
+	faults, batches := s.Faults-before.Faults, s.Batches-before.Batches
+	if faults <= batches || faults < n {
+		t.Errorf("%d fault records in %d batches; want at least %d records, and more records than batches", faults, batches, n)
+	}
+}
+
+// TestManagedDuplicateFaultsMoveOnce: two channels, one on each engine,
+// read the same page at once, and both records are in the buffer before
+// the handler may serve either. Whether the two land in one batch (and
+// count as a duplicate) depends on timing; that the page moves to the
+// device exactly once does not.
+func TestManagedDuplicateFaultsMoveOnce(t *testing.T) {
+	d, c, cp, cm := managedSetup(t, device.Config{MemorySize: 4 << 20}, Config{Prefetch: PrefetchOff})
+	m := allocManaged(t, c, 4<<abi.PageShift)
+	fillPattern(m.Bytes(), 3)
+	dst, err := c.Alloc(8192, abi.Page4K)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const page = 2
+	src := m.VA() + page<<abi.PageShift
+	before := d.ManagedStats()
+	put0, release := holdHandler(d)
+	defer release()
+	errs := make(chan error, 2)
+	go func() { errs <- do(cp, c, abi.Command{Op: abi.OpCopy, Src: src, Dst: dst, Size: 4096}) }()
+	go func() { errs <- do(cm, c, abi.Command{Op: abi.OpSum32, Src: src, Dst: dst + 4096, Size: 4096}) }()
+	awaitRecords(t, d, put0, 2)
+	release()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	pageBytes := m.Bytes()[page<<abi.PageShift:][:4096]
+	checkBytes(t, "the copied page", readPA(d, paOf(t, c, dst), 4096), pageBytes)
+	if got, want := binary.LittleEndian.Uint64(readPA(d, paOf(t, c, dst+4096), 8)), sum32(pageBytes); got != want {
+		t.Errorf("SUM32 of the page = %#x; want %#x", got, want)
+	}
+	s := d.ManagedStats()
+	if got := s.ToDevice - before.ToDevice; got != 1 {
+		t.Errorf("ToDevice moved by %d for two faults on one page; want 1 (stats %+v)", got, s)
+	}
+	if got := s.Faults - before.Faults; got < 2 {
+		t.Errorf("Faults moved by %d; want at least 2", got)
+	}
+	if dev, _ := m.Resident(); dev != 1 {
+		t.Errorf("Resident() = %d pages on the device; want 1", dev)
+	}
+}
+
+// TestManagedPrefetchWindow: the fixed window moves the aligned window of
+// PrefetchPages around a fault, clipped to the pages that exist; PrefetchOff
+// moves the faulting page alone.
+func TestManagedPrefetchWindow(t *testing.T) {
+	const pages = 40
+	tests := []struct {
+		name  string
+		cfg   Config
+		touch []int // pages faulted, in order
+		want  []int // Resident() after each
+	}{
+		{"window/page 5", Config{Prefetch: PrefetchWindow, PrefetchPages: 16}, []int{5}, []int{16}},
+		{"window/page 15", Config{Prefetch: PrefetchWindow, PrefetchPages: 16}, []int{15}, []int{16}},
+		{"window/page 16", Config{Prefetch: PrefetchWindow, PrefetchPages: 16}, []int{16}, []int{16}},
+		{"window/last partial", Config{Prefetch: PrefetchWindow, PrefetchPages: 16}, []int{39, 5}, []int{8, 24}},
+		{"window/partial start", Config{Prefetch: PrefetchWindow, PrefetchPages: 16}, []int{33}, []int{8}},
+		{"off", Config{Prefetch: PrefetchOff, PrefetchPages: 16}, []int{5, 6, 39}, []int{1, 2, 3}},
+		{"adaptive/first fault", Config{Prefetch: PrefetchAdaptive, PrefetchPages: 16}, []int{30}, []int{10}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, c, cp, _ := managedSetup(t, device.Config{MemorySize: 4 << 20}, tt.cfg)
+			m := allocManaged(t, c, pages<<abi.PageShift)
+			for k, p := range tt.touch {
+				before := d.ManagedStats()
+				mustDo(t, cp, c, abi.Command{Op: abi.OpFill, Dst: m.VA() + uint64(p)<<abi.PageShift + 100, Size: 1, Value: 1})
+				dev, remote := m.Resident()
+				if dev != tt.want[k] || remote != 0 {
+					t.Fatalf("after a fault on page %d: Resident() = %d, %d; want %d, 0", p, dev, remote, tt.want[k])
+				}
+				prev := 0
+				if k > 0 {
+					prev = tt.want[k-1]
+				}
+				if moved := d.ManagedStats().ToDevice - before.ToDevice; moved != uint64(tt.want[k]-prev) {
+					t.Errorf("a fault on page %d moved %d pages (ToDevice); want %d", p, moved, tt.want[k]-prev)
+				}
+			}
+			mustSync(t, m)
+			for _, p := range tt.touch {
+				if got := m.Bytes()[p<<abi.PageShift+100]; got != 1 {
+					t.Errorf("page %d's byte after Sync = %d; want 1", p, got)
+				}
+			}
+			if dev, _ := m.Resident(); dev != 0 {
+				t.Errorf("Resident() after Sync = %d; want 0", dev)
+			}
+		})
+	}
+}
+
+// TestManagedAdaptivePrefetchGrows: a sequential copy of 1 MiB out of
+// managed memory faults once per 16-page window with the fixed window (16
+// times) and fewer times with the adaptive one, whose window doubles while
+// the faults follow on. The data is right with both.
+func TestManagedAdaptivePrefetchGrows(t *testing.T) {
+	const size = 1 << 20
+	faults := map[Prefetch]uint64{}
+	for _, pol := range []Prefetch{PrefetchWindow, PrefetchAdaptive} {
+		t.Run(pol.String(), func(t *testing.T) {
+			d, c, cp, _ := managedSetup(t, device.Config{MemorySize: 8 << 20}, Config{Prefetch: pol, PrefetchPages: 16})
+			m := allocManaged(t, c, size)
+			fillPattern(m.Bytes(), 5)
+			dst, err := c.Alloc(size, abi.Page4K)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustDo(t, cp, c, abi.Command{Op: abi.OpCopy, Src: m.VA(), Dst: dst, Size: size})
+			got := make([]byte, size)
+			for off := uint64(0); off < size; off += 4096 {
+				copy(got[off:], readPA(d, paOf(t, c, dst+off), 4096)) // the allocation may not be contiguous
+			}
+			checkBytes(t, "the copied MiB", got, m.Bytes())
+			faults[pol] = d.ManagedStats().Faults
+			if dev, _ := m.Resident(); dev != size>>abi.PageShift {
+				t.Errorf("Resident() = %d; want %d", dev, size>>abi.PageShift)
+			}
+		})
+	}
+	if t.Failed() {
+		return
+	}
+	if faults[PrefetchWindow] != size>>abi.PageShift/16 {
+		t.Errorf("the fixed window took %d faults for 1 MiB; want %d, one per window", faults[PrefetchWindow], size>>abi.PageShift/16)
+	}
+	if faults[PrefetchAdaptive] >= faults[PrefetchWindow] {
+		t.Errorf("the adaptive window took %d faults; want fewer than the fixed window's %d", faults[PrefetchAdaptive], faults[PrefetchWindow])
+	}
+}
+
+// TestManagedOversubscription: managed memory of 1.5 times what the driver
+// can allocate is written by the host, added to, copied and filled in
+// full by the device, and comes back byte for byte; pages were evicted
+// on the way. The two-allocation case separates "eviction works" from
+// "one allocation larger than memory evicts its own pages".
+func TestManagedOversubscription(t *testing.T) {
+	for _, parts := range []int{1, 2} {
+		t.Run(fmt.Sprintf("allocations=%d", parts), func(t *testing.T) {
+			d, c, cp, cm := managedSetup(t, device.Config{MemorySize: 2 << 20}, Config{})
+			total := d.DataSize() * 3 / 2
+			each := total / uint64(parts) &^ (8<<abi.PageShift - 1)
+			var ms []*Managed
+			for range parts {
+				ms = append(ms, allocManaged(t, c, each))
+			}
+			wants := make([][]byte, parts)
+			for k, m := range ms {
+				fillPattern(m.Bytes(), uint64(10+k))
+				wants[k] = bytes.Clone(m.Bytes())
+			}
+			// Every allocation is worked on before any is synced, so
+			// the later ones need the frames the earlier ones hold.
+			half := each / 2
+			for k, m := range ms {
+				mustDo(t, cm, c, abi.Command{Op: abi.OpAdd32, Dst: m.VA(), Size: each, Value: 0x01020304})
+				add32(wants[k], 0x01020304)
+			}
+			for k, m := range ms {
+				mustDo(t, cp, c, abi.Command{Op: abi.OpCopy, Src: m.VA(), Dst: m.VA() + half, Size: half})
+				copy(wants[k][half:], wants[k][:half])
+				mustDo(t, cp, c, abi.Command{Op: abi.OpFill, Dst: m.VA() + 4095, Size: half / 2, Value: 0xee})
+				copy(wants[k][4095:], bytes.Repeat([]byte{0xee}, int(half/2)))
+			}
+			for k, m := range ms {
+				mustSync(t, m)
+				checkBytes(t, fmt.Sprintf("allocation %d of %d bytes (device data %d)", k, each, d.DataSize()), m.Bytes(), wants[k])
+			}
+			t.Logf("stats %+v", d.ManagedStats())
+			if s := d.ManagedStats(); s.Evicted == 0 {
+				t.Errorf("ManagedStats = %+v; want Evicted > 0 with %d bytes managed on %d bytes of device data", s, total, d.DataSize())
+			}
+		})
+	}
+}
+
+// TestManagedThrashingGuard: a page the device and the host pass back and
+// forth in quick succession is mapped remotely after ThrashThreshold moves,
+// and the data stays right; with the guard off nothing goes remote.
+//
+// "Quick" is thrashLapse, 500 µs of device clock between two moves. One
+// round (Sync, a FILL that faults, the handler's migration) takes a few
+// tens of microseconds, and the guard needs only two rounds in a row under
+// that; the test allows 200 rounds, so a slow machine or -race cannot make
+// it flake. With the guard off the outcome does not depend on timing.
+func TestManagedThrashingGuard(t *testing.T) {
+	for _, threshold := range []int{2, -1} {
+		t.Run(fmt.Sprintf("threshold=%d", threshold), func(t *testing.T) {
+			d, c, cp, _ := managedSetup(t, device.Config{MemorySize: 4 << 20}, Config{Prefetch: PrefetchOff, ThrashThreshold: threshold})
+			m := allocManaged(t, c, 2<<abi.PageShift)
+			sawRemote := false
+			rounds := 200
+			if threshold < 0 {
+				rounds = 50
+			}
+			for i := range rounds {
+				v := byte(i + 1)
+				mustDo(t, cp, c, abi.Command{Op: abi.OpFill, Dst: m.VA() + 4000, Size: 200, Value: uint64(v)}) // both pages
+				if _, remote := m.Resident(); remote > 0 {
+					sawRemote = true
+				}
+				mustSync(t, m)
+				if got := m.Bytes()[4000:4200]; !bytes.Equal(got, bytes.Repeat([]byte{v}, 200)) {
+					t.Fatalf("round %d: the host reads %v...; want %d", i, got[:8], v)
+				}
+				m.Bytes()[4096] = 0 // a host write, after Sync, that the next FILL must overwrite
+				if threshold > 0 && sawRemote && d.ManagedStats().Thrashing > 0 && i > 20 {
+					break
+				}
+			}
+			s := d.ManagedStats()
+			if threshold > 0 && (!sawRemote || s.Thrashing == 0) {
+				t.Errorf("after %d rounds: saw remote pages %v, stats %+v; want remote pages and Thrashing > 0", rounds, sawRemote, s)
+			}
+			if threshold < 0 && (sawRemote || s.Thrashing != 0) {
+				t.Errorf("guard off: saw remote pages %v, Thrashing %d; want none", sawRemote, s.Thrashing)
+			}
+		})
+	}
+}
+
+// TestManagedFaultsOutsideManagedMemory: an access to an address of the
+// context that nothing maps, or to a managed allocation after Free, fails
+// with the fault (FaultUnmapped) and migrates nothing.
+func TestManagedFaultsOutsideManagedMemory(t *testing.T) {
+	d, c, cp, cm := managedSetup(t, device.Config{MemorySize: 4 << 20}, Config{})
+	live := allocManaged(t, c, 4<<abi.PageShift)
+	freed := allocManaged(t, c, 4<<abi.PageShift)
+	freedVA := freed.VA()
+	if err := freed.Free(); err != nil {
+		t.Fatal(err)
+	}
+	unmapped := live.VA() + 256<<20
+	tests := []struct {
+		name string
+		ch   *Channel
+		cmd  abi.Command
+		va   uint64
+	}{
+		{"unmapped, write", cp, abi.Command{Op: abi.OpFill, Dst: unmapped, Size: 8}, unmapped},
+		{"freed, write", cp, abi.Command{Op: abi.OpFill, Dst: freedVA + 4096, Size: 8}, freedVA + 4096},
+		{"freed, read", cm, abi.Command{Op: abi.OpSum32, Src: freedVA, Dst: live.VA(), Size: 8}, freedVA},
+		{"freed, add", cm, abi.Command{Op: abi.OpAdd32, Dst: freedVA + 8192, Size: 8}, freedVA + 8192},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := d.ManagedStats()
+			err := do(tt.ch, c, tt.cmd)
+			var ce *CommandError
+			if !errors.As(err, &ce) {
+				t.Fatalf("%s = %v; want a *CommandError", tt.name, err)
+			}
+			var fe *FaultError
+			if !errors.As(c.Err(), &fe) || fe.Fault&0xff != abi.FaultUnmapped || fe.VA != tt.va {
+				t.Errorf("context error = %v; want a *FaultError at %#x, FaultUnmapped", c.Err(), tt.va)
+			}
+			if s := d.ManagedStats(); s.ToDevice != before.ToDevice {
+				t.Errorf("ToDevice moved from %d to %d; want no migration", before.ToDevice, s.ToDevice)
+			}
+			c.ClearFault()
+		})
+	}
+	// The context still works, and so does the live allocation.
+	mustDo(t, cp, c, abi.Command{Op: abi.OpFill, Dst: live.VA(), Size: 4 << abi.PageShift, Value: 7})
+	mustSync(t, live)
+	checkBytes(t, "the live allocation", live.Bytes(), bytes.Repeat([]byte{7}, 4<<abi.PageShift))
+}
+
+// TestManagedBadInput: every misuse is refused with ErrManaged or
+// ErrConfig, and nothing is half done.
+func TestManagedBadInput(t *testing.T) {
+	d := openWith(t, device.Config{MemorySize: 4 << 20}, Config{})
+	c := newContext(t, d)
+	for _, size := range []uint64{0, MaxManaged + 1, 1 << 63} {
+		if m, err := c.AllocManaged(size); !errors.Is(err, ErrManaged) {
+			t.Errorf("AllocManaged(%d) = %v, %v; want ErrManaged", size, m, err)
+		}
+	}
+	if m, err := d.DefaultContext().AllocManaged(4096); !errors.Is(err, ErrManaged) {
+		t.Errorf("AllocManaged on context 0 = %v, %v; want ErrManaged", m, err)
+	}
+	const size = 3*4096 + 10
+	m := allocManaged(t, c, size)
+	for _, r := range []struct{ off, size uint64 }{
+		{0, 0}, {size, 1}, {size - 1, 2}, {0, size + 1}, {size + 1, 0}, {1 << 63, 1 << 63}, {^uint64(0), 2}, {1, ^uint64(0)},
+	} {
+		for _, to := range []Location{ToDevice, ToHost} {
+			if mg, err := m.Prefetch(r.off, r.size, to); !errors.Is(err, ErrManaged) {
+				t.Errorf("Prefetch(%d, %d, %v) = %v, %v; want ErrManaged", r.off, r.size, to, mg, err)
+			}
+		}
+	}
+	for _, to := range []Location{0, 3, -1} {
+		if mg, err := m.Prefetch(0, 1, to); !errors.Is(err, ErrManaged) {
+			t.Errorf("Prefetch(0, 1, %v) = %v, %v; want ErrManaged", to, mg, err)
+		}
+	}
+	mg, err := m.Prefetch(size-1, 1, ToDevice) // the last byte: fine
+	if err != nil {
+		t.Fatalf("Prefetch of the last byte: %v", err)
+	}
+	if err := mg.Wait(); err != nil || mg.Pages() != 1 {
+		t.Errorf("Prefetch of the last byte: Wait = %v, Pages = %d; want nil, 1", err, mg.Pages())
+	}
+	if err := m.Free(); err != nil {
+		t.Fatalf("Free: %v", err)
+	}
+	if err := m.Free(); !errors.Is(err, ErrManaged) {
+		t.Errorf("second Free = %v; want ErrManaged", err)
+	}
+	if err := m.Sync(); !errors.Is(err, ErrManaged) {
+		t.Errorf("Sync after Free = %v; want ErrManaged", err)
+	}
+	if mg, err := m.Prefetch(0, 1, ToDevice); !errors.Is(err, ErrManaged) {
+		t.Errorf("Prefetch after Free = %v, %v; want ErrManaged", mg, err)
+	}
+	for _, cfg := range []Config{{Prefetch: 7}, {Prefetch: -1}, {PrefetchPages: 513}, {PrefetchPages: -1}} {
+		dev, err := device.Open(device.Config{MemorySize: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d2, err := New(dev, cfg); !errors.Is(err, ErrConfig) {
+			t.Errorf("New(%+v) = %v; want ErrConfig", cfg, err)
+			if err == nil {
+				d2.Close()
+			}
+		}
+		dev.Close()
+	}
+}
+
+// TestManagedStress: the host and the device work on managed memory at
+// once, in two goroutines and two allocations, while a third prefetches
+// to the device under the faults. Goroutine A fills random page ranges of
+// a by the device and checks them on the host after Sync; goroutine B
+// writes b on the host and has the device sum it. Every result is checked,
+// and every wait has a deadline (a lost replay fails the test, it does not
+// hang it).
+func TestManagedStress(t *testing.T) {
+	d, c, cp, cm := managedSetup(t, device.Config{MemorySize: 8 << 20}, Config{})
+	const pages = 64
+	const size = pages << abi.PageShift
+	a, b := allocManaged(t, c, size), allocManaged(t, c, size)
+	sumAt, err := c.Alloc(4096, abi.Page4K)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sumPA := paOf(t, c, sumAt)
+	duration := time.Second
+	if testing.Short() {
+		duration = 200 * time.Millisecond
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var rounds [3]int
+	wg.Add(3)
+	go func() { // the device writes a, the host reads it
+		defer wg.Done()
+		rng := rand.New(rand.NewPCG(1, 2))
+		shadow := make([]byte, size)
+		for ; ; rounds[0]++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			first := rng.IntN(pages)
+			n := 1 + rng.IntN(pages-first)
+			off, length := uint64(first)<<abi.PageShift+uint64(rng.IntN(4096)), uint64(n)<<abi.PageShift
+			length = min(length, size-off)
+			v := byte(rng.Uint32())
+			if err := do(cp, c, abi.Command{Op: abi.OpFill, Dst: a.VA() + off, Size: length, Value: uint64(v)}); err != nil {
+				t.Error(err)
+				return
+			}
+			copy(shadow[off:off+length], bytes.Repeat([]byte{v}, int(length)))
+			if err := a.Sync(); err != nil {
+				t.Error(err)
+				return
+			}
+			if i := managedDiff(a.Bytes(), shadow); i >= 0 {
+				t.Errorf("round %d: a[%d] = %#x after FILL and Sync; want %#x", rounds[0], i, a.Bytes()[i], shadow[i])
+				return
+			}
+		}
+	}()
+	go func() { // the host writes b, the device reads it
+		defer wg.Done()
+		rng := rand.New(rand.NewPCG(3, 4))
+		for ; ; rounds[1]++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := b.Sync(); err != nil {
+				t.Error(err)
+				return
+			}
+			first := rng.IntN(pages)
+			for i := first << abi.PageShift; i < size; i += 1 + rng.IntN(8192) {
+				b.Bytes()[i] = byte(rng.Uint32())
+			}
+			off := uint64(rng.IntN(size/4)) * 4
+			length := (uint64(rng.IntN(size-int(off))) + 4) &^ 3
+			length = min(length, size-off)
+			if err := do(cm, c, abi.Command{Op: abi.OpSum32, Src: b.VA() + off, Dst: sumAt, Size: length}); err != nil {
+				t.Error(err)
+				return
+			}
+			got := binary.LittleEndian.Uint64(readPA(d, sumPA, 8))
+			if want := sum32(b.Bytes()[off : off+length]); got != want {
+				t.Errorf("round %d: SUM32 of b[%d, +%d) = %#x; want %#x, the host's", rounds[1], off, length, got, want)
+				return
+			}
+		}
+	}()
+	go func() { // prefetches of a to the device, racing the faults
+		defer wg.Done()
+		rng := rand.New(rand.NewPCG(5, 6))
+		for ; ; rounds[2]++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			first := rng.IntN(pages)
+			mg, err := a.Prefetch(uint64(first)<<abi.PageShift, uint64(1+rng.IntN(pages-first))<<abi.PageShift, ToDevice)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			done := make(chan error, 1)
+			go func() { done <- mg.Wait() }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			case <-time.After(managedWait):
+				t.Errorf("Prefetch not done after %v", managedWait)
+				return
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}()
+	time.Sleep(duration)
+	close(stop)
+	wg.Wait()
+	t.Logf("rounds %v, stats %+v", rounds, d.ManagedStats())
+	if !t.Failed() && (rounds[0] == 0 || rounds[1] == 0) {
+		t.Errorf("rounds %v: a goroutine never finished a round", rounds)
+	}
+}

@@ -1,0 +1,203 @@
+package driver
+
+import (
+	"fmt"
+
+	"softgpu/stage9-chardev/abi"
+)
+
+// Page tables: how the driver writes a context's tables in device memory
+// (the format is in abi/vm.go; the walk that reads them is device/mmu.go).
+//
+// Tables come from the page-table pool, the top of device memory, which no
+// context maps: no command can reach a table. The driver writes entries
+// with atomic 64-bit stores, and builds a path from the root down before it
+// links it in: a new table is zeroed (every entry invalid) while nothing
+// points to it, and the store of the entry that points to it is the one
+// that makes it reachable — so a walk sees either no table or a whole one.
+//
+// Changing or clearing a valid entry is different: an engine may hold the
+// old translation in its TLB. The caller must invalidate (vm.go) before it
+// reuses what the old entry mapped.
+//
+// Invariants, under the context's mu:
+//   - every table reachable from a context's root lies in the pool and was
+//     zeroed before it was linked;
+//   - a leaf maps a page-aligned PA with the context's chosen size, and a
+//     64 KiB page's entry is in all 16 of its level-3 slots.
+
+// tablePool hands out page tables from the top of device memory.
+type tablePool struct {
+	alloc *Allocator // [dataSize, memSize)
+	mem   []byte     // all of device memory (the driver's view)
+}
+
+// table returns the PA of a fresh table of n bytes, every entry invalid.
+func (p *tablePool) table(n uint64) (uint64, error) {
+	pa, err := p.alloc.AllocAligned(n, 1<<abi.PageShift)
+	if err != nil {
+		return 0, fmt.Errorf("softgpu: out of page-table memory: %w", err)
+	}
+	clear(p.mem[pa : pa+n]) // nothing points here yet: plain stores suffice
+	return pa, nil
+}
+
+// free gives a table back.
+func (p *tablePool) free(pa uint64) { p.alloc.Free(pa) }
+
+// pageKinds is the entry kind of each page size, and the level its leaf
+// lives at.
+var pageKinds = map[abi.PageSize]struct {
+	kind  uint64
+	level int
+}{
+	abi.Page4K: {abi.PTEPage4K, 3}, abi.Page64K: {abi.PTEPage64K, 3},
+	abi.Page2M: {abi.PTEPage2M, 2}, abi.Page1G: {abi.PTEPage1G, 1},
+}
+
+// ANCHOR: mappage
+// mapPage makes va map the page at pa, of the given size, in the tables
+// under root, making the tables on the way down. It fails if a table would
+// have to go where a page is mapped (the caller never maps over a live
+// mapping) or the pool is empty.
+func (d *Driver) mapPage(root, va, pa uint64, size abi.PageSize, writable, host bool) error {
+	leaf := pageKinds[size]
+	table := root
+	for level := abi.RootLevel; level < leaf.level; level++ {
+		at := table + abi.LevelIndex(va, level)*8
+		e := loadPTE(d.vm.pool.mem, at)
+		switch {
+		case !e.Valid():
+			next, err := d.vm.pool.table(abi.TableBytes)
+			if err != nil {
+				return err
+			}
+			// This store links the zeroed table in: an engine's walk that
+			// loads it finds the table whole (its entries all invalid).
+			storePTE(d.vm.pool.mem, at, abi.MakeTable(next))
+			table = next
+		case e.Kind() == abi.PTETable:
+			table = e.Frame()
+		default:
+			return fmt.Errorf("driver: invariant broken: a page is mapped over va %#x at level %d", va, level)
+		}
+	}
+	e := abi.MakePage(pa, leaf.kind, writable, host)
+	if size == abi.Page64K {
+		for i := range uint64(16) { // every slot of the 64 KiB run holds the entry
+			storePTE(d.vm.pool.mem, table+abi.LevelIndex(va+i<<abi.PageShift, leaf.level)*8, e)
+		}
+		return nil
+	}
+	storePTE(d.vm.pool.mem, table+abi.LevelIndex(va, leaf.level)*8, e)
+	return nil
+}
+
+// ANCHOR_END: mappage
+
+// leafEntry returns the PA of the level-3 entry for the 4 KiB page at va in
+// the tables under root, making the tables on the way down, as mapPage
+// does; the caller stores the entry (managed.go).
+func (d *Driver) leafEntry(root, va uint64) (uint64, error) {
+	table := root
+	for level := abi.RootLevel; level < abi.LeafLevel; level++ {
+		at := table + abi.LevelIndex(va, level)*8
+		e := loadPTE(d.vm.pool.mem, at)
+		switch {
+		case !e.Valid():
+			next, err := d.vm.pool.table(abi.TableBytes)
+			if err != nil {
+				return 0, err
+			}
+			storePTE(d.vm.pool.mem, at, abi.MakeTable(next)) // links the zeroed table in, as mapPage does
+			table = next
+		case e.Kind() == abi.PTETable:
+			table = e.Frame()
+		default:
+			return 0, fmt.Errorf("driver: invariant broken: a page is mapped over va %#x at level %d", va, level)
+		}
+	}
+	return table + abi.LevelIndex(va, abi.LeafLevel)*8, nil
+}
+
+// unmapPage clears the entry (or 16 entries) that maps the page of the
+// given size at va. The tables stay: a context keeps its tables until it
+// is closed.
+func (d *Driver) unmapPage(root, va uint64, size abi.PageSize) {
+	leaf := pageKinds[size]
+	table := root
+	for level := abi.RootLevel; level < leaf.level; level++ {
+		e := loadPTE(d.vm.pool.mem, table+abi.LevelIndex(va, level)*8)
+		if !e.Valid() || e.Kind() != abi.PTETable {
+			return // nothing mapped here
+		}
+		table = e.Frame()
+	}
+	n := uint64(1)
+	if size == abi.Page64K {
+		n = 16
+	}
+	for i := range n {
+		storePTE(d.vm.pool.mem, table+abi.LevelIndex(va+i<<abi.PageShift, leaf.level)*8, 0)
+	}
+}
+
+// mapRange maps [va, va+size) to [pa, pa+size) with the largest pages, up
+// to maxPage, that the alignment of va, pa and what is left allow — as real
+// drivers do — and returns the pages it used, for unmapRange.
+func (d *Driver) mapRange(root, va, pa, size uint64, maxPage abi.PageSize, writable, host bool) ([]pageRun, error) {
+	var runs []pageRun
+	for done := uint64(0); done < size; {
+		page := abi.Page4K
+		for _, p := range []abi.PageSize{abi.Page1G, abi.Page2M, abi.Page64K} {
+			ps := uint64(p)
+			if p <= maxPage && (va+done)%ps == 0 && (pa+done)%ps == 0 && size-done >= ps {
+				page = p
+				break
+			}
+		}
+		if err := d.mapPage(root, va+done, pa+done, page, writable, host); err != nil {
+			d.unmapRange(root, runs)
+			return nil, err
+		}
+		if n := len(runs); n > 0 && runs[n-1].size == page && runs[n-1].va+runs[n-1].bytes == va+done {
+			runs[n-1].bytes += uint64(page)
+		} else {
+			runs = append(runs, pageRun{va: va + done, bytes: uint64(page), size: page})
+		}
+		done += uint64(page)
+	}
+	return runs, nil
+}
+
+// pageRun is a stretch of VA mapped with pages of one size.
+type pageRun struct {
+	va, bytes uint64
+	size      abi.PageSize
+}
+
+// unmapRange clears what mapRange mapped.
+func (d *Driver) unmapRange(root uint64, runs []pageRun) {
+	for _, r := range runs {
+		for off := uint64(0); off < r.bytes; off += uint64(r.size) {
+			d.unmapPage(root, r.va+off, r.size)
+		}
+	}
+}
+
+// freeTables gives back every table under root, and root itself (rootBytes
+// long): a context being closed, whose entries no engine can use any more.
+func (d *Driver) freeTables(table uint64, level int) {
+	slots := uint64(abi.TableSlots)
+	if level == abi.RootLevel {
+		slots = abi.RootSlots
+	}
+	if level < abi.LeafLevel {
+		for i := range slots {
+			if e := loadPTE(d.vm.pool.mem, table+i*8); e.Valid() && e.Kind() == abi.PTETable {
+				d.freeTables(e.Frame(), level+1)
+			}
+		}
+	}
+	d.vm.pool.free(table)
+}

@@ -1,0 +1,393 @@
+package driver
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"softgpu/stage9-chardev/abi"
+	"softgpu/stage9-chardev/device"
+)
+
+// openPinned opens a device (4 MiB unless devCfg says) and a driver with
+// cfg, through fence_test.go's openWith.
+func openPinned(t *testing.T, devCfg device.Config, cfg Config) *Driver {
+	t.Helper()
+	if devCfg.MemorySize == 0 {
+		devCfg.MemorySize = 4 << 20
+	}
+	return openWith(t, devCfg, cfg)
+}
+
+// hostAlloc is HostAlloc that fails the test on an error, and frees the
+// region when the test ends unless the test freed it.
+func hostAlloc(t *testing.T, d *Driver, size uint64) *Pinned {
+	t.Helper()
+	p, err := d.HostAlloc(size)
+	if err != nil {
+		t.Fatalf("HostAlloc(%d): %v", size, err)
+	}
+	t.Cleanup(func() { d.HostFree(p) })
+	return p
+}
+
+// patterned returns n bytes that differ from position to position and from
+// seed to seed, so a chunk copied to the wrong place shows.
+func patterned(n int, seed byte) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*131+i>>9) ^ seed
+	}
+	return b
+}
+
+func TestHostAlloc(t *testing.T) {
+	d := openPinned(t, device.Config{}, Config{})
+	page := uint64(os.Getpagesize())
+	for _, size := range []uint64{1, 4096, 5000} {
+		p := hostAlloc(t, d, size)
+		if got := uint64(len(p.Bytes())); got != size {
+			t.Errorf("HostAlloc(%d): %d bytes", size, got)
+		}
+		if !bytes.Equal(p.Bytes(), make([]byte, size)) {
+			t.Errorf("HostAlloc(%d): memory not zeroed", size)
+		}
+		if p.host%page != 0 {
+			t.Errorf("HostAlloc(%d) at host address %#x: not page-aligned", size, p.host)
+		}
+		if p.Bus() < abi.BusBase || p.Bus()+size > abi.BusBase+abi.BusSize {
+			t.Errorf("HostAlloc(%d): bus address %#x outside [BusBase, BusBase+BusSize)", size, p.Bus())
+		}
+		w := abi.WindowRegs(p.slot)
+		regs := []struct {
+			name      string
+			off, want uint64
+		}{
+			{"RegWinHost", abi.RegWinHost, p.host},
+			{"RegWinBus", abi.RegWinBus, p.Bus()},
+			{"RegWinSize", abi.RegWinSize, size},
+			{"RegWinEnable", abi.RegWinEnable, 1},
+		}
+		for _, r := range regs {
+			if got := d.regs.Load(w + r.off); got != r.want {
+				t.Errorf("HostAlloc(%d): entry %d's %s = %#x; want %#x", size, p.slot, r.name, got, r.want)
+			}
+		}
+		if err := d.HostFree(p); err != nil {
+			t.Fatalf("HostFree: %v", err)
+		}
+		if got := d.regs.Load(w + abi.RegWinEnable); got != 0 {
+			t.Errorf("RegWinEnable after HostFree = %d; want 0", got)
+		}
+		if p.Bytes() != nil {
+			t.Errorf("Bytes after HostFree = %d bytes; want nil", len(p.Bytes()))
+		}
+		if err := d.HostFree(p); !errors.Is(err, ErrBadHostFree) {
+			t.Errorf("second HostFree = %v; want ErrBadHostFree", err)
+		}
+	}
+	if _, err := d.HostAlloc(0); !errors.Is(err, ErrZeroSize) {
+		t.Errorf("HostAlloc(0) = %v; want ErrZeroSize", err)
+	}
+	if err := d.HostFree(&Pinned{}); !errors.Is(err, ErrBadHostFree) {
+		t.Errorf("HostFree of a Pinned HostAlloc did not return = %v; want ErrBadHostFree", err)
+	}
+}
+
+func TestHostAllocAfterClose(t *testing.T) {
+	d := openPinned(t, device.Config{}, Config{})
+	p, err := d.HostAlloc(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	if _, err := d.HostAlloc(4096); !errors.Is(err, ErrClosed) {
+		t.Errorf("HostAlloc after Close = %v; want ErrClosed", err)
+	}
+	p.Bytes()[0] = 1 // Close leaves the caller's regions mapped
+	if err := d.HostFree(p); err != nil {
+		t.Errorf("HostFree after Close = %v; want nil", err)
+	}
+}
+
+// TestWindowFills takes every window entry (the bounce ring has one), and
+// checks the next HostAlloc fails cleanly and a freed entry is reused.
+func TestWindowFills(t *testing.T) {
+	d := openPinned(t, device.Config{}, Config{})
+	var regions []*Pinned
+	for range abi.WindowSlots - 1 {
+		regions = append(regions, hostAlloc(t, d, 256))
+	}
+	if _, err := d.HostAlloc(256); !errors.Is(err, ErrNoWindow) {
+		t.Fatalf("HostAlloc with every entry taken = %v; want ErrNoWindow", err)
+	}
+	slot := regions[10].slot
+	if err := d.HostFree(regions[10]); err != nil {
+		t.Fatal(err)
+	}
+	if p := hostAlloc(t, d, 256); p.slot != slot {
+		t.Errorf("HostAlloc after freeing entry %d took entry %d", slot, p.slot)
+	}
+}
+
+// TestPinnedCopies copies between device memory and pinned memory in both
+// directions, by CopyToDevice and CopyFromDevice: each is one COPY, one
+// doorbell, straight from or into the pinned pages.
+func TestPinnedCopies(t *testing.T) {
+	d := openPinned(t, device.Config{}, Config{})
+	const dst = 1 << 20
+	for _, size := range []int{1, 7, 4096, 64<<10 + 3, 1<<20 + 1} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			p := hostAlloc(t, d, uint64(size)+5)
+			src := p.Bytes()[5:] // a slice inside the region, not at its start
+			copy(src, patterned(size, 1))
+			bells := d.Doorbells()
+			if err := d.CopyToDevice(dst, src); err != nil {
+				t.Fatalf("CopyToDevice: %v", err)
+			}
+			if got := d.hw.Memory()[dst : dst+size]; !bytes.Equal(got, src) {
+				t.Errorf("device memory after CopyToDevice differs at byte %d", firstDifference(got, src))
+			}
+			clear(p.Bytes())
+			if err := d.CopyFromDevice(p.Bytes()[:size], dst); err != nil {
+				t.Fatalf("CopyFromDevice: %v", err)
+			}
+			if want := patterned(size, 1); !bytes.Equal(p.Bytes()[:size], want) {
+				t.Errorf("pinned memory after CopyFromDevice differs at byte %d", firstDifference(p.Bytes(), want))
+			}
+			if n := d.Doorbells() - bells; n != 2 {
+				t.Errorf("doorbells for two pinned copies = %d; want 2 (one COPY each)", n)
+			}
+		})
+	}
+}
+
+// TestBusAddressChecks names two regions, adjacent on the bus, in commands
+// the driver submits. Every way of getting the address wrong fails that
+// command alone.
+func TestBusAddressChecks(t *testing.T) {
+	const region = 2 << 20 // the bus allocator aligns regions to 2 MiB
+	d := openPinned(t, device.Config{}, Config{})
+	a, b := hostAlloc(t, d, region), hostAlloc(t, d, region)
+	if b.Bus() != a.Bus()+region {
+		t.Fatalf("two %d-byte regions at bus %#x and %#x; want them adjacent (the bus allocator is first fit)", region, a.Bus(), b.Bus())
+	}
+	freed := hostAlloc(t, d, region)
+	if err := d.HostFree(freed); err != nil {
+		t.Fatal(err)
+	}
+	cp := func(src, dst, size uint64) abi.Command {
+		return abi.Command{Op: abi.OpCopy, Src: src, Dst: dst, Size: size}
+	}
+	tests := []struct {
+		name string
+		cmd  abi.Command
+		want error
+	}{
+		{"whole region", cp(a.Bus(), 8192, region), nil},
+		{"freed region", cp(freed.Bus(), 8192, 8), abi.StatusNoDMA},
+		{"never registered", cp(abi.BusBase+abi.BusSize-4096, 8192, 8), abi.StatusNoDMA},
+		{"past the end", cp(b.Bus()+region-96, 8192, 97), abi.StatusOutOfRange},
+		{"straddling two regions", cp(a.Bus()+region-96, 8192, 200), abi.StatusOutOfRange},
+		{"straddling, as destination", cp(8192, b.Bus()-1, 2), abi.StatusOutOfRange},
+		{"overflow", cp(a.Bus(), 8192, ^uint64(0)-a.Bus()+2), abi.StatusOutOfRange},
+	}
+	for _, tt := range tests {
+		err := d.Submit(abi.EngineCopy, tt.cmd)
+		if (tt.want == nil) != (err == nil) || (tt.want != nil && !errors.Is(err, tt.want)) {
+			t.Errorf("%s: COPY src %#x dst %#x size %d = %v; want %v", tt.name, tt.cmd.Src, tt.cmd.Dst, tt.cmd.Size, err, tt.want)
+		}
+	}
+}
+
+// TestHostFreeWaitsForHolders plays an engine that holds a region (its
+// RegDMAHeld bit set; the compute engine is idle, so nothing else writes the
+// register). HostFree must disable the entry — so a new command naming the
+// region fails — and must not unmap or return while the bit is set.
+func TestHostFreeWaitsForHolders(t *testing.T) {
+	d := openPinned(t, device.Config{}, Config{})
+	p, err := d.HostAlloc(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	heldReg := abi.EngineStatusPage(abi.EngineCompute) + abi.RegDMAHeld
+	d.regs.Store(heldReg, 1<<p.slot)
+	freed := make(chan error, 1)
+	go func() { freed <- d.HostFree(p) }()
+	enable := abi.WindowRegs(p.slot) + abi.RegWinEnable
+	for deadline := time.Now().Add(10 * time.Second); d.regs.Load(enable) != 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("HostFree did not disable the entry in 10 s")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	if err := d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpCopy, Src: p.Bus(), Dst: 8192, Size: 64}); !errors.Is(err, abi.StatusNoDMA) {
+		t.Errorf("COPY from a region being freed = %v; want StatusNoDMA", err)
+	}
+	// Not a timing assertion: HostFree cannot return while the bit is
+	// set, however long we look; 20 ms just gives a wrong one the chance.
+	select {
+	case err := <-freed:
+		t.Fatalf("HostFree returned (%v) while an engine held the region", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	d.regs.Store(heldReg, 0) // the engine's command ends
+	select {
+	case err := <-freed:
+		if err != nil {
+			t.Errorf("HostFree = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("HostFree still waiting 10 s after the hold was released")
+	}
+}
+
+// TestHostFreeWhileCopying frees a region while goroutines keep COPYs
+// into and out of it going. Each COPY either succeeds or fails with
+// StatusNoDMA; none may touch the region after it is unmapped (which would
+// crash the test binary). TestPinnedCopies checks the bytes.
+func TestHostFreeWhileCopying(t *testing.T) {
+	rounds := 10
+	if testing.Short() {
+		rounds = 3
+	}
+	d := openPinned(t, device.Config{}, Config{})
+	const size = 256 << 10
+	for round := range rounds {
+		p, err := d.HostAlloc(size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		copy(p.Bytes(), patterned(size, byte(round)))
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		counts := map[string]int{}
+		for w := range 2 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					// Worker 0 copies the region to device memory, worker 1
+					// copies device memory into its second half.
+					cmd := abi.Command{Op: abi.OpCopy, Src: p.Bus(), Dst: AllocBase, Size: size}
+					if w == 1 {
+						cmd = abi.Command{Op: abi.OpCopy, Src: AllocBase + size, Dst: p.Bus() + size/2, Size: size / 2}
+					}
+					err := d.Submit(abi.EngineCopy, cmd)
+					mu.Lock()
+					switch {
+					case err == nil:
+						counts["ok"]++
+					case errors.Is(err, abi.StatusNoDMA):
+						counts["nodma"]++
+					default:
+						t.Errorf("round %d: COPY during HostFree = %v; want nil or StatusNoDMA", round, err)
+					}
+					mu.Unlock()
+					if err != nil {
+						return
+					}
+				}
+			})
+		}
+		time.Sleep(time.Duration(round%3) * time.Millisecond)
+		if err := d.HostFree(p); err != nil {
+			t.Fatalf("round %d: HostFree = %v", round, err)
+		}
+		wg.Wait()
+		if counts["nodma"] != 2 {
+			t.Errorf("round %d: %d workers saw StatusNoDMA; want both", round, counts["nodma"])
+		}
+	}
+}
+
+func firstDifference(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// TestFreedMemoryIsNotReusedUnderAQueuedCommand: a FILL of region A queued
+// behind a long DELAY, then A freed and B allocated. Were B given A's window
+// entry and bus address at once, the FILL would land in B when it finally
+// ran, and report success. The entry and the range retire until the
+// commands queued before the free have run, so the FILL fails with
+// StatusNoDMA and B is untouched.
+func TestFreedMemoryIsNotReusedUnderAQueuedCommand(t *testing.T) {
+	d := openPinned(t, device.Config{}, Config{})
+	a := hostAlloc(t, d, 4096)
+	delay, err := d.SubmitBatch(abi.EngineCopy, []abi.Command{{Op: abi.OpDelay, Value: 30_000_000}}) // 30 ms
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill, err := d.SubmitBatch(abi.EngineCopy, []abi.Command{{Op: abi.OpFill, Dst: a.Bus(), Size: 4096, Value: 0xee}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	aBus := a.Bus()
+	if err := d.HostFree(a); err != nil {
+		t.Fatal(err)
+	}
+	b := hostAlloc(t, d, 4096)
+	if b.Bus() == aBus {
+		t.Errorf("B got A's bus address %#x while a command naming it was still queued", aBus)
+	}
+	if err := delay.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fill.Wait(); !errors.Is(err, abi.StatusNoDMA) {
+		t.Errorf("the FILL queued before the free = %v; want StatusNoDMA", err)
+	}
+	for i, x := range b.Bytes() {
+		if x != 0 {
+			t.Fatalf("byte %d of B = %#x: the FILL meant for A landed in B", i, x)
+		}
+	}
+	// Once the queued commands have run, the entry and the range come back.
+	c := hostAlloc(t, d, 4096)
+	d.HostFree(c)
+}
+
+// TestAFaultedChannelDoesNotHoldFreedRanges: a freed region's window entry
+// and bus range retire once every channel has passed the commands queued
+// before the free — and a channel that faulted never will, since the rest
+// of its ring never runs. Such a channel must count as passed, or every
+// later HostFree leaks its entry to it, and HostAlloc runs out.
+func TestAFaultedChannelDoesNotHoldFreedRanges(t *testing.T) {
+	d := openPinned(t, device.Config{}, Config{})
+	a := hostAlloc(t, d, 4096)
+	// Queued behind a bad doorbell: the channel faults before the fill
+	// runs, and it never will.
+	fill := faultBehindADelay(t, d, abi.EngineCopy, []abi.Command{{Op: abi.OpFill, Dst: a.Bus(), Size: 64, Value: 1}})
+	// Watch the fault register rather than wait on a fence: this test is
+	// about retirement, not about how waits learn of a fault.
+	waitUntil(t, "the copy channel faulted on the bad doorbell", func() bool { return fill.ch.faultError() != nil })
+	done := make(chan error, 1)
+	go func() {
+		for range 2 * abi.WindowSlots {
+			p, err := d.HostAlloc(4096)
+			if err != nil {
+				done <- err
+				return
+			}
+			if err := d.HostFree(p); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- d.HostFree(a)
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("HostAlloc and HostFree after the fault: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("HostAlloc and HostFree after the fault did not finish in 10 s: the freed entries never retired")
+	}
+}

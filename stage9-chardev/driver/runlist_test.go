@@ -1,0 +1,285 @@
+package driver
+
+import (
+	"encoding/binary"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"softgpu/stage9-chardev/abi"
+	"softgpu/stage9-chardev/device"
+)
+
+// The tests of channels and runlists, the driver's half: opening and
+// closing channels while others stream, the watchdog, bad options.
+
+// newChannel opens a channel that is closed when the test ends.
+func newChannel(t *testing.T, d *Driver, e abi.Engine, c *Context, opts ChannelOptions) *Channel {
+	t.Helper()
+	ch, err := d.NewChannel(e, c, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ch.Close() })
+	return ch
+}
+
+// TestChannelOptionsAreChecked: a bad engine, no context, a priority above
+// the maximum each fail with an error that says so; runlists fill up, and
+// a closed channel's id comes back.
+func TestChannelOptionsAreChecked(t *testing.T) {
+	d := openWith(t, device.Config{MemorySize: 8 << 20}, Config{})
+	ctx := d.DefaultContext()
+	if _, err := d.NewChannel(abi.NumEngines, ctx, ChannelOptions{}); !errors.Is(err, ErrNoEngine) {
+		t.Errorf("NewChannel on engine %d = %v; want ErrNoEngine", abi.NumEngines, err)
+	}
+	if _, err := d.NewChannel(abi.EngineCopy, nil, ChannelOptions{}); !errors.Is(err, ErrContext) {
+		t.Errorf("NewChannel without a context = %v; want ErrContext", err)
+	}
+	if _, err := d.NewChannel(abi.EngineCopy, ctx, ChannelOptions{Priority: abi.MaxPriority + 1}); !errors.Is(err, ErrRunlist) {
+		t.Errorf("NewChannel with priority %d = %v; want ErrRunlist", abi.MaxPriority+1, err)
+	}
+	def, _ := d.Channel(abi.DefaultChannel(abi.EngineCopy))
+	if err := def.Close(); !errors.Is(err, ErrNoChannel) {
+		t.Errorf("closing a default channel = %v; want ErrNoChannel", err)
+	}
+	var chs []*Channel
+	for {
+		ch, err := d.NewChannel(abi.Engine(len(chs)%abi.NumEngines), ctx, ChannelOptions{Priority: abi.PriorityNormal})
+		if err != nil {
+			// Each engine's runlist is full (its default channel and 63
+			// more) just as the ids run out.
+			if !errors.Is(err, ErrRunlist) && !errors.Is(err, ErrNoChannel) {
+				t.Fatalf("channel %d: %v; want ErrRunlist or ErrNoChannel when they run out", len(chs), err)
+			}
+			break
+		}
+		chs = append(chs, ch)
+	}
+	if want := abi.NumEngines * (abi.MaxRunlist - 1); len(chs) != want {
+		t.Fatalf("opened %d channels; want %d (full runlists)", len(chs), want)
+	}
+	for _, ch := range chs {
+		if err := ch.Submit(abi.Command{Op: abi.OpNop}); err != nil {
+			t.Fatalf("%v: %v", ch.ID(), err)
+		}
+	}
+	id, e := chs[7].ID(), chs[7].Engine()
+	if err := chs[7].Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := d.NewChannel(e, ctx, ChannelOptions{})
+	if err != nil || again.ID() != id {
+		t.Fatalf("after closing %v: NewChannel = %v, %v; want that id back", id, again, err)
+	}
+	if err := again.Submit(abi.Command{Op: abi.OpNop}); err != nil {
+		t.Fatalf("the reopened channel: %v", err)
+	}
+	for i, ch := range chs {
+		if i != 7 {
+			ch.Close()
+		}
+	}
+	again.Close()
+}
+
+// TestClosingAChannelWithQueuedWork: closing a channel with commands
+// queued ends every one of them — run, or StatusRemoved, or ErrClosed for
+// one published after the drain — and loses none: each waiter returns, and
+// the commands that ran are exactly those whose status says so.
+func TestClosingAChannelWithQueuedWork(t *testing.T) {
+	d := openWith(t, device.Config{MemorySize: 8 << 20}, Config{})
+	ch, err := d.NewChannel(abi.EngineCompute, d.DefaultContext(), ChannelOptions{Priority: abi.PriorityNormal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 100
+	counter, _ := d.Alloc(64)
+	cmds := make([]abi.Command, n)
+	for i := range cmds {
+		// A DELAY, then an ADD32 that counts: 100 × 100 µs of work.
+		cmds[i] = abi.Command{Op: abi.OpAdd32, Dst: counter, Size: 4, Value: 1}
+	}
+	delays := make([]abi.Command, n)
+	for i := range delays {
+		delays[i] = abi.Command{Op: abi.OpDelay, Value: 100_000}
+	}
+	var pendings []*Pending
+	for i := range n {
+		p, err := ch.SubmitBatch([]abi.Command{delays[i], cmds[i]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pendings = append(pendings, p)
+	}
+	time.Sleep(time.Millisecond)
+	if err := ch.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ran, removed := 0, 0
+	for _, p := range pendings {
+		p.Wait()
+		for k := range 2 {
+			err := p.Err(k)
+			switch {
+			case err == nil:
+				if k == 1 {
+					ran++
+				}
+			case errors.Is(err, abi.StatusRemoved) || errors.Is(err, ErrClosed):
+				if k == 1 {
+					removed++
+				}
+			default:
+				t.Fatalf("a command of the closed channel: %v", err)
+			}
+		}
+	}
+	got := binary.LittleEndian.Uint32(d.hw.Memory()[counter:])
+	if int(got) != ran || ran+removed != n || removed == 0 {
+		t.Fatalf("the counter is %d; %d ADD32s reported run and %d removed of %d (want the counter equal to those run, none lost, some removed)",
+			got, ran, removed, n)
+	}
+	if err := ch.Submit(abi.Command{Op: abi.OpNop}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Submit after Close = %v; want ErrClosed", err)
+	}
+	if err := d.Submit(abi.EngineCompute, abi.Command{Op: abi.OpNop}); err != nil {
+		t.Errorf("the engine's default channel after the close: %v", err)
+	}
+}
+
+// TestRunlistChangesWhileChannelsStream: channels opened and closed over
+// and over on both engines while long-lived channels stream ADD32s; every
+// long-lived channel's counter ends at exactly the number of its commands
+// that succeeded — no command lost or run twice by a runlist change — and
+// every one succeeded.
+func TestRunlistChangesWhileChannelsStream(t *testing.T) {
+	d := openWith(t, device.Config{MemorySize: 8 << 20}, Config{Idle: Idle{Mode: IdleHybrid, Budget: 5_000}})
+	ctx := d.DefaultContext()
+	rounds := 300
+	if testing.Short() {
+		rounds = 60
+	}
+	type stream struct {
+		ch      *Channel
+		counter uint64
+		ok      atomic.Int64
+	}
+	var streams []*stream
+	for k, prio := range []uint8{abi.PriorityLow, abi.PriorityNormal, abi.PriorityHigh} {
+		for _, e := range []abi.Engine{abi.EngineCompute} {
+			counter, _ := d.Alloc(64)
+			streams = append(streams, &stream{ch: newChannel(t, d, e, ctx, ChannelOptions{Priority: prio, Timeslice: uint64(k) * 10_000}), counter: counter})
+		}
+	}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for _, s := range streams {
+		wg.Go(func() {
+			batch := []abi.Command{{Op: abi.OpAdd32, Dst: s.counter, Size: 4, Value: 1}, {Op: abi.OpAdd32, Dst: s.counter, Size: 4, Value: 1},
+				{Op: abi.OpDelay, Value: 2_000}}
+			for !stop.Load() {
+				p, err := s.ch.SubmitBatch(batch)
+				if err != nil {
+					t.Errorf("%v: %v", s.ch.ID(), err)
+					return
+				}
+				if err := p.Wait(); err != nil {
+					t.Errorf("%v: %v", s.ch.ID(), err)
+					return
+				}
+				s.ok.Add(2)
+			}
+		})
+	}
+	for i := range rounds {
+		e := abi.Engine(i % abi.NumEngines)
+		ch, err := d.NewChannel(e, ctx, ChannelOptions{Priority: uint8(i % (abi.MaxPriority + 1))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ch.SubmitBatch([]abi.Command{{Op: abi.OpDelay, Value: 20_000}, {Op: abi.OpNop}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := ch.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	for _, s := range streams {
+		got := binary.LittleEndian.Uint32(d.hw.Memory()[s.counter:])
+		if int64(got) != s.ok.Load() || got == 0 {
+			t.Errorf("%v: counter %d, %d ADD32s succeeded", s.ch.ID(), got, s.ok.Load())
+		}
+	}
+}
+
+// TestWatchdogStopsOnlyTheHungChannel: a command that runs past the
+// watchdog's limit fails with StatusTimeout; its channel is faulted (a
+// command queued behind it fails too, and its waiter returns), its context
+// records FaultHung; another context's channel and the default channel on
+// the same engine go on.
+func TestWatchdogStopsOnlyTheHungChannel(t *testing.T) {
+	d := openWith(t, device.Config{MemorySize: 8 << 20}, Config{Watchdog: 2_000_000}) // 2 ms
+	hungCtx, other := newContext(t, d), newContext(t, d)
+	hung := newChannel(t, d, abi.EngineCopy, hungCtx, ChannelOptions{Priority: abi.PriorityNormal})
+	fine := newChannel(t, d, abi.EngineCopy, other, ChannelOptions{Priority: abi.PriorityNormal, Timeslice: 100_000})
+	start := time.Now()
+	p, err := hung.SubmitBatch([]abi.Command{{Op: abi.OpDelay, Value: 10_000_000_000}, {Op: abi.OpNop}}) // 10 s
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 { // the other channel shares the engine meanwhile
+		if err := fine.Submit(abi.Command{Op: abi.OpDelay, Value: 50_000}); err != nil {
+			t.Fatalf("the other context's channel while one hangs: %v", err)
+		}
+	}
+	p.Wait()
+	if err := p.Err(0); !errors.Is(err, abi.StatusTimeout) {
+		t.Fatalf("the 10 s DELAY = %v; want StatusTimeout", err)
+	}
+	if elapsed := time.Since(start); elapsed > 5*time.Second {
+		t.Fatalf("the watchdog took %v to stop a 2 ms limit", elapsed)
+	}
+	if err := p.Err(1); !errors.Is(err, ErrChannelFaulted) {
+		t.Errorf("the command behind the hung one = %v; want ErrChannelFaulted", err)
+	}
+	if err := hung.Submit(abi.Command{Op: abi.OpNop}); !errors.Is(err, abi.FaultTimeout) {
+		t.Errorf("Submit on the hung channel = %v; want its fault, FaultTimeout", err)
+	}
+	var fe *FaultError
+	if !errors.As(hungCtx.Err(), &fe) || fe.Fault != abi.FaultHung {
+		t.Errorf("the hung context's error = %v; want FaultHung", hungCtx.Err())
+	}
+	if err := fine.Submit(abi.Command{Op: abi.OpNop}); err != nil || other.Err() != nil {
+		t.Errorf("the other context after the timeout: %v, %v", err, other.Err())
+	}
+	if err := d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpNop}); err != nil {
+		t.Errorf("the default channel after the timeout: %v", err)
+	}
+	if s := d.SchedStats(); s.Timeouts != 1 {
+		t.Errorf("SchedStats().Timeouts = %d; want 1", s.Timeouts)
+	}
+}
+
+// TestAChannelStampsItsContext: a command submitted on a context's channel
+// runs in that context whatever its Ctx said: the driver writes the
+// channel's context into every descriptor.
+func TestAChannelStampsItsContext(t *testing.T) {
+	d := openWith(t, device.Config{MemorySize: 8 << 20}, Config{})
+	c := newContext(t, d)
+	va, err := c.Alloc(4096, abi.Page4K)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := newChannel(t, d, abi.EngineCopy, c, ChannelOptions{})
+	if err := ch.Submit(abi.Command{Op: abi.OpFill, Ctx: 0, Dst: va, Size: 64, Value: 0x3c}); err != nil {
+		t.Fatal(err)
+	}
+	if got := readPA(d, paOf(t, c, va), 64); got[0] != 0x3c || got[63] != 0x3c {
+		t.Fatalf("the fill did not land in the context's page")
+	}
+}

@@ -1,0 +1,5 @@
+module softgpu/stage9-chardev
+
+go 1.26.0
+
+require golang.org/x/sys v0.50.0

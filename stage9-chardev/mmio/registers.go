@@ -1,0 +1,79 @@
+// Package mmio is memory-mapped I/O: the register space as both sides see
+// it. The device owns the words; the driver reads and writes them by the
+// byte offsets listed in package abi, as a real driver does through a BAR.
+//
+// Every register is a 64-bit word, read and written atomically, except
+// abi.RegTimestamp, which reads the device clock instead of a stored word,
+// and the interrupt status registers (abi.RegIrqCause, abi.RegIrqChannels),
+// where a store clears the bits it names instead of replacing the word
+// (write-one-to-clear) and the device sets bits with Set.
+package mmio
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"softgpu/stage9-chardev/abi"
+)
+
+// Registers is a register space: words[off/8] is the register at byte
+// offset off.
+type Registers struct {
+	words []atomic.Uint64
+	clock func() uint64 // what RegTimestamp reads
+}
+
+// NewRegisters returns a register space of size bytes, every word zero,
+// whose RegTimestamp reads clock. words must hold size/8 words; the caller
+// chooses where they live (aligned memory, or later a shared mapping).
+func NewRegisters(words []atomic.Uint64, clock func() uint64) *Registers {
+	return &Registers{words: words, clock: clock}
+}
+
+// Load reads the register at byte offset off.
+func (r *Registers) Load(off uint64) uint64 {
+	if off == abi.RegTimestamp {
+		return r.clock()
+	}
+	return r.word(off).Load()
+}
+
+// Store writes v to the register at byte offset off. A store to
+// RegTimestamp, which is not a stored word, is ignored.
+func (r *Registers) Store(off, v uint64) {
+	switch off {
+	case abi.RegTimestamp:
+		return
+	case abi.RegIrqCause:
+		r.word(off).And(^v) // write-one-to-clear
+		return
+	}
+	if off >= abi.RegIrqChannels && off < abi.RegIrqChannels+8*abi.IrqChannelWords {
+		r.word(off).And(^v) // write-one-to-clear, every word
+		return
+	}
+	r.word(off).Store(v)
+}
+
+// Add adds delta to the register at off atomically: for a counter more
+// than one engine of the device may bump at once.
+func (r *Registers) Add(off, delta uint64) { r.word(off).Add(delta) }
+
+// Set sets the bits of v in the register at off, leaving the others: how
+// the device raises a cause in an interrupt status register.
+func (r *Registers) Set(off, v uint64) { r.word(off).Or(v) }
+
+// Size returns the size of the register space in bytes.
+func (r *Registers) Size() uint64 { return uint64(len(r.words)) * 8 }
+
+// word panics on an offset outside the register space or not 8-aligned.
+// Offsets are constants of package abi plus bank offsets the caller
+// computed from an engine or channel it has already checked, so a bad one
+// is a bug in this program, never something input can cause: the panic
+// names the invariant.
+func (r *Registers) word(off uint64) *atomic.Uint64 {
+	if off%8 != 0 || off/8 >= uint64(len(r.words)) {
+		panic(fmt.Sprintf("mmio: invariant broken: register offset %#x is not an aligned word inside the %#x-byte register space", off, r.Size()))
+	}
+	return &r.words[off/8]
+}

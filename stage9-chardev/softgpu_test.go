@@ -1,0 +1,160 @@
+package softgpu_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	softgpu "softgpu/stage9-chardev"
+	"softgpu/stage9-chardev/abi"
+	"softgpu/stage9-chardev/driver"
+	"softgpu/stage9-chardev/internal/leakcheck"
+)
+
+func openTest(t *testing.T) *softgpu.GPU {
+	t.Helper()
+	leakcheck.Check(t)
+	g, err := softgpu.Open(softgpu.Config{MemorySize: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
+}
+
+func TestWriteFillCopyRead(t *testing.T) {
+	g := openTest(t)
+	a := mustAlloc(t, g, 1000)
+	b := mustAlloc(t, g, 1000)
+	src := make([]byte, 1000)
+	for i := range src {
+		src[i] = byte(i)
+	}
+	must(t, g.Write(a, src))
+	must(t, g.Fill(a+100, 50, 0xcc))
+	must(t, g.Copy(b, a, 1000))
+	got := make([]byte, 1000)
+	must(t, g.Read(got, b))
+	want := bytes.Clone(src)
+	copy(want[100:150], bytes.Repeat([]byte{0xcc}, 50))
+	if !bytes.Equal(got, want) {
+		t.Errorf("Read after Write, Fill, Copy = %v...; want %v...", got[95:105], want[95:105])
+	}
+}
+
+func TestErrorsReachTheCaller(t *testing.T) {
+	g := openTest(t)
+	p := mustAlloc(t, g, 64)
+	if err := g.Sum32(p+4, p, 8); !errors.Is(err, abi.StatusMisaligned) {
+		t.Errorf("Sum32 with a misaligned result = %v; want StatusMisaligned", err)
+	}
+	if err := g.Fill(p, 1<<40, 0); !errors.Is(err, abi.StatusOutOfRange) {
+		t.Errorf("Fill of 1 TiB = %v; want StatusOutOfRange", err)
+	}
+	if err := g.Free(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Free(p); !errors.Is(err, driver.ErrDoubleFree) {
+		t.Errorf("second Free = %v; want ErrDoubleFree", err)
+	}
+	if got := g.MemoryInUse(); got != 0 {
+		t.Errorf("MemoryInUse after freeing everything = %d; want 0", got)
+	}
+}
+
+func TestCloseEndsEverything(t *testing.T) {
+	g := openTest(t)
+	must(t, g.Close())
+	if err := g.Nop(softgpu.Copy); !errors.Is(err, driver.ErrClosed) {
+		t.Errorf("Nop after Close = %v; want ErrClosed", err)
+	}
+}
+
+func mustAlloc(t testing.TB, g *softgpu.GPU, n uint64) softgpu.Ptr {
+	t.Helper()
+	p, err := g.Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTraceIsWrittenOnClose opens a GPU with tracing to a file, runs a
+// command, closes it, and finds the file: trace-event JSON naming the
+// command.
+func TestTraceIsWrittenOnClose(t *testing.T) {
+	leakcheck.Check(t)
+	path := filepath.Join(t.TempDir(), "trace.json")
+	g, err := softgpu.Open(softgpu.Config{MemorySize: 1 << 20, Trace: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := mustAlloc(t, g, 64)
+	must(t, g.Fill(p, 64, 1))
+	if err := g.WriteTrace(io.Discard); err == nil {
+		t.Error("WriteTrace before Close = nil; want an error")
+	}
+	must(t, g.Close())
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		TraceEvents []struct {
+			Name string `json:"name"`
+			Ph   string `json:"ph"`
+		} `json:"traceEvents"`
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatalf("trace is not JSON: %v", err)
+	}
+	found := false
+	for _, ev := range f.TraceEvents {
+		found = found || (ev.Name == "FILL" && ev.Ph == "X")
+	}
+	if !found {
+		t.Errorf("trace has no FILL command:\n%s", b)
+	}
+}
+
+// TestBadTraceConfig: a trace path in a directory that does not exist, and
+// a bad SOFTGPU_TRACE_EVENTS, are ErrConfig at Open, not a lost trace at
+// Close.
+func TestBadTraceConfig(t *testing.T) {
+	if _, err := softgpu.Open(softgpu.Config{Trace: "/nonexistent/dir/trace.json"}); !errors.Is(err, softgpu.ErrConfig) {
+		t.Errorf("Open with Trace in a missing directory = %v; want ErrConfig", err)
+	}
+	t.Setenv("SOFTGPU_TRACE_EVENTS", "many")
+	if _, err := softgpu.Open(softgpu.Config{}); !errors.Is(err, softgpu.ErrConfig) {
+		t.Errorf("Open with SOFTGPU_TRACE_EVENTS=many = %v; want ErrConfig", err)
+	}
+}
+
+// TestErrorsNeedNoOtherImport: the errors a caller checks are all in this
+// package.
+func TestErrorsNeedNoOtherImport(t *testing.T) {
+	g := openTest(t)
+	if err := g.Nop(softgpu.Engine(7)); !errors.Is(err, softgpu.ErrNoEngine) {
+		t.Errorf("Nop on engine 7 = %v; want ErrNoEngine", err)
+	}
+	if err := g.Fill(0, 1<<40, 0); !errors.Is(err, softgpu.StatusOutOfRange) {
+		t.Errorf("Fill of 1 TiB = %v; want StatusOutOfRange", err)
+	}
+	if _, err := g.Alloc(0); !errors.Is(err, softgpu.ErrZeroSize) {
+		t.Errorf("Alloc(0) = %v; want ErrZeroSize", err)
+	}
+	if _, err := softgpu.Open(softgpu.Config{MemorySize: 1 << 40}); !errors.Is(err, softgpu.ErrConfig) {
+		t.Errorf("Open with 1 TiB = %v; want ErrConfig", err)
+	}
+}
