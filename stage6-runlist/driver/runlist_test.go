@@ -283,3 +283,47 @@ func TestAChannelStampsItsContext(t *testing.T) {
 		t.Fatalf("the fill did not land in the context's page")
 	}
 }
+
+// TestAFaultedChannelsIDComesBackClean: a channel faulted by a bad
+// doorbell and then closed gives its id back, and the next channel to get
+// that id starts clean — served, its commands completing — instead of
+// inheriting the fault. Before, the device kept the fault on the channel
+// and the driver refused every later NewChannel that picked the lowest
+// free id: one faulted channel closed the device to new channels.
+func TestAFaultedChannelsIDComesBackClean(t *testing.T) {
+	d := openWith(t, device.Config{MemorySize: 8 << 20}, Config{})
+	ctx := d.DefaultContext()
+	for round := range 3 {
+		ch, err := d.NewChannel(abi.EngineCopy, ctx, ChannelOptions{Priority: abi.PriorityNormal})
+		if err != nil {
+			t.Fatalf("round %d: NewChannel after a faulted channel closed = %v", round, err)
+		}
+		if err := ch.Submit(abi.Command{Op: abi.OpNop}); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		ch.regs.Store(ch.doorbell+abi.RegDoorbell, ch.regs.Load(ch.doorbell+abi.RegDoorbell)+1<<40)
+		waitUntil(t, "the engine faulted the channel", func() bool { return ch.faultError() != nil })
+		if err := ch.Submit(abi.Command{Op: abi.OpNop}); !errors.Is(err, ErrChannelFaulted) {
+			t.Fatalf("round %d: Submit on the faulted channel = %v; want ErrChannelFaulted", round, err)
+		}
+		id := ch.ID()
+		if err := ch.Close(); err != nil {
+			t.Fatalf("round %d: Close of the faulted channel = %v", round, err)
+		}
+		again, err := d.NewChannel(abi.EngineCopy, ctx, ChannelOptions{Priority: abi.PriorityNormal})
+		if err != nil {
+			t.Fatalf("round %d: NewChannel after closing faulted %v = %v; want a clean channel", round, id, err)
+		}
+		if again.ID() != id {
+			t.Fatalf("round %d: the new channel is %v; want the freed %v (the lowest free id)", round, again.ID(), id)
+		}
+		for range 2 * int(again.size) { // more than a lap: every slot and completion entry reused
+			if err := again.Submit(abi.Command{Op: abi.OpNop}); err != nil {
+				t.Fatalf("round %d: a command on the reused %v = %v", round, id, err)
+			}
+		}
+		if err := again.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -216,6 +216,7 @@ func (e *Engine) install(entries []abi.RunlistEntry) {
 	for _, c := range e.list {
 		if !keep[c.id] {
 			e.drain(c)
+			e.reset(c)
 			c.waitSince = 0
 			e.dev.owner[c.id].Store(0) // after the drain's last write to the channel
 		}
@@ -258,6 +259,31 @@ func (e *Engine) drain(c *chanState) {
 		e.complete(abi.StatusRemoved)
 		e.signal()
 	}
+}
+
+// reset makes a channel that is leaving its runlist fit for its next
+// owner, as a real device resets a channel the driver has torn down. A
+// channel that left cleanly needs nothing: the drain completed every
+// command below its doorbell. A faulted one keeps its fault while it is
+// listed — that is how the driver learns of it — but must not pass it on:
+// the engine clears the fault, puts the doorbell back at the head (the
+// value that faulted it, or any command it stranded, is forgotten), and
+// rewrites the completion ring's next lap, so that every index below the
+// head reads as completed and none at or above it, as after resetRing.
+// Then the driver that opens the id next starts where this one stopped.
+func (e *Engine) reset(c *chanState) {
+	if !c.faulted {
+		return
+	}
+	size := uint64(len(c.ring)) / abi.CommandSize
+	mask := size - 1
+	for i := c.head; i != c.head+size; i++ {
+		c.completions[abi.CompletionWord(i, mask)].Store(i - size)
+	}
+	c.tail, c.saved, c.stalled, c.faulted = c.head, false, false, false
+	e.regs.Store(c.doorbell+abi.RegDoorbell, c.head)
+	e.regs.Store(c.status+abi.RegChannelFault, uint64(abi.FaultNone))
+	e.regs.Store(c.status+abi.RegChannelFaultValue, 0)
 }
 
 // ANCHOR: next
