@@ -1,6 +1,8 @@
 package softgpu
 
 import (
+	"fmt"
+
 	"softgpu/stage9-chardev/abi"
 	"softgpu/stage9-chardev/driver"
 )
@@ -64,10 +66,13 @@ func (g *GPU) NewBatch(e Engine) *Batch { return &Batch{g: g, engine: e} }
 func (b *Batch) Submit() (*Pending, error) {
 	var p *Pending
 	var err error
-	if b.ch != nil {
+	switch {
+	case b.ch != nil:
 		p, err = b.ch.SubmitBatch(b.cmds)
-	} else {
+	case b.g != nil:
 		p, err = b.g.submitBatch(b.engine, b.cmds)
+	default: // a client's batch for an engine the device does not have (package client)
+		err = fmt.Errorf("%w: %d", ErrNoEngine, b.engine)
 	}
 	b.cmds = b.cmds[:0]
 	return p, err

@@ -126,3 +126,9 @@ type SchedStats = driver.SchedStats
 
 // SchedStats returns the schedulers' counters.
 func (g *GPU) SchedStats() SchedStats { return g.drv.SchedStats() }
+
+// AttachChannel wraps a channel that a client of softgpud attached in
+// its own process (package client): the same Channel, with every method,
+// over memory the daemon shared. A program does not call it; the client
+// library's NewChannel does.
+func AttachChannel(ch *driver.Channel, e Engine) *Channel { return &Channel{ch: ch, engine: e} }

@@ -103,6 +103,10 @@ const (
 	RegNeedWakeup    = 0x080
 	RegSleeps        = 0x088
 	RegIdleBudgetNow = 0x090
+	// RegSleptCycles is the cycles the engine has spent asleep since
+	// reset, added at each wake-up: the share of a period it slept is
+	// what softgpu-smi shows.
+	RegSleptCycles = 0x098
 )
 
 // In the engine's privileged control page, at EngineControlPage(e),

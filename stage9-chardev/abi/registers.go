@@ -137,6 +137,10 @@ const (
 	// RegEngineState is EngineRunning until the engine has stopped, then
 	// EngineStopped.
 	RegEngineState = 0x000
+	// RegCommands counts the commands the engine has completed since
+	// reset, for softgpu-smi. Its own line, which no driver polls: the
+	// engine's store to it after every command costs no other core a miss.
+	RegCommands = 0x1c0
 )
 
 // ANCHOR_END: enginebank
@@ -239,6 +243,8 @@ func Table() []Register {
 		add(fmt.Sprintf("Engine[%d].Preempts", e), page+RegPreempts, WrittenByDevice, PageReadOnly)
 		add(fmt.Sprintf("Engine[%d].Switches", e), page+RegSwitches, WrittenByDevice, PageReadOnly)
 		add(fmt.Sprintf("Engine[%d].Timeouts", e), page+RegTimeouts, WrittenByDevice, PageReadOnly)
+		add(fmt.Sprintf("Engine[%d].SleptCycles", e), page+RegSleptCycles, WrittenByDevice, PageReadOnly)
+		add(fmt.Sprintf("Engine[%d].Commands", e), page+RegCommands, WrittenByDevice, PageReadOnly)
 	}
 	for c := range Channel(NumChannels) {
 		user, status := DoorbellPage(c), ChannelStatusPage(c)

@@ -84,6 +84,13 @@ type Config struct {
 	Start uint64
 	// Trace, if not nil, receives the device's events (package trace).
 	Trace *trace.Buffer
+	// Shared puts the register space and the rings in memory that other
+	// processes can map (shared.go): what softgpud opens, so that Share
+	// can hand a channel to a client. An in-process device leaves it
+	// off and keeps them on the Go heap — where the race detector sees
+	// the synchronisation through their atomic words, which it cannot in
+	// memory mapped from the kernel, outside the heap.
+	Shared bool
 }
 
 // DefaultMemorySize is the device memory of a zero Config.
@@ -106,7 +113,8 @@ type Device struct {
 	cfg   Config
 	clock *Clock
 	regs  *mmio.Registers
-	mem   []byte // device memory, mapped by Open, unmapped by Close; host-visible in full (the "aperture")
+	mem   []byte  // device memory, mapped by Open, unmapped by Close; host-visible in full (the "aperture")
+	shm   *memory // with Config.Shared, the register space and the rings, in memory a client may map (shared.go); else nil
 	trace *trace.Buffer
 
 	// rings[c] is channel c's submission ring: host-visible memory the
@@ -158,7 +166,16 @@ func Open(cfg Config) (*Device, error) {
 		return nil, err
 	}
 	d := &Device{cfg: cfg, clock: newClock(), mem: mem, trace: cfg.Trace}
-	d.regs = mmio.NewRegisters(alignedWords(abi.RegSpaceSize/8), d.clock.Now)
+	if cfg.Shared {
+		if d.shm, err = sharedMemory(cfg.RingSize); err != nil {
+			unmapMemory(mem)
+			return nil, err
+		}
+		d.regs = mmio.NewRegisters(d.shm.words(), d.clock.Now)
+		keepMapped(d.regs, d.shm)
+	} else {
+		d.regs = mmio.NewRegisters(alignedWords(abi.RegSpaceSize/8), d.clock.Now)
+	}
 	d.regs.Store(abi.RegID, abi.DeviceID)
 	d.regs.Store(abi.RegMemSize, cfg.MemorySize)
 	d.regs.Store(abi.RegRingSize, cfg.RingSize)

@@ -18,6 +18,7 @@ type Engine struct {
 	trace *trace.Buffer // nil when tracing is off
 
 	statusPage  uint64 // abi.EngineStatusPage(id)
+	commands    uint64 // commands completed: RegCommands
 	controlPage uint64 // abi.EngineControlPage(id)
 	held        uint64 // window entries the running command holds; RegDMAHeld follows it (private; see dma.go)
 	ringSize    uint64

@@ -130,6 +130,7 @@ func (e *Engine) sleep() {
 		// invalidate; checkInval's load of RegInvalGen comes after it
 		// (mmu.go has the argument).
 		regs.Store(e.statusPage+abi.RegEngineState, abi.EngineRunning)
+		regs.Store(e.statusPage+abi.RegSleptCycles, regs.Load(e.statusPage+abi.RegSleptCycles)+woke-start)
 		e.checkInval()
 		since := e.idleSince // the budget's start, or, in sleep mode, the sleep's
 		if since == 0 {

@@ -55,8 +55,12 @@ func checkRingConfig(cfg *Config) error {
 // that every index below Start reads as completed and none at or above it.
 func (d *Device) resetRing(c abi.Channel) {
 	size, mask := d.cfg.RingSize, d.cfg.RingSize-1
-	d.rings[c] = alignedBytes(int(size * abi.CommandSize))
-	d.completions[c] = alignedWords(int(size * abi.CompletionWords))
+	if d.shm != nil {
+		d.rings[c], d.completions[c] = d.shm.ring(c, size)
+	} else {
+		d.rings[c] = alignedBytes(int(size * abi.CommandSize))
+		d.completions[c] = alignedWords(int(size * abi.CompletionWords))
+	}
 	for i := d.cfg.Start; i != d.cfg.Start+size; i++ {
 		d.completions[c][abi.CompletionWord(i, mask)].Store(i - size)
 	}
@@ -137,6 +141,8 @@ func (e *Engine) complete(status abi.Status) {
 	// not once per batch, so that a waiter returns as soon as its own
 	// command is done.
 	completions[w].Store(e.job.seq)
+	e.commands++
+	e.regs.Store(e.statusPage+abi.RegCommands, e.commands) // the engine is its only writer
 }
 
 // ANCHOR_END: ring

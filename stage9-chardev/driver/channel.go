@@ -39,13 +39,20 @@ type Channel struct {
 	removed    atomic.Bool  // set once it has left: no command of it will complete any more
 
 	// How the engine serves it (runlist.go).
-	privileged bool     // commands name their context (the driver's own channels)
-	ctx        *Context // the context its commands run in (nil for a privileged one)
-	prio       uint8    // abi.PriorityLow .. abi.MaxPriority
-	slice      uint64   // cycles; 0: none
-	state      uint64   // PA of its state block in device memory; 0: none
+	privileged bool        // commands name their context (the driver's own channels)
+	ctx        *Context    // the context its commands run in (nil for a privileged one, or one attached in a client)
+	ctxID      abi.Context // its id, which every command of an unprivileged channel carries
+	prio       uint8       // abi.PriorityLow .. abi.MaxPriority
+	slice      uint64      // cycles; 0: none
+	state      uint64      // PA of its state block in device memory; 0: none
 	hooks      *Hooks
 	doorbells  *atomic.Uint64 // the driver's count of doorbell stores
+
+	// A channel served to another process (ChannelOptions.Notify), or
+	// attached in one (client.go): notify is called where waiters would
+	// be signalled; closer takes an attached channel off its engine.
+	notify func()
+	closer func() error
 
 	// Idle gating (idle.go): the engine's status page, where it says it
 	// needs waking, and the call that wakes it.
@@ -74,17 +81,49 @@ type Channel struct {
 // that every completion it reads from now on is ours. A channel an earlier
 // driver left faulted is refused: the device will not serve it again.
 func (d *Driver) newChannel(c abi.Channel, e abi.Engine) (*Channel, error) {
-	size := d.regs.Load(abi.RegRingSize)
+	ch, err := d.env().channel(c, e)
+	if ch != nil {
+		ch.d = d
+	}
+	return ch, err
+}
+
+// channelEnv is what a channel takes from the driver that made it: the
+// device's surface, the wait settings, and the counters and flags it
+// shares with the driver's other channels. A Driver (driver.go) and a
+// Client (client.go) each have one.
+type channelEnv struct {
+	hw         Hardware
+	regs       *mmio.Registers
+	yieldEvery int
+	closed     *atomic.Bool
+	hooks      *Hooks
+	doorbells  *atomic.Uint64
+	waitMode   WaitMode
+	pollBudget uint64
+	wake       Wake
+	stats      *stats
+}
+
+func (d *Driver) env() channelEnv {
+	return channelEnv{hw: d.hw, regs: d.regs, yieldEvery: d.yieldEvery, closed: &d.closed, hooks: &d.hooks,
+		doorbells: &d.doorbells, waitMode: d.waitMode, pollBudget: d.pollBudget, wake: d.wake, stats: &d.stats}
+}
+
+// channel makes the driver's side of channel c on engine e and picks up
+// its ring where the device has it.
+func (env channelEnv) channel(c abi.Channel, e abi.Engine) (*Channel, error) {
+	size := env.regs.Load(abi.RegRingSize)
 	if size == 0 || size&(size-1) != 0 {
 		return nil, fmt.Errorf("%w: RegRingSize reads %d, not a power of two", ErrNoDevice, size)
 	}
 	ch := &Channel{
-		d: d, id: c, engine: e, regs: d.regs,
+		id: c, engine: e, regs: env.regs,
 		doorbell: abi.DoorbellPage(c), status: abi.ChannelStatusPage(c),
-		slots: d.hw.Ring(c), completions: d.hw.Completions(c), size: size, mask: size - 1,
-		yieldEvery: d.yieldEvery, closed: &d.closed, hooks: &d.hooks, doorbells: &d.doorbells,
-		engineStatus: abi.EngineStatusPage(e), wakeEngine: d.hw.Wake,
-		waitMode: d.waitMode, pollBudget: d.pollBudget, wake: d.wake, stats: &d.stats,
+		slots: env.hw.Ring(c), completions: env.hw.Completions(c), size: size, mask: size - 1,
+		yieldEvery: env.yieldEvery, closed: env.closed, hooks: env.hooks, doorbells: env.doorbells,
+		engineStatus: abi.EngineStatusPage(e), wakeEngine: env.hw.Wake,
+		waitMode: env.waitMode, pollBudget: env.pollBudget, wake: env.wake, stats: env.stats,
 		owner: make([]atomic.Pointer[request], size), freeFor: make([]atomic.Uint64, size),
 		written: make([]atomic.Uint64, size),
 	}
@@ -117,7 +156,14 @@ func (ch *Channel) Engine() abi.Engine { return ch.engine }
 
 // mark returns the index the next command submitted on the channel will
 // take: every command submitted so far lies below it.
-func (ch *Channel) mark() uint64 { return ch.reserved.Load() }
+// For a channel another process submits on, that is the doorbell: the
+// engine may run every command below it and none above.
+func (ch *Channel) mark() uint64 {
+	if ch.notify != nil {
+		return ch.regs.Load(ch.doorbell + abi.RegDoorbell)
+	}
+	return ch.reserved.Load()
+}
 
 // passed reports whether the engine has completed every command below
 // mark. (The completion entries only grow, so this stays true.)

@@ -317,6 +317,10 @@ func (tl *timeline) remove(w *waiter) {
 // fence: an interrupt) or the one armed below (the least remaining target,
 // at most this waiter's: an interrupt). The next interrupt serves it.
 func (tl *timeline) signal() {
+	if n := tl.ch.notify; n != nil {
+		n() // the waiters are in another process; the arm registers are theirs
+		return
+	}
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	// This load pairs with the engine's store of RegFence.
@@ -333,6 +337,10 @@ func (tl *timeline) signal() {
 // wakeAll wakes every waiter, whatever its fence: the device has stopped,
 // or the channel faulted or was closed, and each must settle its wait.
 func (tl *timeline) wakeAll() {
+	if n := tl.ch.notify; n != nil {
+		n()
+		return
+	}
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	for len(tl.waiters) > 0 {

@@ -119,24 +119,52 @@ func (d *Driver) HostAlloc(size uint64) (*Pinned, error) {
 	if err != nil {
 		return nil, fmt.Errorf("softgpu: mmap of %d bytes: %w", length, err)
 	}
-	if err := unix.Mlock(mapping); err != nil {
+	p, err := d.adopt(mapping, size)
+	if err != nil {
 		unix.Munmap(mapping)
-		return nil, pinError(length, err)
+	}
+	return p, err
+}
+
+// ANCHOR_END: hostalloc
+
+// HostAdopt pins and registers memory the caller mapped — the daemon
+// passes a client's memfd, mapped shared, as the vhost-user memory table
+// passes a guest's — and from then on owns the mapping: HostFree unmaps
+// it. mapping must be page-aligned and whole pages; the region is its
+// first size bytes. On an error the caller still owns the mapping.
+func (d *Driver) HostAdopt(mapping []byte, size uint64) (*Pinned, error) {
+	switch {
+	case d.closed.Load():
+		return nil, ErrClosed
+	case size == 0:
+		return nil, ErrZeroSize
+	case size > uint64(len(mapping)) || size > abi.BusSize:
+		return nil, fmt.Errorf("%w: HostAdopt of %d bytes from a %d-byte mapping", ErrNoWindow, size, len(mapping))
+	case uint64(len(mapping))%uint64(os.Getpagesize()) != 0 || addressOf(mapping)%uint64(os.Getpagesize()) != 0:
+		return nil, fmt.Errorf("%w: HostAdopt of a mapping that is not whole pages", ErrNoWindow)
+	}
+	return d.adopt(mapping, size)
+}
+
+// adopt pins mapping, registers its first size bytes with the device and
+// gives them a window entry.
+func (d *Driver) adopt(mapping []byte, size uint64) (*Pinned, error) {
+	if err := unix.Mlock(mapping); err != nil {
+		return nil, pinError(uint64(len(mapping)), err)
 	}
 	p := &Pinned{mapping: mapping, bytes: mapping[:size:size], host: addressOf(mapping)}
 	if err := d.hw.RegisterHost(p.bytes); err != nil {
-		unix.Munmap(mapping)
+		unix.Munlock(mapping)
 		return nil, err
 	}
 	if err := d.register(p); err != nil {
 		d.hw.UnregisterHost(p.bytes)
-		unix.Munmap(mapping)
+		unix.Munlock(mapping)
 		return nil, err
 	}
 	return p, nil
 }
-
-// ANCHOR_END: hostalloc
 
 // register gives p a window entry and a bus range, and enables the entry.
 // If every entry is taken but some are only retiring — freed, with

@@ -46,6 +46,19 @@ type ChannelOptions struct {
 	// engine while another channel of its priority has work; zero means
 	// no slice: it keeps the engine until its ring is empty.
 	Timeslice uint64
+
+	// For a channel whose commands another process submits — a client of
+	// the daemon (package server) — two calls. Share is called with the
+	// channel's id after the id is chosen and before the channel is
+	// listed, while no engine reads its pages: the daemon moves them into
+	// memory the client maps (device.Share). Notify stands in for the
+	// channel's waiters, which live in the client: wherever the driver
+	// would signal them — a fence interrupt, a fault, the device stopping
+	// — it calls Notify instead and touches nothing of the channel's user
+	// page, which is the client's to write. Both nil for a channel of this
+	// process.
+	Share  func(abi.Channel) error
+	Notify func()
 }
 
 // The scheduler's area of device memory, above data memory, which no
@@ -165,9 +178,14 @@ func (d *Driver) NewChannel(e abi.Engine, c *Context, opts ChannelOptions) (*Cha
 	if err != nil {
 		return nil, err
 	}
-	ch.ctx, ch.prio, ch.slice, ch.state = c, opts.Priority, opts.Timeslice, state
-	if d.wake == WakeEvery {
+	ch.ctx, ch.ctxID, ch.prio, ch.slice, ch.state, ch.notify = c, c.id, opts.Priority, opts.Timeslice, state, opts.Notify
+	if d.wake == WakeEvery && opts.Notify == nil {
 		d.regs.Store(ch.doorbell+abi.RegIrqArm, abi.IrqEvery)
+	}
+	if opts.Share != nil {
+		if err := opts.Share(id); err != nil {
+			return nil, err
+		}
 	}
 	if !c.addChannel(ch) { // closed meanwhile
 		return nil, ErrClosed
@@ -194,6 +212,9 @@ func (d *Driver) NewChannel(e abi.Engine, c *Context, opts ChannelOptions) (*Cha
 // state block are then free for another. The engines' default channels
 // cannot be closed.
 func (ch *Channel) Close() error {
+	if ch.closer != nil {
+		return ch.closeAttached() // client.go
+	}
 	d := ch.d
 	if ch.id < abi.NumEngines {
 		return fmt.Errorf("%w: %v is an engine's default channel", ErrNoChannel, ch.id)

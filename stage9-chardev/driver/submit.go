@@ -161,8 +161,8 @@ func fenced(cmd abi.Command, i uint64, last bool) abi.Command {
 // that comes after these stores.
 func (ch *Channel) write(cmd abi.Command, i uint64) {
 	cmd.Seq = i
-	if ch.ctx != nil {
-		cmd.Ctx = ch.ctx.id // a channel's commands run in its context, whatever they said
+	if !ch.privileged {
+		cmd.Ctx = ch.ctxID // a channel's commands run in its context, whatever they said
 	}
 	cmd.Encode(ch.slots[abi.SlotOffset(i, ch.mask):])
 }

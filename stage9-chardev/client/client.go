@@ -1,0 +1,463 @@
+// Package client is how an application reaches a softgpu served by
+// softgpud: the same API as an in-process GPU (package softgpu), across a
+// process boundary.
+//
+//	gpu, err := client.Dial("")                 // the default node
+//	buf, _ := gpu.Alloc(1 << 20)
+//	gpu.Fill(buf, 1<<20, 7)                     // stores into a mapped ring, a store to a mapped doorbell
+//	gpu.Close()
+//
+// Dial makes the control calls of package uapi — VERSION, ATTACH, one
+// CHANNEL_OPEN per engine — and maps what they return: the public pages,
+// each channel's doorbell page and rings, its status page and
+// completions. From then on a command is submitted exactly as in-process,
+// by the same code (driver.Channel): stores into the ring, a store to the
+// doorbell, and, only if the engine said it is asleep, a write to the kick
+// eventfd. A wait polls the fence in the mapped status page and then
+// blocks on the irq eventfd. Neither sends a message. Allocation, host
+// memory registration and channels are control calls, one message each
+// way.
+//
+// The methods of GPU are those of softgpu.GPU that make sense outside the
+// daemon, with the same signatures (a test holds them to it); the device-
+// wide ones — idle control, traces, statistics of the whole device — are
+// the daemon's (softgpu-smi shows them). Channels are softgpu.Channel
+// values, with every method of an in-process channel.
+package client
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	softgpu "softgpu/stage9-chardev"
+	"softgpu/stage9-chardev/abi"
+	"softgpu/stage9-chardev/driver"
+	"softgpu/stage9-chardev/uapi"
+)
+
+// The types a client shares with an in-process GPU.
+type (
+	Ptr            = softgpu.Ptr
+	Engine         = softgpu.Engine
+	Pending        = softgpu.Pending
+	Channel        = softgpu.Channel
+	ChannelOptions = softgpu.ChannelOptions
+	Batch          = softgpu.Batch
+)
+
+// The engines.
+const (
+	Compute = softgpu.Compute
+	Copy    = softgpu.Copy
+)
+
+// ErrGone reports that the daemon has gone: it closed the connection (it
+// shut down, or died). Every call fails with it from then on, and every
+// wait settles. It wraps driver.ErrClosed, which a channel's own methods
+// return.
+var ErrGone = fmt.Errorf("softgpu: device gone (the daemon closed the connection): %w", driver.ErrClosed)
+
+// Config configures a client.
+type Config struct {
+	// Node is the daemon's node; uapi.DefaultNode() if empty.
+	Node string
+	// How waits wait, as in softgpu.Config.
+	Wait       driver.WaitMode
+	PollBudget uint64
+	Wake       driver.Wake
+	// Staging is the size of the registered buffer Write and Read copy
+	// through; zero means 1 MiB.
+	Staging uint64
+}
+
+// GPU is a softgpu served by a daemon.
+type GPU struct {
+	conn    *net.UnixConn
+	hw      *hardware
+	cl      *driver.Client
+	version uapi.Version
+	context abi.Context
+
+	// Calls: one writer at a time; replies come back in order on one
+	// reader, which hands each to the caller waiting for its Seq.
+	writeMu    sync.Mutex
+	seq        atomic.Uint64
+	pmu        sync.Mutex
+	pending    map[uint64]chan reply
+	gone       atomic.Bool
+	closed     atomic.Bool
+	readerDone chan struct{}
+
+	channels [abi.NumEngines]*softgpu.Channel
+
+	staging uint64
+	stageMu sync.Mutex
+	stage   *HostBuffer
+	hostMu  sync.Mutex
+	hosts   []*HostBuffer
+}
+
+// reply is one message from the daemon, and the descriptors with it.
+type reply struct {
+	msg []byte
+	fds []int
+	err error
+}
+
+// Dial connects to the daemon at node (uapi.DefaultNode() if empty).
+func Dial(node string) (*GPU, error) { return DialConfig(Config{Node: node}) }
+
+// DialConfig connects as cfg says.
+func DialConfig(cfg Config) (*GPU, error) {
+	if cfg.Node == "" {
+		cfg.Node = uapi.DefaultNode()
+	}
+	if cfg.Staging == 0 {
+		cfg.Staging = 1 << 20
+	}
+	conn, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: cfg.Node, Net: "unixpacket"})
+	if err != nil {
+		return nil, fmt.Errorf("softgpu: connecting to %s (is softgpud running?): %w", cfg.Node, err)
+	}
+	g := &GPU{conn: conn, pending: map[uint64]chan reply{}, readerDone: make(chan struct{}), staging: cfg.Staging}
+	go g.reader()
+	if err := g.open(cfg); err != nil {
+		g.conn.Close()
+		<-g.readerDone
+		if g.hw != nil {
+			g.hw.close()
+		}
+		return nil, err
+	}
+	return g, nil
+}
+
+// open negotiates, attaches and opens a channel per engine.
+func (g *GPU) open(cfg Config) error {
+	g.version = uapi.Version{Major: uapi.VersionMajor, Minor: uapi.VersionMinor}
+	if _, err := g.call(&g.version, nil); err != nil {
+		return fmt.Errorf("softgpu: VERSION: %w", err)
+	}
+	var at uapi.Attach
+	fds, err := g.call(&at, nil)
+	if err != nil {
+		return fmt.Errorf("softgpu: ATTACH: %w", err)
+	}
+	public := os.NewFile(uintptr(fds[uapi.AttachFDPublic]), "public")
+	defer public.Close()
+	// Non-blocking before os.NewFile, which then uses the runtime's
+	// poller: a blocked Read parks a goroutine, not a thread, and Close
+	// ends it.
+	unix.SetNonblock(fds[uapi.AttachFDKick], true)
+	unix.SetNonblock(fds[uapi.AttachFDIrq], true)
+	kick := os.NewFile(uintptr(fds[uapi.AttachFDKick]), "kick")
+	irq := os.NewFile(uintptr(fds[uapi.AttachFDIrq]), "irq")
+	g.hw, err = newHardware(public, kick, irq, at.ClockEpoch)
+	if err != nil {
+		kick.Close()
+		irq.Close()
+		return err
+	}
+	g.context = abi.Context(at.Context)
+	g.cl, err = driver.NewClient(g.hw, driver.Config{Wait: cfg.Wait, PollBudget: cfg.PollBudget, Wake: cfg.Wake})
+	if err != nil {
+		return err
+	}
+	for e := range abi.Engine(abi.NumEngines) {
+		if g.channels[e], err = g.NewChannel(e, ChannelOptions{Priority: softgpu.PriorityNormal}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reader reads every reply and hands it to its caller. When the
+// connection ends, the daemon has gone (or Close closed it): every
+// pending call fails, and the client's channels end.
+func (g *GPU) reader() {
+	defer close(g.readerDone)
+	buf := make([]byte, uapi.MaxMessage+1)
+	oob := make([]byte, unix.CmsgSpace(4*uapi.MaxFDs))
+	for {
+		n, oobn, _, _, err := g.conn.ReadMsgUnix(buf, oob)
+		if err == nil && n == 0 && oobn == 0 {
+			err = ErrGone // SOCK_SEQPACKET: the daemon closed its end
+		}
+		if err != nil {
+			g.lost()
+			return
+		}
+		fds := parseFDs(oob[:oobn])
+		if n < uapi.HeaderSize {
+			closeFDs(fds)
+			continue
+		}
+		h := uapi.DecodeHeader(buf[:n])
+		g.pmu.Lock()
+		c, ok := g.pending[h.Seq]
+		delete(g.pending, h.Seq)
+		g.pmu.Unlock()
+		if !ok {
+			closeFDs(fds) // no caller: a reply to nothing we sent
+			continue
+		}
+		c <- reply{msg: append([]byte(nil), buf[:n]...), fds: fds}
+	}
+}
+
+// lost fails every pending call and ends every channel.
+func (g *GPU) lost() {
+	g.gone.Store(true)
+	g.pmu.Lock()
+	for seq, c := range g.pending {
+		c <- reply{err: ErrGone}
+		delete(g.pending, seq)
+	}
+	g.pmu.Unlock()
+	if g.cl != nil {
+		g.cl.Lost()
+	}
+}
+
+// call makes one control call: arg out, arg back filled; the descriptors
+// fds go with it, and those of the reply come back.
+func (g *GPU) call(arg uapi.Arg, fds []int) ([]int, error) {
+	if g.gone.Load() {
+		return nil, ErrGone
+	}
+	seq := g.seq.Add(1)
+	c := make(chan reply, 1)
+	g.pmu.Lock()
+	g.pending[seq] = c
+	g.pmu.Unlock()
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	g.writeMu.Lock()
+	_, _, err := g.conn.WriteMsgUnix(uapi.EncodeCall(seq, arg), oob, nil)
+	g.writeMu.Unlock()
+	if err != nil {
+		g.pmu.Lock()
+		delete(g.pending, seq)
+		g.pmu.Unlock()
+		return nil, fmt.Errorf("%w: %w", ErrGone, err)
+	}
+	r := <-c
+	if r.err != nil {
+		return nil, r.err
+	}
+	h, err := uapi.DecodeReply(r.msg, len(r.fds), arg)
+	if err != nil {
+		closeFDs(r.fds)
+		return nil, err
+	}
+	if h.Errno != uapi.OK {
+		closeFDs(r.fds)
+		return nil, h.Errno
+	}
+	return r.fds, nil
+}
+
+// err turns an error after the daemon has gone into ErrGone.
+func (g *GPU) err(err error) error {
+	if err != nil && g.gone.Load() && !errors.Is(err, ErrGone) {
+		return fmt.Errorf("%w (%w)", ErrGone, err)
+	}
+	return err
+}
+
+// Close ends the connection: the daemon stops the client's channels and
+// frees everything it allocated. It is idempotent.
+func (g *GPU) Close() error {
+	if g.closed.Swap(true) {
+		return nil
+	}
+	g.conn.Close()
+	<-g.readerDone
+	g.hw.close()
+	<-g.cl.Done()
+	g.hostMu.Lock()
+	for _, h := range g.hosts {
+		h.unmap()
+	}
+	g.hosts = nil
+	g.hostMu.Unlock()
+	return nil
+}
+
+// NewChannel opens a channel of engine e in the client's context: a
+// CHANNEL_OPEN, then its pages mapped and the channel half attached to
+// them. Close takes it off its engine (CHANNEL_CLOSE).
+func (g *GPU) NewChannel(e Engine, opts ChannelOptions) (*Channel, error) {
+	if opts.Timeslice < 0 {
+		return nil, fmt.Errorf("%w: Timeslice %v is negative", softgpu.ErrConfig, opts.Timeslice)
+	}
+	open := uapi.ChannelOpen{Engine: uint32(e), Priority: uint32(opts.Priority), Timeslice: uint64(opts.Timeslice)}
+	fds, err := g.call(&open, nil)
+	if err != nil {
+		return nil, g.err(err)
+	}
+	user := os.NewFile(uintptr(fds[uapi.ChannelFDUser]), "user")
+	status := os.NewFile(uintptr(fds[uapi.ChannelFDStatus]), "status")
+	defer user.Close()
+	defer status.Close()
+	id := abi.Channel(open.Channel)
+	closeIt := func() error {
+		_, err := g.call(&uapi.ChannelClose{Channel: uint32(id)}, nil)
+		return g.err(err)
+	}
+	if !id.Valid() || open.RingSize == 0 || open.RingSize&(open.RingSize-1) != 0 {
+		closeIt()
+		return nil, fmt.Errorf("%w: CHANNEL_OPEN returned %v with rings of %d", ErrNotSoftgpu, id, open.RingSize)
+	}
+	if err := g.hw.mapChannel(id, user, status, uint64(open.RingSize)); err != nil {
+		closeIt()
+		return nil, err
+	}
+	var dch *driver.Channel
+	dch, err = g.cl.Attach(id, e, g.context, func() error {
+		err := closeIt()
+		g.cl.Detach(dch)
+		g.hw.unmapChannel(id)
+		return err
+	})
+	if err != nil {
+		closeIt()
+		g.hw.unmapChannel(id)
+		return nil, g.err(err)
+	}
+	return softgpu.AttachChannel(dch, e), nil
+}
+
+// channel returns the client's own channel of engine e.
+func (g *GPU) channel(e Engine) (*Channel, error) {
+	if e >= abi.NumEngines {
+		return nil, fmt.Errorf("%w: %d", softgpu.ErrNoEngine, e)
+	}
+	return g.channels[e], nil
+}
+
+// Alloc reserves size bytes of device memory in the client's context.
+func (g *GPU) Alloc(size uint64) (Ptr, error) {
+	a := uapi.Alloc{Size: size}
+	if _, err := g.call(&a, nil); err != nil {
+		return 0, g.err(err)
+	}
+	return Ptr(a.VA), nil
+}
+
+// Free releases memory Alloc returned.
+func (g *GPU) Free(p Ptr) error {
+	_, err := g.call(&uapi.Free{VA: uint64(p)}, nil)
+	return g.err(err)
+}
+
+// Fill sets size bytes at dst to value, on the copy engine.
+func (g *GPU) Fill(dst Ptr, size uint64, value byte) error {
+	return g.err(g.channels[Copy].Fill(dst, size, value))
+}
+
+// FillAsync is Fill without the wait.
+func (g *GPU) FillAsync(dst Ptr, size uint64, value byte) (*Pending, error) {
+	p, err := g.channels[Copy].FillAsync(dst, size, value)
+	return p, g.err(err)
+}
+
+// Copy copies size bytes from src to dst, on the copy engine.
+func (g *GPU) Copy(dst, src Ptr, size uint64) error {
+	return g.err(g.channels[Copy].Copy(dst, src, size))
+}
+
+// CopyAsync is Copy without the wait.
+func (g *GPU) CopyAsync(dst, src Ptr, size uint64) (*Pending, error) {
+	p, err := g.channels[Copy].CopyAsync(dst, src, size)
+	return p, g.err(err)
+}
+
+// Sum32 sums the 32-bit words at src into the word at dst, on the compute
+// engine.
+func (g *GPU) Sum32(dst, src Ptr, size uint64) error {
+	return g.err(g.channels[Compute].Sum32(dst, src, size))
+}
+
+// Add32 adds addend to every 32-bit word at dst, on the compute engine.
+func (g *GPU) Add32(dst Ptr, size uint64, addend uint32) error {
+	return g.err(g.channels[Compute].Add32(dst, size, addend))
+}
+
+// Nop runs a command that does nothing on engine e and waits for it: a
+// round trip through the rings, across the boundary.
+func (g *GPU) Nop(e Engine) error {
+	ch, err := g.channel(e)
+	if err != nil {
+		return err
+	}
+	return g.err(ch.Nop())
+}
+
+// Delay occupies engine e for cycles.
+func (g *GPU) Delay(e Engine, cycles uint64) error {
+	ch, err := g.channel(e)
+	if err != nil {
+		return err
+	}
+	return g.err(ch.Delay(cycles))
+}
+
+// NewBatch starts a batch for engine e's channel.
+func (g *GPU) NewBatch(e Engine) *Batch {
+	ch, err := g.channel(e)
+	if err != nil {
+		return softgpu.AttachChannel(nil, e).NewBatch() // as in-process: its Submit fails with ErrNoEngine
+	}
+	return ch.NewBatch()
+}
+
+// MemorySize returns the device memory's size.
+func (g *GPU) MemorySize() uint64 { return g.version.MemorySize }
+
+// Now returns the device clock.
+func (g *GPU) Now() uint64 { return g.hw.now() }
+
+// Context returns the id of the client's context: every command it
+// submits carries it.
+func (g *GPU) Context() abi.Context { return g.context }
+
+// Kicks returns how many times the client has written the kick eventfd:
+// doorbells that found an engine asleep.
+func (g *GPU) Kicks() uint64 { return g.hw.kicks.Load() }
+
+// Doorbells returns how many doorbell stores the client has made.
+func (g *GPU) Doorbells() uint64 { return g.cl.Doorbells() }
+
+func (g *GPU) String() string {
+	return fmt.Sprintf("softgpu at %s (context %d, %d bytes of device memory)", g.conn.RemoteAddr(), g.context, g.version.MemorySize)
+}
+
+// parseFDs returns the descriptors in a message's control data.
+func parseFDs(oob []byte) []int {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var fds []int
+	for i := range msgs {
+		if got, err := unix.ParseUnixRights(&msgs[i]); err == nil {
+			fds = append(fds, got...)
+		}
+	}
+	return fds
+}
+
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}

@@ -1,0 +1,269 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"softgpu/stage9-chardev/abi"
+	"softgpu/stage9-chardev/mmio"
+	"softgpu/stage9-chardev/trace"
+	"softgpu/stage9-chardev/uapi"
+)
+
+// hardware is the device as a client process sees it: the driver's
+// Hardware interface (driver/hardware.go), served from the pages the
+// daemon shared instead of from a device in this process.
+//
+// The register space is reserved whole, at the size and with the offsets
+// it has in the daemon, but inaccessible (PROT_NONE); then the pages the
+// client may see are mapped into it at their own offsets:
+//
+//	the global page and each engine's status page   public memfd, read-only
+//	each of its channels' doorbell page             user memfd, read-write
+//	each of its channels' status page               status memfd, read-only
+//
+// So the channel code in package driver runs unchanged — it loads and
+// stores the same offsets — and a load of any other page, the privileged
+// ones above all, is a segmentation fault in this process, not a read of
+// the daemon's memory: there is nothing there to read. The rings are
+// mapped separately, from the rest of the same two memfds.
+type hardware struct {
+	space []byte // abi.RegSpaceSize bytes: the reservation
+	regs  *mmio.Registers
+	epoch uint64 // the device clock's zero, as CLOCK_MONOTONIC ns
+
+	mu      sync.Mutex
+	rings   map[abi.Channel]rings
+	retired [][]byte // ring mappings of closed channels, kept readable until the client closes
+
+	irq     chan struct{} // the Interrupts line
+	irqFile *os.File      // the irq eventfd: the daemon writes it
+	kick    *os.File      // the kick eventfd: written to wake an engine
+	kicks   atomic.Uint64
+}
+
+// rings are one channel's two rings, mapped.
+type rings struct {
+	slots []byte // the user memfd from UserRingOffset: read-write
+	compl []byte // the status memfd from StatusCompletionsOffset: read-only
+	words []atomic.Uint64
+}
+
+// newHardware reserves the register space and maps the public pages into
+// it; kick and irq are the eventfds ATTACH passed, which it takes over.
+func newHardware(public, kick, irq *os.File, epoch uint64) (*hardware, error) {
+	space, err := unix.Mmap(-1, 0, abi.RegSpaceSize, unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, fmt.Errorf("softgpu: reserving the register space: %w", err)
+	}
+	h := &hardware{space: space, epoch: epoch, rings: map[abi.Channel]rings{}, irq: make(chan struct{}, 1), irqFile: irq, kick: kick}
+	engines := abi.EngineStatusPage(0)
+	if err := mapOver(space[abi.GlobalPage:abi.GlobalPage+abi.RegPageSize], public, uapi.PublicGlobalOffset, false); err != nil {
+		unix.Munmap(space)
+		return nil, err
+	}
+	if err := mapOver(space[engines:engines+abi.NumEngines*abi.RegPageSize], public, uapi.PublicEngineOffset(0), false); err != nil {
+		unix.Munmap(space)
+		return nil, err
+	}
+	if got := h.load(abi.RegID); got != abi.DeviceID {
+		unix.Munmap(space)
+		return nil, fmt.Errorf("%w: the public page's RegID reads %#x", ErrNotSoftgpu, got)
+	}
+	words := unsafe.Slice((*atomic.Uint64)(unsafe.Pointer(&space[0])), len(space)/8)
+	h.regs = mmio.NewRegisters(words, h.now)
+	runtime.AddCleanup(h.regs, func(m [][]byte) {
+		for _, b := range m {
+			unix.Munmap(b)
+		}
+	}, [][]byte{space})
+	go h.irqLoop()
+	return h, nil
+}
+
+// ErrNotSoftgpu reports a node whose daemon's pages do not identify a
+// softgpu.
+var ErrNotSoftgpu = errors.New("softgpu: the node is not a softgpu")
+
+// load reads a register before the Registers exist.
+func (h *hardware) load(off uint64) uint64 {
+	return (*atomic.Uint64)(unsafe.Pointer(&h.space[off])).Load()
+}
+
+// now is the device clock: RegTimestamp is not a stored word, so a
+// client computes it from the epoch ATTACH gave.
+func (h *hardware) now() uint64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano()) - h.epoch
+}
+
+// mapChannel maps channel c's pages into the register space and its
+// rings beside it.
+func (h *hardware) mapChannel(c abi.Channel, user, status *os.File, ringSize uint64) error {
+	bell, stat := abi.DoorbellPage(c), abi.ChannelStatusPage(c)
+	slotsLen := roundPage(ringSize * abi.CommandSize)
+	complLen := roundPage(ringSize * abi.CompletionWords * 8)
+	if err := mapOver(h.space[bell:bell+abi.RegPageSize], user, uapi.UserDoorbellOffset, true); err != nil {
+		return err
+	}
+	if err := mapOver(h.space[stat:stat+abi.RegPageSize], status, uapi.StatusPageOffset, false); err != nil {
+		h.unmapPages(c)
+		return err
+	}
+	slots, err := unix.Mmap(int(user.Fd()), uapi.UserRingOffset, int(slotsLen), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		h.unmapPages(c)
+		return fmt.Errorf("softgpu: mapping %v's ring: %w", c, err)
+	}
+	compl, err := unix.Mmap(int(status.Fd()), uapi.StatusCompletionsOffset, int(complLen), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		unix.Munmap(slots)
+		h.unmapPages(c)
+		return fmt.Errorf("softgpu: mapping %v's completions: %w", c, err)
+	}
+	words := unsafe.Slice((*atomic.Uint64)(unsafe.Pointer(&compl[0])), ringSize*abi.CompletionWords)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.rings[c] = rings{slots: slots[:ringSize*abi.CommandSize], compl: compl, words: words}
+	return nil
+}
+
+// unmapChannel forgets closed channel c. Its pages become zeroes, read-
+// only, rather than holes: a Pending of the closed channel may still look
+// at its completion or fence, and must read "not done" there, not fault.
+// The ring mappings are kept until the client closes, for the same reason.
+func (h *hardware) unmapChannel(c abi.Channel) {
+	h.mu.Lock()
+	r, ok := h.rings[c]
+	delete(h.rings, c)
+	if ok {
+		h.retired = append(h.retired, r.slots[:cap(r.slots)], r.compl)
+	}
+	h.mu.Unlock()
+	if ok {
+		zeroOver(r.slots[:cap(r.slots)])
+		zeroOver(r.compl)
+	}
+	h.unmapPages(c)
+}
+
+// unmapPages puts zero pages over channel c's two register pages.
+func (h *hardware) unmapPages(c abi.Channel) {
+	bell, stat := abi.DoorbellPage(c), abi.ChannelStatusPage(c)
+	zeroOver(h.space[bell : bell+abi.RegPageSize])
+	zeroOver(h.space[stat : stat+abi.RegPageSize])
+}
+
+// The driver.Hardware methods.
+
+func (h *hardware) Registers() *mmio.Registers { return h.regs }
+
+// Memory is nil: device memory is the daemon's. The channel half of the
+// driver never needs it.
+func (h *hardware) Memory() []byte { return nil }
+
+func (h *hardware) Ring(c abi.Channel) []byte {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.rings[c].slots
+}
+
+func (h *hardware) Completions(c abi.Channel) []atomic.Uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.rings[c].words
+}
+
+func (h *hardware) Interrupts() <-chan struct{} { return h.irq }
+
+func (h *hardware) Trace() *trace.Buffer { return nil }
+
+// errPrivileged is what the device-wide calls of Hardware return in a
+// client: they are the daemon's.
+var errPrivileged = errors.New("softgpu: the DMA window is the daemon's; a client registers memory with HostAlloc")
+
+func (h *hardware) RegisterHost([]byte) error   { return errPrivileged }
+func (h *hardware) UnregisterHost([]byte) error { return errPrivileged }
+
+// Wake kicks the daemon: the engine serving c said it needs waking
+// (RegNeedWakeup), and a store into shared memory wakes no thread. The
+// daemon wakes the engines of this client's channels.
+func (h *hardware) Wake(abi.Channel) { h.kickDaemon() }
+
+func (h *hardware) WakeEngine(abi.Engine) { h.kickDaemon() }
+
+func (h *hardware) kickDaemon() {
+	one := [8]byte{1}
+	h.kick.Write(one[:]) // after Close, ErrClosed: nothing is left to wake
+	h.kicks.Add(1)
+}
+
+// irqLoop turns the daemon's writes of the irq eventfd into tokens on the
+// Interrupts line, and closes the line when the eventfd is closed.
+func (h *hardware) irqLoop() {
+	defer close(h.irq)
+	var b [8]byte
+	for {
+		if _, err := h.irqFile.Read(b[:]); err != nil {
+			return
+		}
+		select {
+		case h.irq <- struct{}{}:
+		default: // a token is pending: the handler will look at every channel anyway
+		}
+	}
+}
+
+// close ends the interrupt line and the kick; the mappings go when
+// nothing can reach the registers (the cleanup in newHardware), since a
+// Pending may outlive the client.
+func (h *hardware) close() {
+	h.irqFile.Close()
+	h.kick.Close()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range h.rings {
+		h.retired = append(h.retired, r.slots[:cap(r.slots)], r.compl)
+	}
+	retired := h.retired
+	runtime.AddCleanup(h.regs, func(m [][]byte) {
+		for _, b := range m {
+			unix.Munmap(b)
+		}
+	}, retired)
+}
+
+// mapOver maps f's pages at off over dst's own addresses.
+func mapOver(dst []byte, f *os.File, off uint64, writable bool) error {
+	prot := unix.PROT_READ
+	if writable {
+		prot |= unix.PROT_WRITE
+	}
+	_, err := unix.MmapPtr(int(f.Fd()), int64(off), unsafe.Pointer(&dst[0]), uintptr(len(dst)), prot, unix.MAP_SHARED|unix.MAP_FIXED)
+	runtime.KeepAlive(f)
+	if err != nil {
+		return fmt.Errorf("softgpu: mapping %s: %w", f.Name(), err)
+	}
+	return nil
+}
+
+// zeroOver maps read-only zero pages over dst.
+func zeroOver(dst []byte) {
+	if _, err := unix.MmapPtr(-1, 0, unsafe.Pointer(&dst[0]), uintptr(len(dst)), unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED); err != nil {
+		panic(fmt.Sprintf("client: remapping %d bytes of its own: %v", len(dst), err))
+	}
+}
+
+// roundPage rounds n up to whole pages.
+func roundPage(n uint64) uint64 {
+	page := uint64(os.Getpagesize())
+	return (n + page - 1) &^ (page - 1)
+}

@@ -1,0 +1,344 @@
+package device
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"softgpu/stage9-chardev/abi"
+	"softgpu/stage9-chardev/mmio"
+)
+
+// This file is this stage's mechanism on the device's side: the memory a
+// client in another process may map. Everything a driver shares with the
+// device was already memory — registers, rings, completions — and the
+// register space was already cut into 4 KiB pages of one class each
+// (abi/registers.go). So sharing it needs no new protocol, only the
+// memory to live where another process can map it, page by page — which
+// it does in a device opened with Config.Shared:
+//
+//	register space   one private anonymous mapping of abi.RegSpaceSize
+//	                 bytes, with these pages replaced (MAP_FIXED) by
+//	                 shared ones:
+//	  the public pages   the global page and every engine's status page,
+//	                     from one memfd for the device's life. A client
+//	                     maps it read-only: identity, device state, and
+//	                     RegNeedWakeup, which the doorbell handshake reads.
+//	  a channel's pages  while a client owns the channel: its doorbell
+//	                     (user) page from the channel's user memfd, its
+//	                     status (read-only) page from its status memfd.
+//	rings            one private anonymous mapping holding every channel's
+//	                 submission ring and completion ring, each rounded up
+//	                 to whole pages, with a shared channel's two replaced
+//	                 by the rest of its user memfd (the submission ring)
+//	                 and of its status memfd (the completion ring).
+//
+// The device keeps every address for its life: the engines hold slices of
+// the rings and words of the register space, and sharing or unsharing a
+// channel swaps the physical pages under those addresses, as an IOMMU
+// remaps a page without the device noticing. (The swap is mmap with
+// MAP_FIXED over the old pages; the kernel does it atomically for the
+// range.) A channel is shared by Share while it is on no runlist, so that
+// no engine touches its pages during the swap, and handed back to private
+// memory by Unshare when it has left its runlist; from then on the client's
+// mapping still works, but names pages the device no longer reads. That is
+// what makes a client's channel its own: it holds the only memory the
+// engines read its commands from, and when it lets the channel go, nothing
+// it writes reaches the next owner.
+//
+// Every memfd the device hands out is sealed against shrinking and growing
+// (F_SEAL_SHRINK, F_SEAL_GROW): a client that truncated one would
+// otherwise turn the engines' next load from it into SIGBUS in the device's
+// process. A status memfd is handed out read-only (a descriptor reopened
+// O_RDONLY), so a client cannot write its completions or its fence; a
+// public memfd likewise.
+
+// pageSize is the host's page: the unit of every mapping here.
+var pageSize = uint64(os.Getpagesize())
+
+// roundPage rounds n up to whole pages.
+func roundPage(n uint64) uint64 { return (n + pageSize - 1) &^ (pageSize - 1) }
+
+// SlotsSize and CompletionsSize are the bytes of one channel's submission
+// and completion rings for ringSize entries, each rounded up to whole
+// pages: the sizes a client maps after the first page of a channel's user
+// and status memfds.
+func SlotsSize(ringSize uint64) uint64 { return roundPage(ringSize * abi.CommandSize) }
+
+// CompletionsSize: see SlotsSize.
+func CompletionsSize(ringSize uint64) uint64 {
+	return roundPage(ringSize * abi.CompletionWords * 8)
+}
+
+// PublicSize is the size of the public memfd: the global page, then one
+// status page per engine.
+const PublicSize = (1 + abi.NumEngines) * abi.RegPageSize
+
+// memory is the device's shareable memory: the register space and the
+// rings, each one mapping for the device's life.
+type memory struct {
+	regs   []byte // abi.RegSpaceSize bytes
+	rings  []byte // NumChannels × (SlotsSize + CompletionsSize)
+	public *os.File
+	shared [abi.NumChannels]atomic.Bool // a client holds the channel's pages
+}
+
+// sharedMemory maps the register space and the rings, and the public
+// memfd over the public pages.
+func sharedMemory(ringSize uint64) (*memory, error) {
+	m := &memory{}
+	var err error
+	if m.regs, err = anonymous(abi.RegSpaceSize); err != nil {
+		return nil, err
+	}
+	perChannel := SlotsSize(ringSize) + CompletionsSize(ringSize)
+	if m.rings, err = anonymous(abi.NumChannels * perChannel); err != nil {
+		unix.Munmap(m.regs)
+		return nil, err
+	}
+	if m.public, err = sealedMemfd("softgpu-public", PublicSize); err == nil {
+		err = mapFixed(m.regs[abi.GlobalPage:abi.GlobalPage+abi.RegPageSize], m.public, 0)
+	}
+	if err == nil {
+		engines := abi.EngineStatusPage(0)
+		err = mapFixed(m.regs[engines:engines+abi.NumEngines*abi.RegPageSize], m.public, abi.RegPageSize)
+	}
+	if err != nil {
+		m.unmap()
+		return nil, err
+	}
+	return m, nil
+}
+
+// words returns the register space as atomic words.
+func (m *memory) words() []atomic.Uint64 {
+	return unsafe.Slice((*atomic.Uint64)(unsafe.Pointer(&m.regs[0])), len(m.regs)/8)
+}
+
+// ring returns channel c's submission and completion rings.
+func (m *memory) ring(c abi.Channel, ringSize uint64) ([]byte, []atomic.Uint64) {
+	slots, compl := SlotsSize(ringSize), CompletionsSize(ringSize)
+	base := uint64(c) * (slots + compl)
+	ring := m.rings[base : base+ringSize*abi.CommandSize : base+ringSize*abi.CommandSize]
+	cw := m.rings[base+slots : base+slots+compl]
+	words := unsafe.Slice((*atomic.Uint64)(unsafe.Pointer(&cw[0])), ringSize*abi.CompletionWords)
+	return ring, words
+}
+
+// unmap gives every mapping and the public memfd back.
+func (m *memory) unmap() {
+	if m.public != nil {
+		m.public.Close()
+	}
+	for _, b := range [][]byte{m.regs, m.rings} {
+		if b != nil {
+			unix.Munmap(b)
+		}
+	}
+}
+
+// ErrShared reports a Share of a channel that is on a runlist or already
+// shared, or an Unshare of one that is not shared.
+var ErrShared = errors.New("softgpu: channel sharing refused")
+
+// ChannelFiles are the memfds of a shared channel, as a client maps them
+// (the layouts are in package uapi): User, read-write, holds the doorbell
+// page and then the submission ring; Status, read-only, holds the status
+// page and then the completion ring.
+type ChannelFiles struct {
+	User, Status *os.File
+}
+
+// Public returns a read-only descriptor of the public pages (the global
+// page, then each engine's status page), for a client to map. The caller
+// closes it.
+func (d *Device) Public() (*os.File, error) {
+	if d.shm == nil {
+		return nil, errNotShared
+	}
+	return reopenReadOnly(d.shm.public)
+}
+
+// errNotShared is what sharing a device opened without Config.Shared gives.
+var errNotShared = fmt.Errorf("%w: the device was opened without Config.Shared", ErrShared)
+
+// Share moves channel c's doorbell page, status page and rings into two new
+// memfds and returns them, for the daemon to pass to the client that opens
+// c. The channel must be on no runlist: the driver calls Share between
+// choosing the channel and listing it. What the pages hold — the doorbell
+// at the ring's head, the fence timeline, the completions — carries over.
+func (d *Device) Share(c abi.Channel) (ChannelFiles, error) {
+	if d.shm == nil {
+		return ChannelFiles{}, errNotShared
+	}
+	if !c.Valid() || d.owner[c].Load() != 0 || d.shm.shared[c].Load() {
+		return ChannelFiles{}, fmt.Errorf("%w: %v is on a runlist or already shared", ErrShared, c)
+	}
+	ringSize := d.cfg.RingSize
+	bell, status, ring, compl := d.channelPages(c)
+	user, err := sealedMemfd(fmt.Sprintf("softgpu-ch%d-user", c), abi.RegPageSize+SlotsSize(ringSize))
+	if err != nil {
+		return ChannelFiles{}, err
+	}
+	stat, err := sealedMemfd(fmt.Sprintf("softgpu-ch%d-status", c), abi.RegPageSize+CompletionsSize(ringSize))
+	if err != nil {
+		user.Close()
+		return ChannelFiles{}, err
+	}
+	fail := func(err error) (ChannelFiles, error) {
+		user.Close()
+		stat.Close()
+		return ChannelFiles{}, err
+	}
+	// Copy the contents in, then put the files' pages where the old ones
+	// were. The submission ring's old slots are not carried: no command
+	// of the channel is pending while it is on no runlist.
+	for _, w := range []struct {
+		f   *os.File
+		off int64
+		src []byte
+	}{{user, 0, bell}, {stat, 0, status}, {stat, abi.RegPageSize, compl}} {
+		if _, err := w.f.WriteAt(w.src, w.off); err != nil {
+			return fail(fmt.Errorf("softgpu: filling %s: %w", w.f.Name(), err))
+		}
+	}
+	for _, m := range []struct {
+		dst []byte
+		f   *os.File
+		off uint64
+	}{{bell, user, 0}, {ring, user, abi.RegPageSize}, {status, stat, 0}, {compl, stat, abi.RegPageSize}} {
+		if err := mapFixed(m.dst, m.f, m.off); err != nil {
+			d.privatise(c) // whatever was swapped goes back to private pages
+			return fail(err)
+		}
+	}
+	ro, err := reopenReadOnly(stat)
+	if err != nil {
+		d.privatise(c)
+		return fail(err)
+	}
+	stat.Close() // the device's mapping keeps the pages; the client gets the read-only descriptor
+	d.shm.shared[c].Store(true)
+	return ChannelFiles{User: user, Status: ro}, nil
+}
+
+// Unshare gives channel c private pages again, after the client that held
+// it is done with it: it has left its runlist (the driver's Close returned),
+// so no engine touches its pages. The status page and the completion ring,
+// which only the device writes, carry over; the doorbell page, which the
+// client wrote, does not — it is reset to the ring's head, as the engine
+// left it, with the interrupt disarmed, so the next owner starts from a
+// state the device chose, whatever the last one stored. The client's
+// mappings stay valid, but name memory the device no longer reads.
+func (d *Device) Unshare(c abi.Channel) error {
+	if d.shm == nil {
+		return errNotShared
+	}
+	if !c.Valid() || d.owner[c].Load() != 0 || !d.shm.shared[c].Load() {
+		return fmt.Errorf("%w: %v is on a runlist or not shared", ErrShared, c)
+	}
+	d.privatise(c)
+	d.shm.shared[c].Store(false)
+	return nil
+}
+
+// privatise maps fresh private pages over channel c's four ranges,
+// keeping what the device wrote. The owner load in the callers orders the
+// last engine's writes to d.chans[c] before the read of head here.
+func (d *Device) privatise(c abi.Channel) {
+	bell, status, ring, compl := d.channelPages(c)
+	keepStatus, keepCompl := append([]byte(nil), status...), append([]byte(nil), compl...)
+	for _, b := range [][]byte{bell, ring, status, compl} {
+		if err := mapFixed(b, nil, 0); err != nil {
+			// Replacing a mapping of the device's own range with anonymous
+			// memory fails only if the kernel is out of memory for page
+			// tables; the device cannot run on with a hole in its rings.
+			panic(fmt.Sprintf("device: invariant broken: remapping %v's pages: %v", c, err))
+		}
+	}
+	copy(status, keepStatus)
+	copy(compl, keepCompl)
+	d.regs.Store(abi.DoorbellPage(c)+abi.RegDoorbell, d.chans[c].head)
+}
+
+// channelPages returns channel c's doorbell page, status page, submission
+// ring and completion ring as the device maps them, each a whole number
+// of pages.
+func (d *Device) channelPages(c abi.Channel) (bell, status, ring, compl []byte) {
+	ringSize := d.cfg.RingSize
+	b, s := abi.DoorbellPage(c), abi.ChannelStatusPage(c)
+	slots, cs := SlotsSize(ringSize), CompletionsSize(ringSize)
+	base := uint64(c) * (slots + cs)
+	return d.shm.regs[b : b+abi.RegPageSize], d.shm.regs[s : s+abi.RegPageSize],
+		d.shm.rings[base : base+slots], d.shm.rings[base+slots : base+slots+cs]
+}
+
+// anonymous maps size bytes of private zeroed memory.
+func anonymous(size uint64) ([]byte, error) {
+	b, err := unix.Mmap(-1, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, fmt.Errorf("%w: mmap of %d bytes: %w", ErrNoMemory, size, err)
+	}
+	return b, nil
+}
+
+// sealedMemfd creates a memfd of size zeroed bytes whose size can never
+// change again.
+func sealedMemfd(name string, size uint64) (*os.File, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, fmt.Errorf("softgpu: memfd_create: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), name)
+	if err := f.Truncate(int64(size)); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("softgpu: sizing %s: %w", name, err)
+	}
+	if _, err := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("softgpu: sealing %s: %w", name, err)
+	}
+	return f, nil
+}
+
+// reopenReadOnly returns a new read-only descriptor of f's file: a client
+// given it can map the pages only without PROT_WRITE.
+func reopenReadOnly(f *os.File) (*os.File, error) {
+	ro, err := os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", f.Fd()), os.O_RDONLY, 0)
+	if err != nil {
+		return nil, fmt.Errorf("softgpu: reopening %s read-only: %w", f.Name(), err)
+	}
+	runtime.KeepAlive(f)
+	return ro, nil
+}
+
+// mapFixed maps len(dst) bytes over dst's own addresses: from f at off,
+// shared, or, with f nil, fresh private zeroed pages.
+func mapFixed(dst []byte, f *os.File, off uint64) error {
+	fd, flags := -1, unix.MAP_FIXED|unix.MAP_PRIVATE|unix.MAP_ANONYMOUS
+	if f != nil {
+		fd, flags = int(f.Fd()), unix.MAP_FIXED|unix.MAP_SHARED
+	}
+	_, err := unix.MmapPtr(fd, int64(off), unsafe.Pointer(&dst[0]), uintptr(len(dst)), unix.PROT_READ|unix.PROT_WRITE, flags)
+	if f != nil {
+		runtime.KeepAlive(f)
+	}
+	if err != nil {
+		return fmt.Errorf("softgpu: mmap over %d bytes: %w", len(dst), err)
+	}
+	return nil
+}
+
+// keepMapped ties the lifetime of the device's shared memory to the
+// register space that reads it: the mappings are given back when nothing
+// can reach the registers any more, not at Close — a driver may still
+// read RegDeviceState after the device has stopped, and a Go program
+// faults, not errs, on a load from an unmapped page.
+func keepMapped(regs *mmio.Registers, m *memory) {
+	runtime.AddCleanup(regs, func(m *memory) { m.unmap() }, m)
+}

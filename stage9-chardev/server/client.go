@@ -1,0 +1,497 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"softgpu/stage9-chardev/abi"
+	"softgpu/stage9-chardev/device"
+	"softgpu/stage9-chardev/driver"
+	"softgpu/stage9-chardev/uapi"
+)
+
+// client is one connection to the node, served by one goroutine (serve),
+// which alone changes its state; mu guards what INFO readers and the
+// eventfd goroutines read of it.
+type client struct {
+	s             *Server
+	conn          *net.UnixConn
+	pid, uid, gid uint32
+	allowed       bool // its credentials passed mayConnect
+	negotiated    bool // VERSION has succeeded
+
+	ctx *driver.Context // from ATTACH; nil before
+
+	mu      sync.Mutex
+	chans   map[abi.Channel]*driver.Channel
+	allocs  map[uint64]uint64         // VA → bytes, from ALLOC
+	hosts   map[uint64]*driver.Pinned // VA → region, from HOST_REGISTER
+	devMem  uint64
+	hostMem uint64
+
+	ids   atomic.Pointer[[]abi.Channel] // its channels, for the kick goroutine
+	calls atomic.Uint64
+
+	kick  *os.File // the daemon's descriptor of the kick eventfd; read by kickLoop
+	irqMu sync.RWMutex
+	irqFD int // the daemon's descriptor of the irq eventfd, or -1; written by notify
+}
+
+// maxFDsRead is how many descriptors a read makes room for: more than any
+// call carries, so that a message with too many arrives whole (and is
+// refused with ErrFDs, every descriptor closed) rather than truncated.
+const maxFDsRead = uapi.MaxFDs + 13
+
+// serve reads calls and answers them until the connection ends, then
+// tears the client down. Every descriptor a message brings is closed
+// before the next message is read, unless a call took it over.
+func (c *client) serve() {
+	defer c.teardown()
+	buf := make([]byte, uapi.MaxMessage+1) // one byte more: a longer message sets MSG_TRUNC
+	oob := make([]byte, unix.CmsgSpace(4*maxFDsRead))
+	for {
+		n, oobn, flags, _, err := c.conn.ReadMsgUnix(buf, oob)
+		if err != nil {
+			if !isClosedConn(err) {
+				c.s.log.Warn("client read", "pid", c.pid, "err", err)
+			}
+			return
+		}
+		fds := receivedFDs(oob[:oobn])
+		if n == 0 && oobn == 0 {
+			return // SOCK_SEQPACKET: a zero-length read is the peer's close
+		}
+		c.s.messages.Add(1)
+		c.calls.Add(1)
+		reply, send, closeAfter := c.call(buf[:n], flags, fds)
+		for _, fd := range fds {
+			unix.Close(fd) // what a call kept, it dup'ed or mapped
+		}
+		err = c.reply(reply, send)
+		for _, f := range closeAfter {
+			f.Close()
+		}
+		if err != nil {
+			c.s.log.Warn("client dropped: reply not taken", "pid", c.pid, "err", err)
+			return
+		}
+		if !c.allowed {
+			return // refused: it has its ErrPerm
+		}
+	}
+}
+
+// call decodes one message and runs it. It returns the reply, the
+// descriptors to send with it, and the files to close once sent.
+func (c *client) call(msg []byte, flags int, fds []int) (reply []byte, send []int, closeAfter []*os.File) {
+	var h uapi.Header
+	if len(msg) >= uapi.HeaderSize {
+		h = uapi.DecodeHeader(msg)
+	}
+	switch {
+	case flags&unix.MSG_TRUNC != 0:
+		return uapi.EncodeReply(h, uapi.ErrSize, nil), nil, nil
+	case flags&unix.MSG_CTRUNC != 0:
+		return uapi.EncodeReply(h, uapi.ErrFDs, nil), nil, nil
+	case !c.allowed:
+		return uapi.EncodeReply(h, uapi.ErrPerm, nil), nil, nil
+	}
+	h, arg, err := uapi.DecodeCall(msg, len(fds))
+	if err != nil {
+		c.s.log.Debug("malformed call", "pid", c.pid, "err", err)
+		return uapi.EncodeReply(h, uapi.ErrnoOf(err), nil), nil, nil
+	}
+	send, closeAfter, err = c.dispatch(arg, fds)
+	if err != nil {
+		c.s.log.Debug("call failed", "pid", c.pid, "call", fmt.Sprintf("%T", arg), "err", err)
+		for _, f := range closeAfter {
+			f.Close()
+		}
+		return uapi.EncodeReply(h, errnoFor(err), nil), nil, nil
+	}
+	return uapi.EncodeReply(h, uapi.OK, arg), send, closeAfter
+}
+
+// reply sends one message, waiting at most the write timeout for a client
+// that does not read.
+func (c *client) reply(msg []byte, fds []int) error {
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	c.conn.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
+	_, _, err := c.conn.WriteMsgUnix(msg, oob, nil)
+	return err
+}
+
+// receivedFDs returns every descriptor in a message's control data. A
+// control message it cannot parse brings none it can close, and the
+// kernel has already closed those it could not deliver (MSG_CTRUNC).
+func receivedFDs(oob []byte) []int {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var fds []int
+	for i := range msgs {
+		if got, err := unix.ParseUnixRights(&msgs[i]); err == nil {
+			fds = append(fds, got...)
+		}
+	}
+	return fds
+}
+
+// dispatch runs one decoded call. It fills arg's out-fields, and returns
+// the descriptors the reply carries and the files to close after it.
+func (c *client) dispatch(arg uapi.Arg, fds []int) (send []int, closeAfter []*os.File, err error) {
+	s := c.s
+	if a, ok := arg.(*uapi.Version); ok {
+		if a.Major != uapi.VersionMajor {
+			return nil, nil, fmt.Errorf("client speaks %d.%d, the daemon %d.%d: %w", a.Major, a.Minor, uapi.VersionMajor, uapi.VersionMinor, uapi.ErrVersion)
+		}
+		*a = uapi.Version{Major: uapi.VersionMajor, Minor: uapi.VersionMinor, NumEngines: abi.NumEngines,
+			NumChannels: abi.NumChannels, RingSize: uint32(s.ringSize()), MemorySize: s.drv.MemorySize(), Caps: 0}
+		c.negotiated = true
+		return nil, nil, nil
+	}
+	if !c.negotiated {
+		return nil, nil, uapi.ErrNotNegotiated
+	}
+	switch a := arg.(type) {
+	case *uapi.Info:
+		s.info(a)
+		return nil, nil, nil
+	case *uapi.ClientInfo:
+		return nil, nil, s.clientInfo(a)
+	case *uapi.Attach:
+		return c.attach(a)
+	}
+	if c.ctx == nil {
+		return nil, nil, fmt.Errorf("%T before ATTACH: %w", arg, uapi.ErrNotNegotiated)
+	}
+	switch a := arg.(type) {
+	case *uapi.ChannelOpen:
+		return c.openChannel(a)
+	case *uapi.ChannelClose:
+		return nil, nil, c.closeChannel(abi.Channel(a.Channel))
+	case *uapi.Alloc:
+		return nil, nil, c.alloc(a)
+	case *uapi.Free:
+		return nil, nil, c.free(a.VA)
+	case *uapi.HostRegister:
+		return nil, nil, c.hostRegister(a, fds[uapi.HostRegisterFDMemory])
+	case *uapi.HostUnregister:
+		return nil, nil, c.hostUnregister(a.VA)
+	}
+	return nil, nil, fmt.Errorf("%T: %w", arg, uapi.ErrBadRequest)
+}
+
+// ringSize is the device's ring size, from its register.
+func (s *Server) ringSize() uint64 { return s.dev.Registers().Load(abi.RegRingSize) }
+
+// attach gives the client its context and the three descriptors of the
+// data path: the public pages, the kick eventfd, the irq eventfd.
+func (c *client) attach(a *uapi.Attach) (send []int, closeAfter []*os.File, err error) {
+	if c.ctx != nil {
+		return nil, nil, fmt.Errorf("ATTACH twice: %w", uapi.ErrBusy)
+	}
+	pub, err := c.s.dev.Public()
+	if err != nil {
+		return nil, nil, err
+	}
+	kick, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		pub.Close()
+		return nil, nil, err
+	}
+	irq, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		pub.Close()
+		unix.Close(kick)
+		return nil, nil, err
+	}
+	ctx, err := c.s.drv.NewContext()
+	if err != nil {
+		pub.Close()
+		unix.Close(kick)
+		unix.Close(irq)
+		return nil, nil, err
+	}
+	c.mu.Lock()
+	c.ctx, c.kick = ctx, os.NewFile(uintptr(kick), "kick")
+	c.chans, c.allocs, c.hosts = map[abi.Channel]*driver.Channel{}, map[uint64]uint64{}, map[uint64]*driver.Pinned{}
+	c.mu.Unlock()
+	c.irqMu.Lock()
+	c.irqFD = irq
+	c.irqMu.Unlock()
+	go c.kickLoop(c.kick)
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	*a = uapi.Attach{Context: uint32(ctx.ID()), ClockEpoch: uint64(ts.Nano()) - c.s.drv.Now(), PublicSize: uapi.PublicSize()}
+	send = make([]int, 3)
+	send[uapi.AttachFDPublic], send[uapi.AttachFDKick], send[uapi.AttachFDIrq] = int(pub.Fd()), kick, irq
+	c.s.log.Info("client attached", "pid", c.pid, "uid", c.uid, "context", ctx.ID())
+	return send, []*os.File{pub}, nil
+}
+
+// openChannel opens a channel in the client's context, its pages moved
+// into memfds before it is listed.
+func (c *client) openChannel(a *uapi.ChannelOpen) (send []int, closeAfter []*os.File, err error) {
+	switch {
+	case a.Engine >= abi.NumEngines:
+		return nil, nil, fmt.Errorf("engine %d: %w", a.Engine, uapi.ErrInval)
+	case a.Priority > abi.MaxPriority:
+		return nil, nil, fmt.Errorf("priority %d: %w", a.Priority, uapi.ErrInval)
+	case len(c.chans) >= c.s.cfg.MaxChannels:
+		return nil, nil, fmt.Errorf("the client has %d channels open, the most it may: %w", len(c.chans), uapi.ErrNoChannel)
+	}
+	var files device.ChannelFiles
+	shared := abi.Channel(abi.NumChannels) // none yet
+	ch, err := c.s.drv.NewChannel(abi.Engine(a.Engine), c.ctx, driver.ChannelOptions{
+		Priority: uint8(a.Priority), Timeslice: a.Timeslice, Notify: c.notify,
+		Share: func(id abi.Channel) error {
+			var err error
+			files, err = c.s.dev.Share(id)
+			if err == nil {
+				shared = id
+			}
+			return err
+		},
+	})
+	if err != nil {
+		if shared.Valid() { // shared, then refused by the runlist: never listed
+			files.User.Close()
+			files.Status.Close()
+			c.s.dev.Unshare(shared)
+		}
+		return nil, nil, err
+	}
+	ring := c.s.ringSize()
+	*a = uapi.ChannelOpen{Engine: a.Engine, Priority: a.Priority, Timeslice: a.Timeslice, Channel: uint32(ch.ID()),
+		RingSize: uint32(ring), UserSize: uapi.UserSize(uint32(ring)), StatusSize: uapi.StatusSize(uint32(ring))}
+	c.mu.Lock()
+	c.chans[ch.ID()] = ch
+	c.mu.Unlock()
+	c.publishIDs()
+	send = make([]int, 2)
+	send[uapi.ChannelFDUser], send[uapi.ChannelFDStatus] = int(files.User.Fd()), int(files.Status.Fd())
+	return send, []*os.File{files.User, files.Status}, nil
+}
+
+// closeChannel takes one of the client's channels off its engine and
+// gives its pages back to the device.
+func (c *client) closeChannel(id abi.Channel) error {
+	c.mu.Lock()
+	ch, ok := c.chans[id]
+	delete(c.chans, id)
+	c.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%v is not a channel of this client: %w", id, uapi.ErrNoEntry)
+	}
+	c.publishIDs()
+	err := ch.Close() // returns once the engine has let it go
+	if uerr := c.s.dev.Unshare(id); uerr != nil {
+		c.s.log.Error("unsharing a closed channel", "channel", id, "err", uerr)
+	}
+	return err
+}
+
+// publishIDs stores the client's channel list for kickLoop.
+func (c *client) publishIDs() {
+	c.mu.Lock()
+	ids := make([]abi.Channel, 0, len(c.chans))
+	for id := range c.chans {
+		ids = append(ids, id)
+	}
+	c.mu.Unlock()
+	c.ids.Store(&ids)
+}
+
+func (c *client) alloc(a *uapi.Alloc) error {
+	if a.Size == 0 {
+		return fmt.Errorf("ALLOC of 0 bytes: %w", uapi.ErrInval)
+	}
+	va, err := c.ctx.Alloc(a.Size, abi.PageSize(a.PageSize)) // 0: the largest page Size fills
+	if err != nil {
+		return err
+	}
+	a.VA = va
+	c.mu.Lock()
+	c.allocs[va] = a.Size
+	c.devMem += a.Size
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *client) free(va uint64) error {
+	c.mu.Lock()
+	size, ok := c.allocs[va]
+	delete(c.allocs, va)
+	c.devMem -= size
+	c.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("FREE of %#x, not an allocation of this client: %w", va, uapi.ErrNoEntry)
+	}
+	return c.ctx.Free(va)
+}
+
+// hostRegister maps a client's memfd into the daemon, pins and registers
+// it for DMA, and maps it into the client's context. The memfd must be
+// sealed against shrinking: the engines copy from it, and a client that
+// truncated it under them would turn the copy into SIGBUS in the daemon.
+func (c *client) hostRegister(a *uapi.HostRegister, fd int) error {
+	page := uint64(os.Getpagesize())
+	switch {
+	case a.Size == 0 || a.Size%page != 0:
+		return fmt.Errorf("HOST_REGISTER of %d bytes, not a positive multiple of the %d-byte page: %w", a.Size, page, uapi.ErrInval)
+	case len(c.hosts) >= c.s.cfg.MaxHostRegions:
+		return fmt.Errorf("the client has %d regions registered, the most it may: %w", len(c.hosts), uapi.ErrBusy)
+	}
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil || seals&unix.F_SEAL_SHRINK == 0 {
+		return fmt.Errorf("HOST_REGISTER of a descriptor that is not a memfd sealed with F_SEAL_SHRINK: %w", uapi.ErrInval)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || uint64(st.Size) < a.Size {
+		return fmt.Errorf("HOST_REGISTER of %d bytes from a memfd of %d: %w", a.Size, st.Size, uapi.ErrInval)
+	}
+	mapping, err := unix.Mmap(fd, 0, int(a.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("mapping the client's memfd: %v: %w", err, uapi.ErrInval)
+	}
+	p, err := c.s.drv.HostAdopt(mapping, a.Size)
+	if err != nil {
+		unix.Munmap(mapping)
+		return err
+	}
+	va, err := c.ctx.Map(p, abi.PageSize(a.PageSize))
+	if err != nil {
+		c.s.drv.HostFree(p)
+		return err
+	}
+	a.VA = va
+	c.mu.Lock()
+	c.hosts[va] = p
+	c.hostMem += a.Size
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *client) hostUnregister(va uint64) error {
+	c.mu.Lock()
+	p, ok := c.hosts[va]
+	delete(c.hosts, va)
+	if ok {
+		c.hostMem -= uint64(len(p.Bytes()))
+	}
+	c.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("HOST_UNREGISTER of %#x, not a region of this client: %w", va, uapi.ErrNoEntry)
+	}
+	return c.s.drv.HostFree(p) // waits out a command copying from it; unmaps it from the context
+}
+
+// notify tells the client that one of its channels has something for its
+// waiters: the daemon's interrupt handler calls it (ChannelOptions.Notify).
+// It never blocks: the eventfd is non-blocking, and a write it refuses
+// (the counter full) leaves a count the client has not read yet anyway.
+func (c *client) notify() {
+	c.irqMu.RLock()
+	defer c.irqMu.RUnlock()
+	if c.irqFD < 0 {
+		return
+	}
+	one := [8]byte{1}
+	unix.Write(c.irqFD, one[:])
+}
+
+// kickLoop wakes the engines of the client's channels each time the
+// client writes its kick eventfd: after a doorbell store that found
+// RegNeedWakeup set, the client's half of stage 7's handshake. It ends
+// when the descriptor is closed.
+func (c *client) kickLoop(kick *os.File) {
+	var b [8]byte
+	for {
+		if _, err := kick.Read(b[:]); err != nil {
+			return
+		}
+		if ids := c.ids.Load(); ids != nil {
+			for _, id := range *ids {
+				c.s.dev.Wake(id)
+			}
+		}
+	}
+}
+
+// teardown ends a client, however it went: its channels off their
+// engines first — after which no command of its runs, and none holds its
+// memory — then its registered host memory (HostFree also waits out any
+// command still copying from it), then its context and every allocation
+// in it.
+func (c *client) teardown() {
+	c.conn.Close()
+	c.mu.Lock()
+	ids := make([]abi.Channel, 0, len(c.chans))
+	for id := range c.chans {
+		ids = append(ids, id)
+	}
+	c.mu.Unlock()
+	slices.Sort(ids)
+	for _, id := range ids {
+		c.closeChannel(id)
+	}
+	c.mu.Lock()
+	hosts := make([]uint64, 0, len(c.hosts))
+	for va := range c.hosts {
+		hosts = append(hosts, va)
+	}
+	c.mu.Unlock()
+	for _, va := range hosts {
+		c.hostUnregister(va)
+	}
+	if c.ctx != nil {
+		if err := c.ctx.Close(); err != nil && !errors.Is(err, driver.ErrClosed) {
+			c.s.log.Error("closing a client's context", "pid", c.pid, "err", err)
+		}
+	}
+	if c.kick != nil {
+		c.kick.Close() // kickLoop returns
+	}
+	c.irqMu.Lock()
+	if c.irqFD >= 0 {
+		unix.Close(c.irqFD)
+		c.irqFD = -1
+	}
+	c.irqMu.Unlock()
+	c.s.remove(c)
+	c.s.log.Info("client gone", "pid", c.pid, "calls", c.calls.Load())
+}
+
+// errnoFor maps an error of the driver's onto the uapi's numbers: the
+// numbers are the ABI; the Go errors are not.
+func errnoFor(err error) uapi.Errno {
+	var e uapi.Errno
+	switch {
+	case errors.As(err, &e):
+		return e
+	case errors.Is(err, driver.ErrOutOfMemory), errors.Is(err, driver.ErrPinLimit), errors.Is(err, driver.ErrNoWindow):
+		return uapi.ErrNoMemory
+	case errors.Is(err, driver.ErrNoChannel), errors.Is(err, driver.ErrRunlist):
+		return uapi.ErrNoChannel
+	case errors.Is(err, driver.ErrClosed):
+		return uapi.ErrGone
+	case errors.Is(err, driver.ErrChannelFaulted), errors.Is(err, driver.ErrContextFaulted):
+		return uapi.ErrFault
+	case errors.Is(err, driver.ErrBadFree), errors.Is(err, driver.ErrDoubleFree), errors.Is(err, driver.ErrBadHostFree):
+		return uapi.ErrNoEntry
+	}
+	return uapi.ErrInval
+}

@@ -1,0 +1,307 @@
+// Package server is softgpud's core: it owns a device and the device-wide
+// half of its driver, and serves them to client processes over a device
+// node — a Unix SOCK_SEQPACKET socket at a path, standing in for
+// /dev/dri/card0.
+//
+// A client's life on the node:
+//
+//	client                                   daemon (a goroutine per client)
+//	------                                   -------------------------------
+//	connect                           ──►    accept; SO_PEERCRED: may it?
+//	VERSION {1, 0}                    ──►    same major? then the device's shape
+//	ATTACH                            ──►    a context of its own; the public
+//	                                  ◄──    pages, a kick eventfd, an irq eventfd
+//	CHANNEL_OPEN {engine, priority}   ──►    a channel in its context, its pages
+//	                                  ◄──    moved into two memfds (device.Share)
+//	ALLOC, HOST_REGISTER (a memfd)    ──►    memory in its context
+//	… stores into its ring, a store to its doorbell: no message …
+//	close, or exit, or kill -9        ──►    channels off their runlists and
+//	                                         unshared, memory reclaimed
+//
+// Control calls are messages (package uapi); the data path is not. A
+// client submits by stores into memory the engines read and waits by
+// loads of memory the engines write, with the daemon's driver on neither
+// path. The daemon hears from a client on the data path only through two
+// eventfds, each written only when the other side said it needs it: the
+// client kicks when an engine it rang was asleep (RegNeedWakeup, stage 7),
+// and the daemon writes the irq eventfd when the device interrupted for
+// one of the client's channels — which it does only when a waiter of the
+// client's armed the channel's interrupt before blocking (stage 2).
+//
+// Nothing a client sends or stores is trusted. A call is decoded by
+// uapi.DecodeCall, which rejects every malformed message with an errno; a
+// client may only name its own channels and allocations; its memfds are
+// mapped only if sealed against shrinking; the engines validate every
+// doorbell and descriptor in its pages and fault its channel, not the
+// device; and when it goes, however it goes, its channels are stopped
+// before its memory is given back.
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"softgpu/stage9-chardev/device"
+	"softgpu/stage9-chardev/driver"
+	"softgpu/stage9-chardev/uapi"
+)
+
+// Config configures a daemon.
+type Config struct {
+	// Node is the path of the device node; uapi.DefaultNode() if empty. A
+	// stale socket there (no daemon answering) is replaced; a live one is
+	// an error.
+	Node string
+	// Mode is the node's permission bits: who may connect, checked
+	// against each client's credentials (SO_PEERCRED). Zero means 0600:
+	// the daemon's own user.
+	Mode os.FileMode
+	// Device and Driver configure the device the daemon owns. Trace is
+	// not served.
+	Device device.Config
+	Driver driver.Config
+	// MaxChannels is the most channels one client may have open, and
+	// MaxHostRegions the most memfds it may have registered: without a
+	// cap, one client could take every channel of the device. Zero means
+	// 16 and 64.
+	MaxChannels    int
+	MaxHostRegions int
+	// Log receives the daemon's log; nil means a text logger on stderr.
+	Log *slog.Logger
+	// WriteTimeout bounds how long a reply may wait for a client that
+	// does not read its socket; past it the client is dropped. Zero
+	// means 5 s.
+	WriteTimeout time.Duration
+}
+
+// Server is a running daemon.
+type Server struct {
+	cfg  Config
+	dev  *device.Device
+	drv  *driver.Driver
+	ln   *net.UnixListener
+	node string
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	clients []*client // in connection order: CLIENT_INFO's index
+	closing bool
+
+	messages atomic.Uint64 // messages received from every client
+	serving  sync.WaitGroup
+	closed   chan struct{}
+	once     sync.Once
+}
+
+// ErrNodeBusy reports a node path where another daemon is answering.
+var ErrNodeBusy = errors.New("softgpu: a daemon is already serving this node")
+
+// New opens a device and its driver and listens on the node. Serve then
+// accepts clients.
+func New(cfg Config) (*Server, error) {
+	if cfg.Node == "" {
+		cfg.Node = uapi.DefaultNode()
+	}
+	if cfg.Mode == 0 {
+		cfg.Mode = 0o600
+	}
+	if cfg.MaxChannels == 0 {
+		cfg.MaxChannels = 16
+	}
+	if cfg.MaxHostRegions == 0 {
+		cfg.MaxHostRegions = 64
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = 5 * time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	cfg.Device.Trace, cfg.Device.Shared = nil, true
+	ln, err := listen(cfg.Node, cfg.Mode)
+	if err != nil {
+		return nil, err
+	}
+	dev, err := device.Open(cfg.Device)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	drv, err := driver.New(dev, cfg.Driver)
+	if err != nil {
+		dev.Close()
+		ln.Close()
+		return nil, err
+	}
+	s := &Server{cfg: cfg, dev: dev, drv: drv, ln: ln, node: cfg.Node, log: cfg.Log, closed: make(chan struct{})}
+	s.log.Info("device open", "node", cfg.Node, "memory", drv.MemorySize(), "mode", fmt.Sprintf("%#o", cfg.Mode))
+	return s, nil
+}
+
+// listen makes the node: the directory if missing (0700), a stale socket
+// removed, the socket bound and given mode.
+func listen(node string, mode os.FileMode) (*net.UnixListener, error) {
+	if err := os.MkdirAll(filepath.Dir(node), 0o700); err != nil {
+		return nil, fmt.Errorf("softgpu: node directory: %w", err)
+	}
+	if c, err := net.Dial("unixpacket", node); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("%w: %s", ErrNodeBusy, node)
+	}
+	os.Remove(node) // stale: a daemon that died without removing it
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: node, Net: "unixpacket"})
+	if err != nil {
+		return nil, fmt.Errorf("softgpu: listening on %s: %w", node, err)
+	}
+	ln.SetUnlinkOnClose(true)
+	if err := os.Chmod(node, mode); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("softgpu: chmod %s: %w", node, err)
+	}
+	return ln, nil
+}
+
+// Node returns the path the daemon serves.
+func (s *Server) Node() string { return s.node }
+
+// Messages returns how many messages the daemon has received from all
+// clients: every control call is one; a submission is none.
+func (s *Server) Messages() uint64 { return s.messages.Load() }
+
+// Serve accepts clients until Close; it returns nil then, or the error
+// that stopped it.
+func (s *Server) Serve() error {
+	for {
+		conn, err := s.ln.AcceptUnix()
+		if err != nil {
+			select {
+			case <-s.closed:
+				return nil
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		c, err := s.admit(conn)
+		if err != nil {
+			s.log.Warn("client refused", "err", err)
+			continue
+		}
+		s.serving.Go(func() { c.serve() })
+	}
+}
+
+// admit checks a new connection's credentials and registers it.
+func (s *Server) admit(conn *net.UnixConn) (*client, error) {
+	cred, err := peerCred(conn)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	c := &client{s: s, conn: conn, pid: uint32(cred.Pid), uid: cred.Uid, gid: cred.Gid, irqFD: -1}
+	c.allowed = s.mayConnect(cred)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		conn.Close()
+		return nil, errors.New("the daemon is shutting down")
+	}
+	s.clients = append(s.clients, c)
+	return c, nil
+}
+
+// peerCred returns the credentials of the process at the other end.
+func peerCred(conn *net.UnixConn) (*unix.Ucred, error) {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil {
+		return nil, err
+	}
+	return cred, cerr
+}
+
+// mayConnect applies the node's owner and mode to a client's credentials,
+// as the kernel applies a device node's to open(2): the owner's bits for
+// the owner, the group's for its group, the others' for everyone else;
+// connecting needs read and write. Root may always.
+func (s *Server) mayConnect(cred *unix.Ucred) bool {
+	if cred.Uid == 0 {
+		return true
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(s.node, &st); err != nil {
+		return false
+	}
+	mode := uint32(s.cfg.Mode.Perm())
+	var bits uint32
+	switch {
+	case cred.Uid == st.Uid:
+		bits = mode >> 6
+	case cred.Gid == st.Gid:
+		bits = mode >> 3
+	default:
+		bits = mode
+	}
+	return bits&6 == 6
+}
+
+// remove forgets a client that has gone.
+func (s *Server) remove(c *client) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, x := range s.clients {
+		if x == c {
+			s.clients = append(s.clients[:i:i], s.clients[i+1:]...)
+			return
+		}
+	}
+}
+
+// Close shuts the daemon down: no new clients; every client's connection
+// is closed, so each sees the device go (its calls fail, its waits
+// settle); each client's channels are stopped and its memory reclaimed;
+// then the device stops and the node is removed. It returns once all of
+// that is done.
+func (s *Server) Close() error {
+	var err error
+	s.once.Do(func() {
+		close(s.closed)
+		s.mu.Lock()
+		s.closing = true
+		clients := append([]*client(nil), s.clients...)
+		s.mu.Unlock()
+		s.ln.Close()
+		for _, c := range clients {
+			c.conn.Close() // its serve loop sees EOF and tears it down
+		}
+		s.serving.Wait()
+		err = s.drv.Close()
+		s.dev.Close()
+		s.log.Info("device closed", "node", s.node)
+	})
+	return err
+}
+
+// isClosedConn reports whether err says the connection is gone, as
+// opposed to a malformed message.
+func isClosedConn(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}

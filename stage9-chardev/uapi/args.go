@@ -1,0 +1,191 @@
+package uapi
+
+// The argument structs: one per call, as a Linux ioctl has one.
+//
+// Every field is a uint32 or a uint64, or an array of them or of a struct
+// made the same way, and sits at its natural alignment, with explicit Pad
+// and Reserved fields wherever the compiler would otherwise pad. So the
+// packed little-endian encoding of a struct (encode.go) is byte for byte
+// its Go layout, and the C layout of include/softgpu_uapi.h; every struct
+// is a multiple of 8 bytes, so an array of them needs no padding either.
+// layout_test.go checks both claims field by field.
+//
+// Each field's `uapi` tag says who writes it:
+//
+//	in        the client, in the call; the daemon returns it unchanged
+//	out       the daemon, in the reply; zero in the call
+//	inout     the client in the call, then the daemon in the reply
+//	reserved  nobody yet: zero in the call, and to be ignored in a reply
+//
+// A call whose out or reserved field is not zero is refused (ErrInval), so
+// that a later version can give those bytes a meaning without old
+// clients' garbage changing what a call does — the rule abi.ReservedZero
+// keeps for a command descriptor. A reply's reserved fields are not
+// checked: a newer daemon of the same major version may fill them.
+
+// Version is the argument of VERSION, the first call on every connection,
+// as DRM_IOCTL_VERSION is the first a DRM client makes. The daemon refuses
+// a major version other than its own with ErrVersion, and otherwise
+// describes the device.
+type Version struct {
+	Major       uint32    `uapi:"inout"`    // the client's VersionMajor; in the reply, the daemon's (the same)
+	Minor       uint32    `uapi:"inout"`    // the client's VersionMinor; in the reply, the daemon's
+	Patch       uint32    `uapi:"out"`      // the daemon's patch level
+	NumEngines  uint32    `uapi:"out"`      // engines of the device: abi.NumEngines
+	NumChannels uint32    `uapi:"out"`      // channels of the device: abi.NumChannels
+	RingSize    uint32    `uapi:"out"`      // slots in every channel's rings, a power of two
+	MemorySize  uint64    `uapi:"out"`      // bytes of device memory
+	Caps        uint64    `uapi:"out"`      // what the daemon offers: Cap bits
+	Reserved    [3]uint64 `uapi:"reserved"` // room to grow; zero
+}
+
+// Capability bits of Version.Caps.
+const (
+	CapManaged = 1 << 0 // managed memory: allocations whose pages migrate on device faults
+	CapTrace   = 1 << 1 // the daemon records a trace of the device
+)
+
+// The version of this package's ABI. A daemon and a client of the same
+// major version understand each other: a minor version adds calls, caps
+// or meanings of reserved fields, and never changes what existed.
+const (
+	VersionMajor = 1
+	VersionMinor = 0
+)
+
+// Attach is the argument of ATTACH: the client becomes a context of the
+// device and gets the memory every client shares. The successful reply
+// carries three file descriptors, at AttachFDPublic, AttachFDKick and
+// AttachFDIrq.
+type Attach struct {
+	Context    uint32 `uapi:"out"`      // the client's context id: the Ctx of every command it submits
+	Pad        uint32 `uapi:"reserved"` // zero
+	ClockEpoch uint64 `uapi:"out"`      // the device clock's zero as CLOCK_MONOTONIC ns: device clock = now - ClockEpoch
+	PublicSize uint64 `uapi:"out"`      // bytes of the public memfd: PublicSize()
+}
+
+// The file descriptors of ATTACH's reply, by position in SCM_RIGHTS.
+const (
+	// AttachFDPublic is the public memfd, to map read-only: the
+	// register space's global page and the engines' status pages
+	// (memfd.go).
+	AttachFDPublic = 0
+	// AttachFDKick is an eventfd the client writes (any nonzero count)
+	// to wake an engine it found asleep: after it stores a doorbell and
+	// then loads the engine's RegNeedWakeup as 1, the need-wakeup
+	// handshake of abi/idle.go.
+	AttachFDKick = 1
+	// AttachFDIrq is an eventfd the daemon writes when one of the
+	// client's channels has an interrupt: a fence it armed, or a fault.
+	// The client reads it to consume the count, then looks at its
+	// channels' status pages.
+	AttachFDIrq = 2
+)
+
+// ChannelOpen is the argument of CHANNEL_OPEN: a channel on an engine,
+// in the client's context. The successful reply carries two file
+// descriptors, at ChannelFDUser and ChannelFDStatus.
+type ChannelOpen struct {
+	Engine     uint32 `uapi:"in"`  // abi.EngineCompute or abi.EngineCopy
+	Priority   uint32 `uapi:"in"`  // abi.PriorityLow .. abi.MaxPriority
+	Timeslice  uint64 `uapi:"in"`  // ns the channel may hold the engine while another of its priority waits; 0: no slice
+	Channel    uint32 `uapi:"out"` // the channel's number, for CHANNEL_CLOSE
+	RingSize   uint32 `uapi:"out"` // slots in its rings, a power of two
+	UserSize   uint64 `uapi:"out"` // bytes of the user memfd: UserSize(RingSize)
+	StatusSize uint64 `uapi:"out"` // bytes of the status memfd: StatusSize(RingSize)
+}
+
+// The file descriptors of CHANNEL_OPEN's reply, by position in SCM_RIGHTS.
+const (
+	// ChannelFDUser is the user memfd, to map read-write: the doorbell
+	// page and the submission ring.
+	ChannelFDUser = 0
+	// ChannelFDStatus is the status memfd, to map read-only: the
+	// channel's status page and the completion ring.
+	ChannelFDStatus = 1
+)
+
+// ChannelClose is the argument of CHANNEL_CLOSE. The daemon takes the
+// channel off its engine's runlist (commands not yet run complete with
+// abi.StatusRemoved); the client should unmap the channel's memfds.
+type ChannelClose struct {
+	Channel uint32 `uapi:"in"`       // a channel this client opened
+	Pad     uint32 `uapi:"reserved"` // zero
+}
+
+// Alloc is the argument of ALLOC: device memory, mapped in the client's
+// context.
+type Alloc struct {
+	Size     uint64 `uapi:"in"`  // bytes; rounded up to the page size
+	PageSize uint64 `uapi:"in"`  // abi.Page4K, abi.Page64K or abi.Page2M; 0: the largest of them that Size fills
+	VA       uint64 `uapi:"out"` // the allocation's first address in the client's context, aligned to the page size
+}
+
+// Free is the argument of FREE: it gives back an allocation of ALLOC.
+type Free struct {
+	VA uint64 `uapi:"in"` // an Alloc.VA of this client
+}
+
+// HostRegister is the argument of HOST_REGISTER: the client's own memory,
+// which the device then reaches by DMA, mapped in the client's context.
+// The call carries one file descriptor, at HostRegisterFDMemory.
+type HostRegister struct {
+	Size     uint64 `uapi:"in"`  // bytes, from offset 0 of the memfd; a multiple of the page size
+	PageSize uint64 `uapi:"in"`  // as Alloc.PageSize
+	VA       uint64 `uapi:"out"` // the first address of the mapping in the client's context
+}
+
+// HostRegisterFDMemory is the position of HOST_REGISTER's one file
+// descriptor: a memfd the client created, at least Size bytes long, that
+// both the client and the daemon map.
+const HostRegisterFDMemory = 0
+
+// HostUnregister is the argument of HOST_UNREGISTER: the device forgets
+// memory of HOST_REGISTER, and the daemon closes its memfd.
+type HostUnregister struct {
+	VA uint64 `uapi:"in"` // a HostRegister.VA of this client
+}
+
+// InfoEngines is the number of EngineInfo entries in Info: one per engine
+// of the device, abi.NumEngines.
+const InfoEngines = 2
+
+// Info is the argument of INFO: the device's counters, for a tool like
+// nvidia-smi.
+type Info struct {
+	MemoryTotal uint64                  `uapi:"out"`      // bytes of device memory
+	MemoryUsed  uint64                  `uapi:"out"`      // bytes of it allocated
+	Clients     uint32                  `uapi:"out"`      // connected clients
+	Pad         uint32                  `uapi:"reserved"` // zero
+	Doorbells   uint64                  `uapi:"out"`      // doorbell stores the engines have seen
+	Interrupts  uint64                  `uapi:"out"`      // interrupts the device has raised
+	Faults      uint64                  `uapi:"out"`      // replayable faults (managed memory)
+	Migrations  uint64                  `uapi:"out"`      // pages moved between host and device
+	Engines     [InfoEngines]EngineInfo `uapi:"out"`      // by abi.Engine
+}
+
+// EngineInfo is one engine's part of Info.
+type EngineInfo struct {
+	Commands uint64 `uapi:"out"`      // commands the engine has completed since the device opened
+	Asleep   uint64 `uapi:"out"`      // ns it has spent asleep since then (idle gating, stage 7)
+	IdleMode uint32 `uapi:"out"`      // an abi.IdleMode
+	State    uint32 `uapi:"out"`      // abi.EngineRunning (0), abi.EngineStopped (1) or abi.EngineAsleep (2)
+	Sleeps   uint64 `uapi:"out"`      // times the engine has gone to sleep
+	Channels uint32 `uapi:"out"`      // channels on its runlist
+	Pad      uint32 `uapi:"reserved"` // zero
+}
+
+// ClientInfo is the argument of CLIENT_INFO: one connected client, by
+// position. A tool lists them all by asking for Index 0, 1, … until the
+// daemon answers ErrNoEntry.
+type ClientInfo struct {
+	Index        uint32 `uapi:"in"`       // the n-th connected client, from 0
+	Pid          uint32 `uapi:"out"`      // its process, from SO_PEERCRED
+	Uid          uint32 `uapi:"out"`      // its user, from SO_PEERCRED
+	Context      uint32 `uapi:"out"`      // its context id (0 before ATTACH)
+	Channels     uint32 `uapi:"out"`      // channels it has open
+	Pad          uint32 `uapi:"reserved"` // zero
+	DeviceMemory uint64 `uapi:"out"`      // bytes of device memory it has allocated
+	HostMemory   uint64 `uapi:"out"`      // bytes of host memory it has registered
+	Calls        uint64 `uapi:"out"`      // messages the daemon has received from it
+}

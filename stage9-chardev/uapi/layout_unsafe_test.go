@@ -1,0 +1,38 @@
+package uapi
+
+import (
+	"testing"
+	"unsafe"
+)
+
+// TestSizeofPinned pins each struct's size as the compiler sees it, beside
+// the reflect-based layout test: the numbers a C programmer would check
+// with sizeof.
+func TestSizeofPinned(t *testing.T) {
+	tests := []struct {
+		name string
+		got  uintptr
+		want uintptr
+	}{
+		{"Header", unsafe.Sizeof(Header{}), 16},
+		{"Version", unsafe.Sizeof(Version{}), 64},
+		{"Attach", unsafe.Sizeof(Attach{}), 24},
+		{"ChannelOpen", unsafe.Sizeof(ChannelOpen{}), 40},
+		{"ChannelClose", unsafe.Sizeof(ChannelClose{}), 8},
+		{"Alloc", unsafe.Sizeof(Alloc{}), 24},
+		{"Free", unsafe.Sizeof(Free{}), 8},
+		{"HostRegister", unsafe.Sizeof(HostRegister{}), 24},
+		{"HostUnregister", unsafe.Sizeof(HostUnregister{}), 8},
+		{"Info", unsafe.Sizeof(Info{}), 136},
+		{"EngineInfo", unsafe.Sizeof(EngineInfo{}), 40},
+		{"ClientInfo", unsafe.Sizeof(ClientInfo{}), 48},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("unsafe.Sizeof(%s{}) = %d; want %d", tt.name, tt.got, tt.want)
+		}
+	}
+	if off := unsafe.Offsetof(Info{}.Engines); off != 56 {
+		t.Errorf("unsafe.Offsetof(Info{}.Engines) = %d; want 56", off)
+	}
+}
