@@ -28,7 +28,6 @@ package client
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -78,21 +77,14 @@ type Config struct {
 
 // GPU is a softgpu served by a daemon.
 type GPU struct {
-	conn    *net.UnixConn
 	hw      *hardware
 	cl      *driver.Client
 	version uapi.Version
 	context abi.Context
 
-	// Calls: one writer at a time; replies come back in order on one
-	// reader, which hands each to the caller waiting for its Seq.
-	writeMu    sync.Mutex
-	seq        atomic.Uint64
-	pmu        sync.Mutex
-	pending    map[uint64]chan reply
-	gone       atomic.Bool
-	closed     atomic.Bool
-	readerDone chan struct{}
+	*conn
+	closed   atomic.Bool
+	attached atomic.Pointer[driver.Client] // g.cl, for the connection's reader once it is made
 
 	channels [abi.NumEngines]*softgpu.Channel
 
@@ -101,13 +93,6 @@ type GPU struct {
 	stage   *HostBuffer
 	hostMu  sync.Mutex
 	hosts   []*HostBuffer
-}
-
-// reply is one message from the daemon, and the descriptors with it.
-type reply struct {
-	msg []byte
-	fds []int
-	err error
 }
 
 // Dial connects to the daemon at node (uapi.DefaultNode() if empty).
@@ -121,15 +106,18 @@ func DialConfig(cfg Config) (*GPU, error) {
 	if cfg.Staging == 0 {
 		cfg.Staging = 1 << 20
 	}
-	conn, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: cfg.Node, Net: "unixpacket"})
+	g := &GPU{staging: cfg.Staging}
+	c, err := dialNode(cfg.Node, func() {
+		if cl := g.attached.Load(); cl != nil {
+			cl.Lost()
+		}
+	})
 	if err != nil {
-		return nil, fmt.Errorf("softgpu: connecting to %s (is softgpud running?): %w", cfg.Node, err)
+		return nil, err
 	}
-	g := &GPU{conn: conn, pending: map[uint64]chan reply{}, readerDone: make(chan struct{}), staging: cfg.Staging}
-	go g.reader()
+	g.conn = c
 	if err := g.open(cfg); err != nil {
-		g.conn.Close()
-		<-g.readerDone
+		g.conn.close()
 		if g.hw != nil {
 			g.hw.close()
 		}
@@ -169,100 +157,16 @@ func (g *GPU) open(cfg Config) error {
 	if err != nil {
 		return err
 	}
+	g.attached.Store(g.cl)
+	if g.gone.Load() { // lost before attached could be told
+		g.cl.Lost()
+	}
 	for e := range abi.Engine(abi.NumEngines) {
 		if g.channels[e], err = g.NewChannel(e, ChannelOptions{Priority: softgpu.PriorityNormal}); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// reader reads every reply and hands it to its caller. When the
-// connection ends, the daemon has gone (or Close closed it): every
-// pending call fails, and the client's channels end.
-func (g *GPU) reader() {
-	defer close(g.readerDone)
-	buf := make([]byte, uapi.MaxMessage+1)
-	oob := make([]byte, unix.CmsgSpace(4*uapi.MaxFDs))
-	for {
-		n, oobn, _, _, err := g.conn.ReadMsgUnix(buf, oob)
-		if err == nil && n == 0 && oobn == 0 {
-			err = ErrGone // SOCK_SEQPACKET: the daemon closed its end
-		}
-		if err != nil {
-			g.lost()
-			return
-		}
-		fds := parseFDs(oob[:oobn])
-		if n < uapi.HeaderSize {
-			closeFDs(fds)
-			continue
-		}
-		h := uapi.DecodeHeader(buf[:n])
-		g.pmu.Lock()
-		c, ok := g.pending[h.Seq]
-		delete(g.pending, h.Seq)
-		g.pmu.Unlock()
-		if !ok {
-			closeFDs(fds) // no caller: a reply to nothing we sent
-			continue
-		}
-		c <- reply{msg: append([]byte(nil), buf[:n]...), fds: fds}
-	}
-}
-
-// lost fails every pending call and ends every channel.
-func (g *GPU) lost() {
-	g.gone.Store(true)
-	g.pmu.Lock()
-	for seq, c := range g.pending {
-		c <- reply{err: ErrGone}
-		delete(g.pending, seq)
-	}
-	g.pmu.Unlock()
-	if g.cl != nil {
-		g.cl.Lost()
-	}
-}
-
-// call makes one control call: arg out, arg back filled; the descriptors
-// fds go with it, and those of the reply come back.
-func (g *GPU) call(arg uapi.Arg, fds []int) ([]int, error) {
-	if g.gone.Load() {
-		return nil, ErrGone
-	}
-	seq := g.seq.Add(1)
-	c := make(chan reply, 1)
-	g.pmu.Lock()
-	g.pending[seq] = c
-	g.pmu.Unlock()
-	var oob []byte
-	if len(fds) > 0 {
-		oob = unix.UnixRights(fds...)
-	}
-	g.writeMu.Lock()
-	_, _, err := g.conn.WriteMsgUnix(uapi.EncodeCall(seq, arg), oob, nil)
-	g.writeMu.Unlock()
-	if err != nil {
-		g.pmu.Lock()
-		delete(g.pending, seq)
-		g.pmu.Unlock()
-		return nil, fmt.Errorf("%w: %w", ErrGone, err)
-	}
-	r := <-c
-	if r.err != nil {
-		return nil, r.err
-	}
-	h, err := uapi.DecodeReply(r.msg, len(r.fds), arg)
-	if err != nil {
-		closeFDs(r.fds)
-		return nil, err
-	}
-	if h.Errno != uapi.OK {
-		closeFDs(r.fds)
-		return nil, h.Errno
-	}
-	return r.fds, nil
 }
 
 // err turns an error after the daemon has gone into ErrGone.
@@ -279,8 +183,7 @@ func (g *GPU) Close() error {
 	if g.closed.Swap(true) {
 		return nil
 	}
-	g.conn.Close()
-	<-g.readerDone
+	g.conn.close()
 	g.hw.close()
 	<-g.cl.Done()
 	g.hostMu.Lock()
@@ -438,26 +341,5 @@ func (g *GPU) Kicks() uint64 { return g.hw.kicks.Load() }
 func (g *GPU) Doorbells() uint64 { return g.cl.Doorbells() }
 
 func (g *GPU) String() string {
-	return fmt.Sprintf("softgpu at %s (context %d, %d bytes of device memory)", g.conn.RemoteAddr(), g.context, g.version.MemorySize)
-}
-
-// parseFDs returns the descriptors in a message's control data.
-func parseFDs(oob []byte) []int {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil
-	}
-	var fds []int
-	for i := range msgs {
-		if got, err := unix.ParseUnixRights(&msgs[i]); err == nil {
-			fds = append(fds, got...)
-		}
-	}
-	return fds
-}
-
-func closeFDs(fds []int) {
-	for _, fd := range fds {
-		unix.Close(fd)
-	}
+	return fmt.Sprintf("softgpu at %s (context %d, %d bytes of device memory)", g.node, g.context, g.version.MemorySize)
 }
