@@ -28,11 +28,15 @@ func BenchmarkFillStream(b *testing.B) {
 // measureFillStream streams fills at the given depth (see FillStream) and
 // reports cores and doorbells/op.
 func measureFillStream(b *testing.B, g *softgpu.GPU, depth int) {
-	buf := mustAlloc(b, g, 64*uint64(depth))
+	streamFills(b, g.NewBatch(softgpu.Copy), mustAlloc(b, g, 64*uint64(depth)), depth, g.Doorbells)
+}
+
+// streamFills is FillStream's loop on any channel's batch, into depth×64
+// bytes at buf; doorbells counts the submitter's doorbell stores.
+func streamFills(b *testing.B, batch *softgpu.Batch, buf softgpu.Ptr, depth int, doorbells func() uint64) {
 	perBatch := max(depth/2, 1)
-	batch := g.NewBatch(softgpu.Copy)
 	var inFlight []*softgpu.Pending // oldest first, perBatch fills each
-	bells := g.Doorbells()
+	bells := doorbells()
 	m := startMeter()
 	b.ResetTimer()
 	for submitted := 0; submitted < b.N || len(inFlight) > 0; {
@@ -53,5 +57,5 @@ func measureFillStream(b *testing.B, g *softgpu.GPU, depth int) {
 	}
 	b.StopTimer()
 	m.report(b)
-	b.ReportMetric(float64(g.Doorbells()-bells)/float64(b.N), "doorbells/op")
+	b.ReportMetric(float64(doorbells()-bells)/float64(b.N), "doorbells/op")
 }

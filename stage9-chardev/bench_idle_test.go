@@ -1,6 +1,7 @@
 package softgpu_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -26,21 +27,30 @@ import (
 //	SOFTGPU_IDLE_BUDGET=<cycles>              the hybrid budget (default 50000)
 func idleFromEnv(b *testing.B, cfg *softgpu.Config) {
 	b.Helper()
+	if err := idleEnv(cfg); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// idleEnv sets cfg's idle mode and budget from SOFTGPU_IDLE and
+// SOFTGPU_IDLE_BUDGET, if set.
+func idleEnv(cfg *softgpu.Config) error {
 	if v := os.Getenv("SOFTGPU_IDLE"); v != "" {
 		mode, ok := map[string]softgpu.IdleMode{"spin": softgpu.IdleSpin, "sleep": softgpu.IdleSleep,
 			"hybrid": softgpu.IdleHybrid, "adaptive": softgpu.IdleAdaptive}[v]
 		if !ok {
-			b.Fatalf("SOFTGPU_IDLE=%q; want spin, sleep, hybrid or adaptive", v)
+			return fmt.Errorf("SOFTGPU_IDLE=%q; want spin, sleep, hybrid or adaptive", v)
 		}
 		cfg.Idle = mode
 	}
 	if v := os.Getenv("SOFTGPU_IDLE_BUDGET"); v != "" {
 		budget, err := strconv.ParseUint(v, 10, 64)
 		if err != nil || budget == 0 {
-			b.Fatalf("SOFTGPU_IDLE_BUDGET=%q; want a positive number of cycles", v)
+			return fmt.Errorf("SOFTGPU_IDLE_BUDGET=%q; want a positive number of cycles", v)
 		}
 		cfg.IdleBudget = budget
 	}
+	return nil
 }
 
 // idleModes are the configurations of the IdleGap and IdleQuiet families.

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -37,7 +38,8 @@ import (
 type hardware struct {
 	space []byte // abi.RegSpaceSize bytes: the reservation
 	regs  *mmio.Registers
-	epoch uint64 // the device clock's zero, as CLOCK_MONOTONIC ns
+	base  time.Time // a moment, by Go's monotonic clock…
+	at    uint64    // …and the device clock then
 
 	mu      sync.Mutex
 	rings   map[abi.Channel]rings
@@ -63,7 +65,11 @@ func newHardware(public, kick, irq *os.File, epoch uint64) (*hardware, error) {
 	if err != nil {
 		return nil, fmt.Errorf("softgpu: reserving the register space: %w", err)
 	}
-	h := &hardware{space: space, epoch: epoch, rings: map[abi.Channel]rings{}, irq: make(chan struct{}, 1), irqFile: irq, kick: kick}
+	h := &hardware{space: space, rings: map[abi.Channel]rings{}, irq: make(chan struct{}, 1), irqFile: irq, kick: kick}
+	var ts unix.Timespec
+	h.base = time.Now()
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	h.at = uint64(ts.Nano()) - epoch
 	engines := abi.EngineStatusPage(0)
 	if err := mapOver(space[abi.GlobalPage:abi.GlobalPage+abi.RegPageSize], public, uapi.PublicGlobalOffset, false); err != nil {
 		unix.Munmap(space)
@@ -98,12 +104,11 @@ func (h *hardware) load(off uint64) uint64 {
 }
 
 // now is the device clock: RegTimestamp is not a stored word, so a
-// client computes it from the epoch ATTACH gave.
-func (h *hardware) now() uint64 {
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return uint64(ts.Nano()) - h.epoch
-}
+// client computes it from the epoch ATTACH gave. CLOCK_MONOTONIC is read
+// once, with the syscall; after that the offset from Go's own monotonic
+// clock (the same CLOCK_MONOTONIC, read through the vDSO, without a
+// syscall) gives the time.
+func (h *hardware) now() uint64 { return h.at + uint64(time.Since(h.base)) }
 
 // mapChannel maps channel c's pages into the register space and its
 // rings beside it.

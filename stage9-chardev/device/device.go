@@ -139,6 +139,10 @@ type Device struct {
 	irqMu sync.Mutex
 	irq   chan struct{}
 
+	// vectors[c], if set, is where channel c's fence interrupts go
+	// instead of the line: a shared channel's client (shared.go).
+	vectors [abi.NumChannels]atomic.Pointer[func()]
+
 	// faultMu serialises the engines' writes to the fault buffer (fault.go).
 	faultMu sync.Mutex
 

@@ -97,12 +97,20 @@ func (e *Engine) signal() {
 
 // raiseFence raises the line for a fence of the engine's channel: the
 // count, the channel's bit, the cause, then the line.
+//
+// A channel shared with a client has a vector of its own (shared.go): the
+// engine calls it instead of raising the line, and the client's waiter is
+// woken without the driver's interrupt thread in between.
 func (e *Engine) raiseFence() {
 	regs := e.regs
 	c := e.cur
 	regs.Store(c.status+abi.RegIrqCount, regs.Load(c.status+abi.RegIrqCount)+1) // the engine serving it is its only writer
-	regs.Set(abi.IrqChannelsReg(c.id))
-	e.dev.raise(abi.IrqCauseFence)
+	if v := e.dev.vectors[c.id].Load(); v != nil {
+		(*v)()
+	} else {
+		regs.Set(abi.IrqChannelsReg(c.id))
+		e.dev.raise(abi.IrqCauseFence)
+	}
 	if e.trace != nil {
 		e.trace.Record(trace.Event{Kind: trace.KindIRQRaise, Start: e.dev.clock.Now(), Engine: e.id, Channel: c.id,
 			Arg: abi.IrqCauseFence})

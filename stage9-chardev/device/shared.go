@@ -172,7 +172,15 @@ var errNotShared = fmt.Errorf("%w: the device was opened without Config.Shared",
 // c. The channel must be on no runlist: the driver calls Share between
 // choosing the channel and listing it. What the pages hold — the doorbell
 // at the ring's head, the fence timeline, the completions — carries over.
-func (d *Device) Share(c abi.Channel) (ChannelFiles, error) {
+//
+// vector, if not nil, is the channel's own interrupt vector: a fence
+// interrupt of c calls it instead of raising the device's line, as an
+// MSI-X vector routed to an eventfd (KVM's irqfd, vhost's call fd) reaches
+// the process that waits without passing through the driver. The daemon
+// passes a write to the client's eventfd. It is called on the engine's
+// goroutine and must not block. (A fault of the channel still raises the
+// line: the daemon's driver must hear of that.)
+func (d *Device) Share(c abi.Channel, vector func()) (ChannelFiles, error) {
 	if d.shm == nil {
 		return ChannelFiles{}, errNotShared
 	}
@@ -223,6 +231,9 @@ func (d *Device) Share(c abi.Channel) (ChannelFiles, error) {
 		return fail(err)
 	}
 	stat.Close() // the device's mapping keeps the pages; the client gets the read-only descriptor
+	if vector != nil {
+		d.vectors[c].Store(&vector)
+	}
 	d.shm.shared[c].Store(true)
 	return ChannelFiles{User: user, Status: ro}, nil
 }
@@ -242,6 +253,7 @@ func (d *Device) Unshare(c abi.Channel) error {
 	if !c.Valid() || d.owner[c].Load() != 0 || !d.shm.shared[c].Load() {
 		return fmt.Errorf("%w: %v is on a runlist or not shared", ErrShared, c)
 	}
+	d.vectors[c].Store(nil)
 	d.privatise(c)
 	d.shm.shared[c].Store(false)
 	return nil

@@ -54,7 +54,7 @@ func clientSubmit(d *Device, c abi.Channel, user []byte, cmd abi.Command, i uint
 func TestASharedChannelRunsFromTheClientsPages(t *testing.T) {
 	d := openTest(t, Config{Shared: true})
 	const e, c = abi.EngineCopy, abi.Channel(5)
-	files, err := d.Share(c)
+	files, err := d.Share(c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,13 +96,13 @@ func TestASharedChannelRunsFromTheClientsPages(t *testing.T) {
 func TestSharedPagesAreGuarded(t *testing.T) {
 	d := openTest(t, Config{Shared: true})
 	plain := openVM(t, Config{MemorySize: testMem})
-	_, err := plain.Share(9)
+	_, err := plain.Share(9, nil)
 	plain.Close()
 	if !errors.Is(err, ErrShared) {
 		t.Errorf("sharing a channel of a device opened without Shared = %v; want ErrShared", err)
 	}
 	const c = abi.Channel(9)
-	files, err := d.Share(c)
+	files, err := d.Share(c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestSharedPagesAreGuarded(t *testing.T) {
 			t.Errorf("truncating %s = %v; want EPERM (sealed)", f.Name(), err)
 		}
 	}
-	if _, err := d.Share(c); !errors.Is(err, ErrShared) {
+	if _, err := d.Share(c, nil); !errors.Is(err, ErrShared) {
 		t.Errorf("sharing a shared channel again = %v; want ErrShared", err)
 	}
 	if err := d.Unshare(abi.Channel(10)); !errors.Is(err, ErrShared) {
@@ -125,7 +125,7 @@ func TestSharedPagesAreGuarded(t *testing.T) {
 	if got := submitRunlist(t, d, abi.EngineCopy, []abi.RunlistEntry{rlEntry(d, abi.DefaultChannel(abi.EngineCopy), 1, 0), rlEntry(d, 11, 1, 0)}); got != abi.RunlistOK {
 		t.Fatalf("runlist: %v", got)
 	}
-	if _, err := d.Share(11); !errors.Is(err, ErrShared) {
+	if _, err := d.Share(11, nil); !errors.Is(err, ErrShared) {
 		t.Errorf("sharing a channel on a runlist = %v; want ErrShared", err)
 	}
 	pub, err := d.Public()
@@ -154,7 +154,7 @@ func TestSharedPagesAreGuarded(t *testing.T) {
 func TestUnsharingCutsTheClientOff(t *testing.T) {
 	d := openTest(t, Config{Shared: true})
 	const e, c = abi.EngineCopy, abi.Channel(6)
-	files, err := d.Share(c)
+	files, err := d.Share(c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,3 +200,43 @@ func TestUnsharingCutsTheClientOff(t *testing.T) {
 
 // storeWord is a client's atomic store to a word of its mapping.
 func storeWord(b *[8]byte, v uint64) { (*atomic.Uint64)(unsafe.Pointer(b)).Store(v) }
+
+// TestASharedChannelsInterruptGoesToItsVector: a fence interrupt of a
+// channel shared with a vector calls the vector — the client's eventfd, in
+// the daemon — and leaves the device's line and the channel's bit in
+// RegIrqChannels alone; the interrupt count still counts it.
+func TestASharedChannelsInterruptGoesToItsVector(t *testing.T) {
+	d := openTest(t, Config{Shared: true})
+	const e, c = abi.EngineCopy, abi.Channel(12)
+	var calls atomic.Int32
+	files, err := d.Share(c, func() { calls.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer files.User.Close()
+	defer files.Status.Close()
+	user, _ := clientView(t, files)
+	if got := submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, abi.DefaultChannel(e), 1, 0), rlEntry(d, c, 1, 0)}); got != abi.RunlistOK {
+		t.Fatalf("runlist: %v", got)
+	}
+	storeWord((*[8]byte)(user[abi.RegIrqArm:]), uint64(abi.IrqEvery))
+	start := d.regs.Load(abi.DoorbellPage(c) + abi.RegDoorbell)
+	clientSubmit(d, c, user, abi.Command{Op: abi.OpNop, Flags: abi.FlagFence | abi.FlagInterrupt, Fence: start + 1}, start)
+	for deadline := time.Now().Add(10 * time.Second); calls.Load() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the vector was not called in 10 s")
+		}
+	}
+	if off, bit := abi.IrqChannelsReg(c); d.regs.Load(off)&bit != 0 {
+		t.Errorf("the channel's bit in RegIrqChannels is set: the interrupt went to the line too")
+	}
+	if cause := d.regs.Load(abi.RegIrqCause); cause != 0 {
+		t.Errorf("RegIrqCause holds %#x: the line was raised", cause)
+	}
+	if n := d.regs.Load(abi.ChannelStatusPage(c) + abi.RegIrqCount); n != 1 {
+		t.Errorf("RegIrqCount reads %d; want 1", n)
+	}
+	if err := d.Unshare(c); !errors.Is(err, ErrShared) {
+		t.Errorf("Unshare of a listed channel = %v; want ErrShared", err)
+	}
+}

@@ -259,7 +259,7 @@ func (c *client) openChannel(a *uapi.ChannelOpen) (send []int, closeAfter []*os.
 		Priority: uint8(a.Priority), Timeslice: a.Timeslice, Notify: c.notify,
 		Share: func(id abi.Channel) error {
 			var err error
-			files, err = c.s.dev.Share(id)
+			files, err = c.s.dev.Share(id, c.notify) // its fence interrupts: straight to the client's eventfd
 			if err == nil {
 				shared = id
 			}
