@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 
 	"softgpu/stage9-chardev/client"
 	"softgpu/stage9-chardev/server"
+	"softgpu/stage9-chardev/uapi"
 )
 
 // serve starts a daemon on a node in a temporary directory, in this
@@ -89,5 +91,63 @@ func TestAClientFillsAndReadsBack(t *testing.T) {
 	}
 	if err := g.Free(p); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestManagedMemoryAcrossTheBoundary: managed memory served to a client.
+// The client writes the host side (its mapping of the memfd), the device
+// reads it — faulting the pages over — and writes into another managed
+// allocation; after Sync the client reads the device's bytes from its own
+// mapping. Prefetch and Resident see the pages move; Free gives them back.
+func TestManagedMemoryAcrossTheBoundary(t *testing.T) {
+	s := serve(t, server.Config{})
+	g := dial(t, s)
+	const size = 1<<20 + 4096
+	src, err := g.AllocManaged(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := g.AllocManaged(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range src.Bytes() {
+		src.Bytes()[i] = byte(i*13 + i>>12)
+	}
+	if err := g.Copy(dst.Ptr(), src.Ptr(), size); err != nil {
+		t.Fatal(err)
+	}
+	if device, _ := dst.Resident(); device == 0 {
+		t.Errorf("after the device wrote it, no page of dst is on the device")
+	}
+	if err := dst.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(dst.Bytes(), src.Bytes()) {
+		t.Fatalf("after Sync the client's mapping of dst differs from what it wrote into src")
+	}
+	if device, _ := dst.Resident(); device != 0 {
+		t.Errorf("after Sync %d pages of dst are still on the device", device)
+	}
+	mg, err := src.Prefetch(0, size, client.ToHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mg.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if device, _ := src.Resident(); device != 0 {
+		t.Errorf("after Prefetch to the host %d pages of src are on the device", device)
+	}
+	if _, err := src.Prefetch(size, 1, client.ToDevice); err == nil {
+		t.Errorf("Prefetch past the end succeeded")
+	}
+	for _, m := range []*client.Managed{src, dst} {
+		if err := m.Free(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := src.Sync(); !errors.Is(err, uapi.ErrNoEntry) {
+		t.Errorf("Sync after Free = %v; want ErrNoEntry", err)
 	}
 }

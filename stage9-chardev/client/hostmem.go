@@ -2,7 +2,6 @@ package client
 
 import (
 	"fmt"
-	"os"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -44,22 +43,11 @@ func (g *GPU) HostAlloc(size uint64) (*HostBuffer, error) {
 		return nil, fmt.Errorf("%w: HostAlloc of 0 bytes", uapi.ErrInval)
 	}
 	length := roundPage(size)
-	fd, err := unix.MemfdCreate("softgpu-host", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	fd, mapping, err := sealedMemfd("softgpu-host", length)
 	if err != nil {
-		return nil, fmt.Errorf("softgpu: memfd_create: %w", err)
+		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), "softgpu-host")
-	defer f.Close() // the mappings, ours and the daemon's, keep the pages
-	if err := f.Truncate(int64(length)); err != nil {
-		return nil, fmt.Errorf("softgpu: sizing a memfd: %w", err)
-	}
-	if _, err := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW); err != nil {
-		return nil, fmt.Errorf("softgpu: sealing a memfd: %w", err)
-	}
-	mapping, err := unix.Mmap(fd, 0, int(length), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		return nil, fmt.Errorf("softgpu: mapping a memfd: %w", err)
-	}
+	defer unix.Close(fd) // the mappings, ours and the daemon's, keep the pages
 	reg := uapi.HostRegister{Size: length}
 	if _, err := g.call(&reg, []int{fd}); err != nil {
 		unix.Munmap(mapping)

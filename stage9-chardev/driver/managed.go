@@ -216,6 +216,22 @@ func (d *Driver) ManagedStats() ManagedStats {
 // page starts on the host, zeroed; the device's first access to each
 // faults it over.
 func (c *Context) AllocManaged(size uint64) (*Managed, error) {
+	return c.allocManaged(size, c.d.HostAlloc)
+}
+
+// ANCHOR_END: allocmanaged
+
+// AllocManagedOn is AllocManaged with host pages the caller mapped: the
+// daemon passes a client's memfd (package server), so that the client's
+// own mapping of it is the managed memory's host side. backing must be
+// whole pages, at least size rounded up to abi.PageShift; the allocation
+// owns it from then on (Free unmaps it), and on an error the caller does.
+func (c *Context) AllocManagedOn(backing []byte, size uint64) (*Managed, error) {
+	return c.allocManaged(size, func(rounded uint64) (*Pinned, error) { return c.d.HostAdopt(backing, rounded) })
+}
+
+// allocManaged is AllocManaged with host pages from hostPages.
+func (c *Context) allocManaged(size uint64, hostPages func(rounded uint64) (*Pinned, error)) (*Managed, error) {
 	d := c.d
 	if c.id == 0 {
 		return nil, fmt.Errorf("%w: context 0 maps all of device memory at its own addresses; managed memory needs a context of its own", ErrManaged)
@@ -227,7 +243,7 @@ func (c *Context) AllocManaged(size uint64) (*Managed, error) {
 		return nil, ErrClosed
 	}
 	rounded := (size + 1<<abi.PageShift - 1) &^ (1<<abi.PageShift - 1)
-	host, err := d.HostAlloc(rounded)
+	host, err := hostPages(rounded)
 	if err != nil {
 		return nil, err
 	}
@@ -243,8 +259,6 @@ func (c *Context) AllocManaged(size uint64) (*Managed, error) {
 	d.um.allocs[c.id] = slices.Insert(list, at, m)
 	return m, nil
 }
-
-// ANCHOR_END: allocmanaged
 
 // mapManaged gives m addresses in c and a leaf entry per page, each
 // abi.ManagedPTE, and notes where each entry is.

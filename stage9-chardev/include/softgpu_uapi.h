@@ -267,6 +267,73 @@ struct softgpu_client_info {
 _Static_assert(sizeof(struct softgpu_client_info) == 48, "struct softgpu_client_info is 48 bytes");
 
 /*
+ * ManagedAlloc is the argument of MANAGED_ALLOC: managed memory (stage 8)
+ * across the boundary. The client creates a memfd of Length bytes — Size
+ * rounded up to 4 KiB — sealed against shrinking, and sends it; the daemon
+ * makes it the allocation's host side, so the client's own mapping of it
+ * is what Bytes is in-process: the pages as they are on the host, to be
+ * read after MANAGED_SYNC.
+ */
+struct softgpu_managed_alloc {
+	/* in: bytes of managed memory */
+	uint64_t size;
+	/* in: bytes of the memfd: Size rounded up to 4 KiB */
+	uint64_t length;
+	/* out: the allocation's first address in the client's context */
+	uint64_t va;
+};
+_Static_assert(sizeof(struct softgpu_managed_alloc) == 24, "struct softgpu_managed_alloc is 24 bytes");
+
+/*
+ * ManagedSync is the argument of MANAGED_SYNC: every page of the
+ * allocation at VA brought back to the host, as Managed.Sync.
+ */
+struct softgpu_managed_sync {
+	/* in: a ManagedAlloc.VA of this client */
+	uint64_t va;
+};
+_Static_assert(sizeof(struct softgpu_managed_sync) == 8, "struct softgpu_managed_sync is 8 bytes");
+
+/*
+ * ManagedPrefetch is the argument of MANAGED_PREFETCH: pages moved ahead
+ * of use, as Managed.Prefetch, and waited for.
+ */
+struct softgpu_managed_prefetch {
+	/* in: a ManagedAlloc.VA of this client */
+	uint64_t va;
+	/* in: the first byte, from VA */
+	uint64_t offset;
+	/* in: bytes */
+	uint64_t size;
+	/* in: 1: to the device; 2: to the host (driver.ToDevice, driver.ToHost) */
+	uint32_t to;
+	/* reserved: zero */
+	uint32_t pad;
+};
+_Static_assert(sizeof(struct softgpu_managed_prefetch) == 32, "struct softgpu_managed_prefetch is 32 bytes");
+
+/* ManagedFree is the argument of MANAGED_FREE. */
+struct softgpu_managed_free {
+	/* in: a ManagedAlloc.VA of this client */
+	uint64_t va;
+};
+_Static_assert(sizeof(struct softgpu_managed_free) == 8, "struct softgpu_managed_free is 8 bytes");
+
+/*
+ * ManagedResident is the argument of MANAGED_RESIDENT: where the
+ * allocation's pages are, as Managed.Resident.
+ */
+struct softgpu_managed_resident {
+	/* in: a ManagedAlloc.VA of this client */
+	uint64_t va;
+	/* out: pages in device memory */
+	uint32_t device;
+	/* out: pages the device reaches on the host (the thrashing guard's) */
+	uint32_t remote;
+};
+_Static_assert(sizeof(struct softgpu_managed_resident) == 16, "struct softgpu_managed_resident is 16 bytes");
+
+/*
  * The calls (uapi/calls.go): request numbers, and the file descriptors
  * each call carries and each successful reply carries.
  */
@@ -300,6 +367,21 @@ _Static_assert(sizeof(struct softgpu_client_info) == 48, "struct softgpu_client_
 #define SOFTGPU_IOCTL_CLIENT_INFO SOFTGPU_IOWR(SOFTGPU_IOC_MAGIC, 0x09, struct softgpu_client_info)
 #define SOFTGPU_IOCTL_CLIENT_INFO_FDS_IN 0
 #define SOFTGPU_IOCTL_CLIENT_INFO_FDS_OUT 0
+#define SOFTGPU_IOCTL_MANAGED_ALLOC SOFTGPU_IOWR(SOFTGPU_IOC_MAGIC, 0x0a, struct softgpu_managed_alloc)
+#define SOFTGPU_IOCTL_MANAGED_ALLOC_FDS_IN 1
+#define SOFTGPU_IOCTL_MANAGED_ALLOC_FDS_OUT 0
+#define SOFTGPU_IOCTL_MANAGED_SYNC SOFTGPU_IOW(SOFTGPU_IOC_MAGIC, 0x0b, struct softgpu_managed_sync)
+#define SOFTGPU_IOCTL_MANAGED_SYNC_FDS_IN 0
+#define SOFTGPU_IOCTL_MANAGED_SYNC_FDS_OUT 0
+#define SOFTGPU_IOCTL_MANAGED_PREFETCH SOFTGPU_IOW(SOFTGPU_IOC_MAGIC, 0x0c, struct softgpu_managed_prefetch)
+#define SOFTGPU_IOCTL_MANAGED_PREFETCH_FDS_IN 0
+#define SOFTGPU_IOCTL_MANAGED_PREFETCH_FDS_OUT 0
+#define SOFTGPU_IOCTL_MANAGED_FREE SOFTGPU_IOW(SOFTGPU_IOC_MAGIC, 0x0d, struct softgpu_managed_free)
+#define SOFTGPU_IOCTL_MANAGED_FREE_FDS_IN 0
+#define SOFTGPU_IOCTL_MANAGED_FREE_FDS_OUT 0
+#define SOFTGPU_IOCTL_MANAGED_RESIDENT SOFTGPU_IOWR(SOFTGPU_IOC_MAGIC, 0x0e, struct softgpu_managed_resident)
+#define SOFTGPU_IOCTL_MANAGED_RESIDENT_FDS_IN 0
+#define SOFTGPU_IOCTL_MANAGED_RESIDENT_FDS_OUT 0
 
 /* Versions and capabilities (uapi/args.go) */
 #define SOFTGPU_VERSION_MAJOR 1

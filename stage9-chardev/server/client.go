@@ -32,8 +32,9 @@ type client struct {
 
 	mu      sync.Mutex
 	chans   map[abi.Channel]*driver.Channel
-	allocs  map[uint64]uint64         // VA → bytes, from ALLOC
-	hosts   map[uint64]*driver.Pinned // VA → region, from HOST_REGISTER
+	allocs  map[uint64]uint64          // VA → bytes, from ALLOC
+	hosts   map[uint64]*driver.Pinned  // VA → region, from HOST_REGISTER
+	managed map[uint64]*driver.Managed // VA → allocation, from MANAGED_ALLOC
 	devMem  uint64
 	hostMem uint64
 
@@ -190,6 +191,26 @@ func (c *client) dispatch(arg uapi.Arg, fds []int) (send []int, closeAfter []*os
 		return nil, nil, c.hostRegister(a, fds[uapi.HostRegisterFDMemory])
 	case *uapi.HostUnregister:
 		return nil, nil, c.hostUnregister(a.VA)
+	case *uapi.ManagedAlloc:
+		return nil, nil, c.managedAlloc(a, fds[uapi.ManagedFDMemory])
+	case *uapi.ManagedSync:
+		return nil, nil, c.withManaged(a.VA, (*driver.Managed).Sync)
+	case *uapi.ManagedPrefetch:
+		return nil, nil, c.withManaged(a.VA, func(m *driver.Managed) error {
+			mig, err := m.Prefetch(a.Offset, a.Size, driver.Location(a.To))
+			if err != nil {
+				return fmt.Errorf("%w: %w", uapi.ErrInval, err)
+			}
+			return mig.Wait()
+		})
+	case *uapi.ManagedResident:
+		return nil, nil, c.withManaged(a.VA, func(m *driver.Managed) error {
+			device, remote := m.Resident()
+			a.Device, a.Remote = uint32(device), uint32(remote)
+			return nil
+		})
+	case *uapi.ManagedFree:
+		return nil, nil, c.managedFree(a.VA)
 	}
 	return nil, nil, fmt.Errorf("%T: %w", arg, uapi.ErrBadRequest)
 }
@@ -228,6 +249,7 @@ func (c *client) attach(a *uapi.Attach) (send []int, closeAfter []*os.File, err 
 	c.mu.Lock()
 	c.ctx, c.kick = ctx, os.NewFile(uintptr(kick), "kick")
 	c.chans, c.allocs, c.hosts = map[abi.Channel]*driver.Channel{}, map[uint64]uint64{}, map[uint64]*driver.Pinned{}
+	c.managed = map[uint64]*driver.Managed{}
 	c.mu.Unlock()
 	c.irqMu.Lock()
 	c.irqFD = irq
@@ -352,20 +374,12 @@ func (c *client) hostRegister(a *uapi.HostRegister, fd int) error {
 	switch {
 	case a.Size == 0 || a.Size%page != 0:
 		return fmt.Errorf("HOST_REGISTER of %d bytes, not a positive multiple of the %d-byte page: %w", a.Size, page, uapi.ErrInval)
-	case len(c.hosts) >= c.s.cfg.MaxHostRegions:
-		return fmt.Errorf("the client has %d regions registered, the most it may: %w", len(c.hosts), uapi.ErrBusy)
+	case len(c.hosts)+len(c.managed) >= c.s.cfg.MaxHostRegions:
+		return fmt.Errorf("the client has %d memfds registered, the most it may: %w", len(c.hosts)+len(c.managed), uapi.ErrBusy)
 	}
-	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
-	if err != nil || seals&unix.F_SEAL_SHRINK == 0 {
-		return fmt.Errorf("HOST_REGISTER of a descriptor that is not a memfd sealed with F_SEAL_SHRINK: %w", uapi.ErrInval)
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || uint64(st.Size) < a.Size {
-		return fmt.Errorf("HOST_REGISTER of %d bytes from a memfd of %d: %w", a.Size, st.Size, uapi.ErrInval)
-	}
-	mapping, err := unix.Mmap(fd, 0, int(a.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	mapping, err := mapSealed(fd, a.Size)
 	if err != nil {
-		return fmt.Errorf("mapping the client's memfd: %v: %w", err, uapi.ErrInval)
+		return fmt.Errorf("HOST_REGISTER: %w", err)
 	}
 	p, err := c.s.drv.HostAdopt(mapping, a.Size)
 	if err != nil {
@@ -383,6 +397,87 @@ func (c *client) hostRegister(a *uapi.HostRegister, fd int) error {
 	c.hostMem += a.Size
 	c.mu.Unlock()
 	return nil
+}
+
+// mapSealed maps the first size bytes of a client's memfd into the
+// daemon, shared. The memfd must be sealed against shrinking: the engines
+// copy from it, and a client that truncated it under them would turn the
+// copy into SIGBUS in the daemon. size must be whole pages.
+func mapSealed(fd int, size uint64) ([]byte, error) {
+	page := uint64(os.Getpagesize())
+	if size == 0 || size%page != 0 || size > 1<<40 {
+		return nil, fmt.Errorf("%d bytes is not a positive multiple of the %d-byte page: %w", size, page, uapi.ErrInval)
+	}
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil || seals&unix.F_SEAL_SHRINK == 0 {
+		return nil, fmt.Errorf("a descriptor that is not a memfd sealed with F_SEAL_SHRINK: %w", uapi.ErrInval)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || uint64(st.Size) < size {
+		return nil, fmt.Errorf("%d bytes from a memfd of %d: %w", size, st.Size, uapi.ErrInval)
+	}
+	mapping, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mapping the memfd: %v: %w", err, uapi.ErrInval)
+	}
+	return mapping, nil
+}
+
+// managedAlloc makes managed memory whose host side is the client's
+// memfd.
+func (c *client) managedAlloc(a *uapi.ManagedAlloc, fd int) error {
+	if a.Size == 0 || a.Length != roundPage(a.Size) {
+		return fmt.Errorf("MANAGED_ALLOC of %d bytes on a memfd of %d; want it rounded up to the page: %w", a.Size, a.Length, uapi.ErrInval)
+	}
+	if len(c.hosts)+len(c.managed) >= c.s.cfg.MaxHostRegions {
+		return fmt.Errorf("the client has %d memfds registered, the most it may: %w", len(c.hosts)+len(c.managed), uapi.ErrBusy)
+	}
+	mapping, err := mapSealed(fd, a.Length)
+	if err != nil {
+		return fmt.Errorf("MANAGED_ALLOC: %w", err)
+	}
+	m, err := c.ctx.AllocManagedOn(mapping, a.Size)
+	if err != nil {
+		unix.Munmap(mapping)
+		return err
+	}
+	a.VA = m.VA()
+	c.mu.Lock()
+	c.managed[a.VA] = m
+	c.hostMem += a.Length
+	c.mu.Unlock()
+	return nil
+}
+
+// roundPage rounds n up to whole pages.
+func roundPage(n uint64) uint64 {
+	page := uint64(os.Getpagesize())
+	return (n + page - 1) &^ (page - 1)
+}
+
+// withManaged runs f on the client's managed allocation at va.
+func (c *client) withManaged(va uint64, f func(*driver.Managed) error) error {
+	c.mu.Lock()
+	m, ok := c.managed[va]
+	c.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%#x is not managed memory of this client: %w", va, uapi.ErrNoEntry)
+	}
+	return f(m)
+}
+
+func (c *client) managedFree(va uint64) error {
+	c.mu.Lock()
+	m, ok := c.managed[va]
+	delete(c.managed, va)
+	if ok {
+		c.hostMem -= roundPage(m.Size())
+	}
+	c.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("MANAGED_FREE of %#x, not managed memory of this client: %w", va, uapi.ErrNoEntry)
+	}
+	return m.Free()
 }
 
 func (c *client) hostUnregister(va uint64) error {
@@ -434,8 +529,8 @@ func (c *client) kickLoop(kick *os.File) {
 // teardown ends a client, however it went: its channels off their
 // engines first — after which no command of its runs, and none holds its
 // memory — then its registered host memory (HostFree also waits out any
-// command still copying from it), then its context and every allocation
-// in it.
+// command still copying from it) and its managed memory, then its context
+// and every allocation in it.
 func (c *client) teardown() {
 	c.conn.Close()
 	c.mu.Lock()
@@ -456,6 +551,15 @@ func (c *client) teardown() {
 	c.mu.Unlock()
 	for _, va := range hosts {
 		c.hostUnregister(va)
+	}
+	c.mu.Lock()
+	managed := make([]uint64, 0, len(c.managed))
+	for va := range c.managed {
+		managed = append(managed, va)
+	}
+	c.mu.Unlock()
+	for _, va := range managed {
+		c.managedFree(va) // after the channels: no command of the client's is stalled on it
 	}
 	if c.ctx != nil {
 		if err := c.ctx.Close(); err != nil && !errors.Is(err, driver.ErrClosed) {

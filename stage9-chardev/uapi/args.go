@@ -189,3 +189,47 @@ type ClientInfo struct {
 	HostMemory   uint64 `uapi:"out"`      // bytes of host memory it has registered
 	Calls        uint64 `uapi:"out"`      // messages the daemon has received from it
 }
+
+// ManagedAlloc is the argument of MANAGED_ALLOC: managed memory (stage 8)
+// across the boundary. The client creates a memfd of Length bytes — Size
+// rounded up to 4 KiB — sealed against shrinking, and sends it; the daemon
+// makes it the allocation's host side, so the client's own mapping of it
+// is what Bytes is in-process: the pages as they are on the host, to be
+// read after MANAGED_SYNC.
+type ManagedAlloc struct {
+	Size   uint64 `uapi:"in"`  // bytes of managed memory
+	Length uint64 `uapi:"in"`  // bytes of the memfd: Size rounded up to 4 KiB
+	VA     uint64 `uapi:"out"` // the allocation's first address in the client's context
+}
+
+// ManagedFDMemory is the position of the memfd in MANAGED_ALLOC.
+const ManagedFDMemory = 0
+
+// ManagedSync is the argument of MANAGED_SYNC: every page of the
+// allocation at VA brought back to the host, as Managed.Sync.
+type ManagedSync struct {
+	VA uint64 `uapi:"in"` // a ManagedAlloc.VA of this client
+}
+
+// ManagedPrefetch is the argument of MANAGED_PREFETCH: pages moved ahead
+// of use, as Managed.Prefetch, and waited for.
+type ManagedPrefetch struct {
+	VA     uint64 `uapi:"in"`       // a ManagedAlloc.VA of this client
+	Offset uint64 `uapi:"in"`       // the first byte, from VA
+	Size   uint64 `uapi:"in"`       // bytes
+	To     uint32 `uapi:"in"`       // 1: to the device; 2: to the host (driver.ToDevice, driver.ToHost)
+	Pad    uint32 `uapi:"reserved"` // zero
+}
+
+// ManagedFree is the argument of MANAGED_FREE.
+type ManagedFree struct {
+	VA uint64 `uapi:"in"` // a ManagedAlloc.VA of this client
+}
+
+// ManagedResident is the argument of MANAGED_RESIDENT: where the
+// allocation's pages are, as Managed.Resident.
+type ManagedResident struct {
+	VA     uint64 `uapi:"in"`  // a ManagedAlloc.VA of this client
+	Device uint32 `uapi:"out"` // pages in device memory
+	Remote uint32 `uapi:"out"` // pages the device reaches on the host (the thrashing guard's)
+}

@@ -16,16 +16,21 @@ type Arg interface {
 // recomputes each from its parts: the number is the ABI, and changing it
 // is a decision, not a side effect.
 const (
-	IoctlVersion        = 0xC0404700 // IOWR(0x00, 64): struct Version
-	IoctlAttach         = 0x80184701 // IOR(0x01, 24): struct Attach
-	IoctlChannelOpen    = 0xC0284702 // IOWR(0x02, 40): struct ChannelOpen
-	IoctlChannelClose   = 0x40084703 // IOW(0x03, 8): struct ChannelClose
-	IoctlAlloc          = 0xC0184704 // IOWR(0x04, 24): struct Alloc
-	IoctlFree           = 0x40084705 // IOW(0x05, 8): struct Free
-	IoctlHostRegister   = 0xC0184706 // IOWR(0x06, 24): struct HostRegister
-	IoctlHostUnregister = 0x40084707 // IOW(0x07, 8): struct HostUnregister
-	IoctlInfo           = 0x80884708 // IOR(0x08, 136): struct Info
-	IoctlClientInfo     = 0xC0304709 // IOWR(0x09, 48): struct ClientInfo
+	IoctlVersion         = 0xC0404700 // IOWR(0x00, 64): struct Version
+	IoctlAttach          = 0x80184701 // IOR(0x01, 24): struct Attach
+	IoctlChannelOpen     = 0xC0284702 // IOWR(0x02, 40): struct ChannelOpen
+	IoctlChannelClose    = 0x40084703 // IOW(0x03, 8): struct ChannelClose
+	IoctlAlloc           = 0xC0184704 // IOWR(0x04, 24): struct Alloc
+	IoctlFree            = 0x40084705 // IOW(0x05, 8): struct Free
+	IoctlHostRegister    = 0xC0184706 // IOWR(0x06, 24): struct HostRegister
+	IoctlHostUnregister  = 0x40084707 // IOW(0x07, 8): struct HostUnregister
+	IoctlInfo            = 0x80884708 // IOR(0x08, 136): struct Info
+	IoctlClientInfo      = 0xC0304709 // IOWR(0x09, 48): struct ClientInfo
+	IoctlManagedAlloc    = 0xC018470A // IOWR(0x0a, 24): struct ManagedAlloc
+	IoctlManagedSync     = 0x4008470B // IOW(0x0b, 8): struct ManagedSync
+	IoctlManagedPrefetch = 0x4020470C // IOW(0x0c, 32): struct ManagedPrefetch
+	IoctlManagedFree     = 0x4008470D // IOW(0x0d, 8): struct ManagedFree
+	IoctlManagedResident = 0xC010470E // IOWR(0x0e, 16): struct ManagedResident
 )
 
 // Request returns IoctlVersion: a Version is the argument of VERSION.
@@ -58,6 +63,21 @@ func (*Info) Request() uint32 { return IoctlInfo }
 // Request returns IoctlClientInfo: a ClientInfo is the argument of CLIENT_INFO.
 func (*ClientInfo) Request() uint32 { return IoctlClientInfo }
 
+// Request returns IoctlManagedAlloc: a ManagedAlloc is the argument of MANAGED_ALLOC.
+func (*ManagedAlloc) Request() uint32 { return IoctlManagedAlloc }
+
+// Request returns IoctlManagedSync: a ManagedSync is the argument of MANAGED_SYNC.
+func (*ManagedSync) Request() uint32 { return IoctlManagedSync }
+
+// Request returns IoctlManagedPrefetch: a ManagedPrefetch is the argument of MANAGED_PREFETCH.
+func (*ManagedPrefetch) Request() uint32 { return IoctlManagedPrefetch }
+
+// Request returns IoctlManagedFree: a ManagedFree is the argument of MANAGED_FREE.
+func (*ManagedFree) Request() uint32 { return IoctlManagedFree }
+
+// Request returns IoctlManagedResident: a ManagedResident is the argument of MANAGED_RESIDENT.
+func (*ManagedResident) Request() uint32 { return IoctlManagedResident }
+
 // Call describes one call: a row of Calls.
 type Call struct {
 	Name    string     // the call's name, as in the C header's SOFTGPU_IOCTL_<Name>
@@ -81,6 +101,11 @@ var Calls = [...]Call{
 	{"HOST_UNREGISTER", IoctlHostUnregister, 0, 0, func() Arg { return new(HostUnregister) }},
 	{"INFO", IoctlInfo, 0, 0, func() Arg { return new(Info) }},
 	{"CLIENT_INFO", IoctlClientInfo, 0, 0, func() Arg { return new(ClientInfo) }},
+	{"MANAGED_ALLOC", IoctlManagedAlloc, 1, 0, func() Arg { return new(ManagedAlloc) }},
+	{"MANAGED_SYNC", IoctlManagedSync, 0, 0, func() Arg { return new(ManagedSync) }},
+	{"MANAGED_PREFETCH", IoctlManagedPrefetch, 0, 0, func() Arg { return new(ManagedPrefetch) }},
+	{"MANAGED_FREE", IoctlManagedFree, 0, 0, func() Arg { return new(ManagedFree) }},
+	{"MANAGED_RESIDENT", IoctlManagedResident, 0, 0, func() Arg { return new(ManagedResident) }},
 }
 
 // CallSize returns the bytes of payload the call's message carries: the

@@ -45,6 +45,11 @@
 //	0x07  HOST_UNREGISTER  IOW   HostUnregister  -
 //	0x08  INFO             IOR   Info            -
 //	0x09  CLIENT_INFO      IOWR  ClientInfo      -
+//	0x0a  MANAGED_ALLOC    IOWR  ManagedAlloc    call: the client's memfd
+//	0x0b  MANAGED_SYNC     IOW   ManagedSync     -
+//	0x0c  MANAGED_PREFETCH IOW   ManagedPrefetch -
+//	0x0d  MANAGED_FREE     IOW   ManagedFree     -
+//	0x0e  MANAGED_RESIDENT IOWR  ManagedResident -
 //
 // VERSION comes first on every connection, as DRM_IOCTL_VERSION does: the
 // daemon answers any other call before it with ErrNotNegotiated, and a

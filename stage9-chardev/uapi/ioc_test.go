@@ -78,6 +78,11 @@ func TestRequestNumbers(t *testing.T) {
 		{"HOST_UNREGISTER", IoctlHostUnregister, IocWrite, 0x07, 8, 0x40084707},
 		{"INFO", IoctlInfo, IocRead, 0x08, 136, 0x80884708},
 		{"CLIENT_INFO", IoctlClientInfo, IocRead | IocWrite, 0x09, 48, 0xC0304709},
+		{"MANAGED_ALLOC", IoctlManagedAlloc, IocRead | IocWrite, 0x0a, 24, 0xC018470A},
+		{"MANAGED_SYNC", IoctlManagedSync, IocWrite, 0x0b, 8, 0x4008470B},
+		{"MANAGED_PREFETCH", IoctlManagedPrefetch, IocWrite, 0x0c, 32, 0x4020470C},
+		{"MANAGED_FREE", IoctlManagedFree, IocWrite, 0x0d, 8, 0x4008470D},
+		{"MANAGED_RESIDENT", IoctlManagedResident, IocRead | IocWrite, 0x0e, 16, 0xC010470E},
 	}
 	if len(tests) != len(Calls) {
 		t.Errorf("%d request numbers pinned; Calls has %d", len(tests), len(Calls))

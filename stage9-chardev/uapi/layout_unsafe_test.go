@@ -26,6 +26,11 @@ func TestSizeofPinned(t *testing.T) {
 		{"Info", unsafe.Sizeof(Info{}), 136},
 		{"EngineInfo", unsafe.Sizeof(EngineInfo{}), 40},
 		{"ClientInfo", unsafe.Sizeof(ClientInfo{}), 48},
+		{"ManagedAlloc", unsafe.Sizeof(ManagedAlloc{}), 24},
+		{"ManagedSync", unsafe.Sizeof(ManagedSync{}), 8},
+		{"ManagedPrefetch", unsafe.Sizeof(ManagedPrefetch{}), 32},
+		{"ManagedFree", unsafe.Sizeof(ManagedFree{}), 8},
+		{"ManagedResident", unsafe.Sizeof(ManagedResident{}), 16},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {

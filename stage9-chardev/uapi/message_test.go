@@ -120,7 +120,7 @@ func TestDecodeCallRejects(t *testing.T) {
 		{"short header", alloc[:HeaderSize-1], 0, ErrSize},
 		{"errno in a call", withHeader(alloc, Header{Request: IoctlAlloc, Errno: ErrBusy}), 0, ErrInval},
 		{"type byte 'd'", withHeader(alloc, Header{Request: IOC(IocRead|IocWrite, 'd', 0x04, 24)}), 0, ErrBadRequest},
-		{"unknown nr", withHeader(alloc, Header{Request: IOWR(0x0a, 24)}), 0, ErrBadRequest},
+		{"unknown nr", withHeader(alloc, Header{Request: IOWR(0x0f, 24)}), 0, ErrBadRequest},
 		{"nr 0xff", withHeader(alloc, Header{Request: IOWR(0xff, 24)}), 0, ErrBadRequest},
 		{"ALLOC's nr, wrong dir", withHeader(alloc, Header{Request: IOW(0x04, 24)}), 0, ErrBadRequest},
 		{"ALLOC's nr, wrong size", withHeader(alloc, Header{Request: IOWR(0x04, 32)}), 0, ErrBadRequest},
