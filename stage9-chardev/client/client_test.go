@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"softgpu/stage9-chardev/client"
@@ -150,4 +151,33 @@ func TestManagedMemoryAcrossTheBoundary(t *testing.T) {
 	if err := src.Sync(); !errors.Is(err, uapi.ErrNoEntry) {
 		t.Errorf("Sync after Free = %v; want ErrNoEntry", err)
 	}
+}
+
+// TestClientsOpenAndCloseChannelsAtOnce: two clients opening and closing
+// channels as fast as they can never see an error. Before, the daemon
+// freed a closed channel's id before giving its pages back, and the other
+// client's CHANNEL_OPEN could take the id in between and be refused.
+func TestClientsOpenAndCloseChannelsAtOnce(t *testing.T) {
+	s := serve(t, server.Config{})
+	var wg sync.WaitGroup
+	for range 2 {
+		g := dial(t, s)
+		wg.Go(func() {
+			for i := range 150 {
+				ch, err := g.NewChannel(client.Copy, client.ChannelOptions{})
+				if err != nil {
+					t.Errorf("open %d: %v", i, err)
+					return
+				}
+				if err := ch.Nop(); err != nil {
+					t.Errorf("NOP on channel %d: %v", i, err)
+				}
+				if err := ch.Close(); err != nil {
+					t.Errorf("close %d: %v", i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

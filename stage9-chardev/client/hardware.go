@@ -141,10 +141,12 @@ func (h *hardware) mapChannel(c abi.Channel, user, status *os.File, ringSize uin
 	return nil
 }
 
-// unmapChannel forgets closed channel c. Its pages become zeroes, read-
-// only, rather than holes: a Pending of the closed channel may still look
-// at its completion or fence, and must read "not done" there, not fault.
-// The ring mappings are kept until the client closes, for the same reason.
+// unmapChannel forgets closed channel c. Its pages become private zero
+// pages rather than holes: a Pending of the closed channel may still look
+// at its completion or fence, and must read "not done" there, not fault;
+// and a waiter settling as the channel closes still stores its arm
+// registers, into memory no one else reads. The ring mappings are kept
+// until the client closes, for the same reason.
 func (h *hardware) unmapChannel(c abi.Channel) {
 	h.mu.Lock()
 	r, ok := h.rings[c]
@@ -260,9 +262,9 @@ func mapOver(dst []byte, f *os.File, off uint64, writable bool) error {
 	return nil
 }
 
-// zeroOver maps read-only zero pages over dst.
+// zeroOver maps private zero pages over dst.
 func zeroOver(dst []byte) {
-	if _, err := unix.MmapPtr(-1, 0, unsafe.Pointer(&dst[0]), uintptr(len(dst)), unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED); err != nil {
+	if _, err := unix.MmapPtr(-1, 0, unsafe.Pointer(&dst[0]), uintptr(len(dst)), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED); err != nil {
 		panic(fmt.Sprintf("client: remapping %d bytes of its own: %v", len(dst), err))
 	}
 }

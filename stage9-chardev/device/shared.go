@@ -243,7 +243,8 @@ func (d *Device) Share(c abi.Channel, vector func()) (ChannelFiles, error) {
 // so no engine touches its pages. The status page and the completion ring,
 // which only the device writes, carry over; the doorbell page, which the
 // client wrote, does not — it is reset to the ring's head, as the engine
-// left it, with the interrupt disarmed, so the next owner starts from a
+// left it, with the interrupt disarmed, and so is the fence timeline,
+// whose values the client's commands chose: the next owner starts from a
 // state the device chose, whatever the last one stored. The client's
 // mappings stay valid, but name memory the device no longer reads.
 func (d *Device) Unshare(c abi.Channel) error {
@@ -275,7 +276,15 @@ func (d *Device) privatise(c abi.Channel) {
 	}
 	copy(status, keepStatus)
 	copy(compl, keepCompl)
-	d.regs.Store(abi.DoorbellPage(c)+abi.RegDoorbell, d.chans[c].head)
+	head := d.chans[c].head
+	d.regs.Store(abi.DoorbellPage(c)+abi.RegDoorbell, head)
+	// The fence timeline holds whatever the client's commands named as
+	// their fence — the engine writes it as given — so it is reset too:
+	// to the head, which by the driver's rule (a command's fence is its
+	// index + 1) every command below the head has reached, and none
+	// above. Left as the client set it, a timeline far ahead would make
+	// the next owner's waits return before their commands had run.
+	d.regs.Store(abi.ChannelStatusPage(c)+abi.RegFence, head)
 }
 
 // channelPages returns channel c's doorbell page, status page, submission

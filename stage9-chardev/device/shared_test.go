@@ -148,9 +148,10 @@ func TestSharedPagesAreGuarded(t *testing.T) {
 
 // TestUnsharingCutsTheClientOff: once a channel is unshared, what its old
 // client stores through its mapping — a doorbell far ahead, garbage in
-// every slot — reaches nothing the device reads: the next owner of the
-// channel starts from the doorbell the device chose, and runs its own
-// commands only.
+// every slot — reaches nothing the device reads, and what its commands
+// left — a fence timeline far ahead — is reset: the next owner of the
+// channel starts from the doorbell and timeline the device chose, and
+// runs its own commands only.
 func TestUnsharingCutsTheClientOff(t *testing.T) {
 	d := openTest(t, Config{Shared: true})
 	const e, c = abi.EngineCopy, abi.Channel(6)
@@ -166,8 +167,11 @@ func TestUnsharingCutsTheClientOff(t *testing.T) {
 		t.Fatalf("runlist: %v", got)
 	}
 	start := d.regs.Load(abi.DoorbellPage(c) + abi.RegDoorbell)
-	clientSubmit(d, c, user, abi.Command{Op: abi.OpNop}, start)
+	// A fence of the client's choosing, far ahead of any index.
+	clientSubmit(d, c, user, abi.Command{Op: abi.OpNop, Flags: abi.FlagFence, Fence: start + 1<<40}, start)
 	waitCompleted(t, d, c, start)
+	for d.regs.Load(abi.ChannelStatusPage(c)+abi.RegFence) != start+1<<40 {
+	}
 	if got := submitRunlist(t, d, e, []abi.RunlistEntry{def}); got != abi.RunlistOK {
 		t.Fatalf("runlist without the channel: %v", got)
 	}
@@ -180,6 +184,9 @@ func TestUnsharingCutsTheClientOff(t *testing.T) {
 	}
 	if got := d.regs.Load(abi.DoorbellPage(c) + abi.RegDoorbell); got != start+1 {
 		t.Fatalf("after Unshare the device's doorbell reads %#x; want the head, %#x", got, start+1)
+	}
+	if got := d.regs.Load(abi.ChannelStatusPage(c) + abi.RegFence); got != start+1 {
+		t.Fatalf("after Unshare the fence timeline reads %#x, as the client left it; want the head, %#x", got, start+1)
 	}
 	// The next owner, in-process, runs a FILL from its own ring.
 	if got := submitRunlist(t, d, e, []abi.RunlistEntry{def, rlEntry(d, c, 1, 0)}); got != abi.RunlistOK {

@@ -51,8 +51,9 @@ type Channel struct {
 	// A channel served to another process (ChannelOptions.Notify), or
 	// attached in one (client.go): notify is called where waiters would
 	// be signalled; closer takes an attached channel off its engine.
-	notify func()
-	closer func() error
+	notify  func()
+	closer  func() error
+	unshare func(abi.Channel)
 
 	// Idle gating (idle.go): the engine's status page, where it says it
 	// needs waking, and the call that wakes it.

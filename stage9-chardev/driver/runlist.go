@@ -55,10 +55,14 @@ type ChannelOptions struct {
 	// channel's waiters, which live in the client: wherever the driver
 	// would signal them — a fence interrupt, a fault, the device stopping
 	// — it calls Notify instead and touches nothing of the channel's user
-	// page, which is the client's to write. Both nil for a channel of this
-	// process.
-	Share  func(abi.Channel) error
-	Notify func()
+	// page, which is the client's to write. Unshare is called when the
+	// channel has left its runlist, before its id is free for another:
+	// the daemon gives its pages back to private memory there, so that no
+	// NewChannel can pick the id while they are still the client's. All
+	// three nil for a channel of this process.
+	Share   func(abi.Channel) error
+	Notify  func()
+	Unshare func(abi.Channel)
 }
 
 // The scheduler's area of device memory, above data memory, which no
@@ -179,6 +183,7 @@ func (d *Driver) NewChannel(e abi.Engine, c *Context, opts ChannelOptions) (*Cha
 		return nil, err
 	}
 	ch.ctx, ch.ctxID, ch.prio, ch.slice, ch.state, ch.notify = c, c.id, opts.Priority, opts.Timeslice, state, opts.Notify
+	ch.unshare = opts.Unshare
 	if d.wake == WakeEvery && opts.Notify == nil {
 		d.regs.Store(ch.doorbell+abi.RegIrqArm, abi.IrqEvery)
 	}
@@ -188,6 +193,9 @@ func (d *Driver) NewChannel(e abi.Engine, c *Context, opts ChannelOptions) (*Cha
 		}
 	}
 	if !c.addChannel(ch) { // closed meanwhile
+		if opts.Unshare != nil {
+			opts.Unshare(id)
+		}
 		return nil, ErrClosed
 	}
 	d.channels[id].Store(ch)
@@ -195,6 +203,9 @@ func (d *Driver) NewChannel(e abi.Engine, c *Context, opts ChannelOptions) (*Cha
 	if err := d.submitRunlist(e); err != nil {
 		ch.gone.Store(true) // a Close from the context's Close, waiting for mu, does nothing
 		rl.entries[e] = rl.entries[e][:len(rl.entries[e])-1]
+		if opts.Unshare != nil {
+			opts.Unshare(id)
+		}
 		d.channels[id].Store(nil)
 		c.removeChannel(ch)
 		return nil, err
@@ -236,6 +247,9 @@ func (ch *Channel) Close() error {
 	ch.timeline.wakeAll()
 	if err != nil && !errors.Is(err, ErrClosed) {
 		return err // refused: the device keeps the old list, and the channel on it
+	}
+	if ch.unshare != nil {
+		ch.unshare(ch.id) // off the runlist, and the id not yet free
 	}
 	d.channels[ch.id].Store(nil)
 	if ch.ctx != nil {

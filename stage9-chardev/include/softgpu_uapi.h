@@ -226,8 +226,8 @@ struct softgpu_info {
 	uint32_t clients;
 	/* reserved: zero */
 	uint32_t pad;
-	/* out: doorbell stores the engines have seen */
-	uint64_t doorbells;
+	/* out: control messages the daemon has received, from every client: submissions send none */
+	uint64_t messages;
 	/* out: interrupts the device has raised */
 	uint64_t interrupts;
 	/* out: replayable faults (managed memory) */

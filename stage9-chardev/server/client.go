@@ -276,23 +276,23 @@ func (c *client) openChannel(a *uapi.ChannelOpen) (send []int, closeAfter []*os.
 		return nil, nil, fmt.Errorf("the client has %d channels open, the most it may: %w", len(c.chans), uapi.ErrNoChannel)
 	}
 	var files device.ChannelFiles
-	shared := abi.Channel(abi.NumChannels) // none yet
 	ch, err := c.s.drv.NewChannel(abi.Engine(a.Engine), c.ctx, driver.ChannelOptions{
 		Priority: uint8(a.Priority), Timeslice: a.Timeslice, Notify: c.notify,
 		Share: func(id abi.Channel) error {
 			var err error
 			files, err = c.s.dev.Share(id, c.notify) // its fence interrupts: straight to the client's eventfd
-			if err == nil {
-				shared = id
-			}
 			return err
+		},
+		Unshare: func(id abi.Channel) {
+			if err := c.s.dev.Unshare(id); err != nil {
+				c.s.log.Error("unsharing a channel that left its runlist", "channel", id, "err", err)
+			}
 		},
 	})
 	if err != nil {
-		if shared.Valid() { // shared, then refused by the runlist: never listed
+		if files.User != nil { // shared, then refused: the driver has unshared it
 			files.User.Close()
 			files.Status.Close()
-			c.s.dev.Unshare(shared)
 		}
 		return nil, nil, err
 	}
@@ -319,11 +319,7 @@ func (c *client) closeChannel(id abi.Channel) error {
 		return fmt.Errorf("%v is not a channel of this client: %w", id, uapi.ErrNoEntry)
 	}
 	c.publishIDs()
-	err := ch.Close() // returns once the engine has let it go
-	if uerr := c.s.dev.Unshare(id); uerr != nil {
-		c.s.log.Error("unsharing a closed channel", "channel", id, "err", uerr)
-	}
-	return err
+	return ch.Close() // returns once the engine has let it go, and the pages are the device's again (Unshare)
 }
 
 // publishIDs stores the client's channel list for kickLoop.
@@ -596,6 +592,8 @@ func errnoFor(err error) uapi.Errno {
 		return uapi.ErrFault
 	case errors.Is(err, driver.ErrBadFree), errors.Is(err, driver.ErrDoubleFree), errors.Is(err, driver.ErrBadHostFree):
 		return uapi.ErrNoEntry
+	case errors.Is(err, device.ErrShared):
+		return uapi.ErrBusy
 	}
 	return uapi.ErrInval
 }

@@ -16,7 +16,7 @@ func (s *Server) info(a *uapi.Info) {
 	clients := len(s.clients)
 	s.mu.Unlock()
 	*a = uapi.Info{MemoryTotal: s.drv.MemorySize(), MemoryUsed: s.drv.MemoryInUse(), Clients: uint32(clients),
-		Doorbells: s.drv.Doorbells(), Interrupts: s.drv.Stats().IRQs, Faults: ms.Faults, Migrations: ms.ToDevice + ms.ToHost}
+		Messages: s.messages.Load(), Interrupts: s.drv.Stats().IRQs, Faults: ms.Faults, Migrations: ms.ToDevice + ms.ToHost}
 	for e := range abi.Engine(abi.NumEngines) {
 		status, control := abi.EngineStatusPage(e), abi.EngineControlPage(e)
 		a.Engines[e] = uapi.EngineInfo{

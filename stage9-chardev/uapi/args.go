@@ -157,7 +157,7 @@ type Info struct {
 	MemoryUsed  uint64                  `uapi:"out"`      // bytes of it allocated
 	Clients     uint32                  `uapi:"out"`      // connected clients
 	Pad         uint32                  `uapi:"reserved"` // zero
-	Doorbells   uint64                  `uapi:"out"`      // doorbell stores the engines have seen
+	Messages    uint64                  `uapi:"out"`      // control messages the daemon has received, from every client: submissions send none
 	Interrupts  uint64                  `uapi:"out"`      // interrupts the device has raised
 	Faults      uint64                  `uapi:"out"`      // replayable faults (managed memory)
 	Migrations  uint64                  `uapi:"out"`      // pages moved between host and device
