@@ -36,7 +36,7 @@ const (
 	OffDst    = 24
 	OffSize   = 32
 	OffValue  = 40
-	OffFence  = 48 // reserved (must be zero) until fences gave these bytes a meaning
+	OffFence  = 48 // with FlagFence, the value the engine writes to the fence timeline; zero otherwise
 )
 
 // ANCHOR_END: layout

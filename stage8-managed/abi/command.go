@@ -31,13 +31,13 @@ const CommandSize = 64
 const (
 	OffOpcode  = 0
 	OffFlags   = 1
-	OffContext = 2 // reserved (must be zero) until contexts gave these bytes a meaning
+	OffContext = 2 // the context whose address space the addresses are in: 2 bytes, an abi.Context
 	OffSeq     = 8
 	OffSrc     = 16
 	OffDst     = 24
 	OffSize    = 32
 	OffValue   = 40
-	OffFence   = 48 // reserved (must be zero) until fences gave these bytes a meaning
+	OffFence   = 48 // with FlagFence, the value the engine writes to the fence timeline; zero otherwise
 )
 
 // ANCHOR_END: layout

@@ -403,7 +403,10 @@ _Static_assert(sizeof(struct softgpu_managed_resident) == 16, "struct softgpu_ma
  * AttachFDKick is an eventfd the client writes (any nonzero count)
  * to wake an engine it found asleep: after it stores a doorbell and
  * then loads the engine's RegNeedWakeup as 1, the need-wakeup
- * handshake of abi/idle.go.
+ * handshake of abi/idle.go. Both eventfds are non-blocking (and
+ * stay so in the client, which shares the open file): a write that
+ * fails with EAGAIN means the count is full, so a kick is pending
+ * already, and a read that fails with EAGAIN means nothing is.
  */
 #define SOFTGPU_ATTACH_FD_KICK 1
 /*
@@ -482,14 +485,14 @@ _Static_assert(sizeof(struct softgpu_managed_resident) == 16, "struct softgpu_ma
 #define SOFTGPU_COMMAND_SIZE 64
 #define SOFTGPU_OFF_OPCODE 0
 #define SOFTGPU_OFF_FLAGS 1
-/* reserved (must be zero) until contexts gave these bytes a meaning */
+/* the context whose address space the addresses are in: 2 bytes, an abi.Context */
 #define SOFTGPU_OFF_CONTEXT 2
 #define SOFTGPU_OFF_SEQ 8
 #define SOFTGPU_OFF_SRC 16
 #define SOFTGPU_OFF_DST 24
 #define SOFTGPU_OFF_SIZE 32
 #define SOFTGPU_OFF_VALUE 40
-/* reserved (must be zero) until fences gave these bytes a meaning */
+/* with FlagFence, the value the engine writes to the fence timeline; zero otherwise */
 #define SOFTGPU_OFF_FENCE 48
 
 /* Opcodes and engines (abi/opcode.go) */

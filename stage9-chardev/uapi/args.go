@@ -73,7 +73,10 @@ const (
 	// AttachFDKick is an eventfd the client writes (any nonzero count)
 	// to wake an engine it found asleep: after it stores a doorbell and
 	// then loads the engine's RegNeedWakeup as 1, the need-wakeup
-	// handshake of abi/idle.go.
+	// handshake of abi/idle.go. Both eventfds are non-blocking (and
+	// stay so in the client, which shares the open file): a write that
+	// fails with EAGAIN means the count is full, so a kick is pending
+	// already, and a read that fails with EAGAIN means nothing is.
 	AttachFDKick = 1
 	// AttachFDIrq is an eventfd the daemon writes when one of the
 	// client's channels has an interrupt: a fence it armed, or a fault.
