@@ -327,3 +327,39 @@ func TestAFaultedChannelsIDComesBackClean(t *testing.T) {
 		}
 	}
 }
+
+// TestARunlistChangeDoesNotWaitForALongCommand: opening or closing a
+// channel while another channel of the engine runs a long command takes
+// effect at the command's next boundary — the engine saves it and takes
+// the new runlist — not when it ends. Before, the engine looked for a new
+// runlist only between commands, and one long DELAY held up every
+// NewChannel and Close on its engine (in stage 9, every other client's).
+func TestARunlistChangeDoesNotWaitForALongCommand(t *testing.T) {
+	d := openWith(t, device.Config{MemorySize: 8 << 20}, Config{})
+	ctx := d.DefaultContext()
+	long := newChannel(t, d, abi.EngineCopy, ctx, ChannelOptions{Priority: abi.PriorityNormal})
+	p, err := long.SubmitBatch([]abi.Command{{Op: abi.OpNop}, {Op: abi.OpDelay, Value: 5_000_000_000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the engine ran the NOP before the DELAY", func() bool { return long.completed(p.reqs[0].index) })
+	other, err := d.NewChannel(abi.EngineCopy, ctx, ChannelOptions{Priority: abi.PriorityNormal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if long.completed(p.reqs[1].index) {
+		t.Fatal("NewChannel returned only after the 5 s DELAY had run to its end")
+	}
+	if err := other.Submit(abi.Command{Op: abi.OpNop}); err != nil {
+		t.Fatalf("a NOP on the new channel beside the DELAY: %v", err)
+	}
+	if err := other.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := long.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if long.completed(p.reqs[1].index) && p.Wait() == nil {
+		t.Fatal("the DELAY ran to its end before its channel's Close returned")
+	}
+}

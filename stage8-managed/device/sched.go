@@ -429,10 +429,22 @@ func (e *Engine) boundary(j *job) abi.Status {
 	if e.watchdog != 0 && j.ran+now-e.runStart >= e.watchdog {
 		return abi.StatusTimeout
 	}
-	if e.preemptible() && (e.switchDue(now) || e.forcePreempt != nil && e.forcePreempt(j)) {
+	if e.preemptible() && (e.runlistPending() || e.switchDue(now) || e.forcePreempt != nil && e.forcePreempt(j)) {
 		return preempted
 	}
 	return abi.StatusOK
+}
+
+// runlistPending reports whether the driver has submitted a runlist the
+// engine has not taken yet. A preemptible command gives way to it at its
+// next boundary, as to a channel of higher priority: the engine saves the
+// command, takes the new list between commands (checkRunlist), and
+// resumes the command later if its channel is still listed — or, if the
+// list dropped it, completes it with StatusRemoved (drain). Otherwise one
+// long command would hold up every channel opened or closed on its engine
+// for as long as it ran.
+func (e *Engine) runlistPending() bool {
+	return e.regs.Load(e.controlPage+abi.RegRunlistGen) != e.rlSeen // pairs with the driver's store in submitRunlist
 }
 
 // ANCHOR_END: boundary
