@@ -68,7 +68,7 @@ func (c *client) serve() {
 		}
 		fds := receivedFDs(oob[:oobn])
 		if n == 0 && oobn == 0 {
-			return // SOCK_SEQPACKET: a zero-length read is the peer's close
+			return // SOCK_SEQPACKET: a zero-length read is the peer's close (an empty datagram reads the same, and drops only its sender)
 		}
 		c.s.messages.Add(1)
 		c.calls.Add(1)

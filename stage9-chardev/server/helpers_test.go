@@ -1,0 +1,171 @@
+package server_test
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"softgpu/stage9-chardev/client"
+	"softgpu/stage9-chardev/device"
+	"softgpu/stage9-chardev/server"
+	"softgpu/stage9-chardev/uapi"
+)
+
+// This file holds the helpers every test of the daemon shares: a daemon
+// in this process, clients of it, a control connection to watch it, and
+// the two ways a test waits — polling a condition until a deadline, and
+// never by sleeping and hoping.
+
+// patience is how long a test waits for something the daemon should do
+// in milliseconds (tear a client down, drop one that does not read): a
+// hundred times what it takes on a loaded 2-core machine under -race, so
+// a failure means it did not happen, not that it was slow.
+const patience = 10 * time.Second
+
+// serve starts a daemon on a node in a temporary directory, in this
+// process (a goroutine), and closes it when the test ends.
+func serve(t testing.TB, cfg server.Config) *server.Server {
+	t.Helper()
+	if cfg.Node == "" {
+		cfg.Node = filepath.Join(t.TempDir(), "card0")
+	}
+	if cfg.Device.MemorySize == 0 {
+		cfg.Device.MemorySize = 16 << 20
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve() }()
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("closing the daemon: %v", err)
+		}
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return s
+}
+
+// deviceConfig is a device of mem bytes of memory.
+func deviceConfig(mem uint64) device.Config { return device.Config{MemorySize: mem} }
+
+// dial connects a client that is closed when the test ends.
+func dial(t testing.TB, s *server.Server) *client.GPU {
+	t.Helper()
+	g, err := client.Dial(s.Node())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
+}
+
+// control connects a control connection (VERSION only: no context, no
+// channel) that is closed when the test ends.
+func control(t testing.TB, node string) *client.Control {
+	t.Helper()
+	ctl, err := client.DialControl(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ctl.Close() })
+	return ctl
+}
+
+// waitFor polls cond until it holds or patience runs out; then it fails
+// the test saying what did not happen, with what cond last reported.
+func waitFor(t testing.TB, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for {
+		ok, last := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s did not happen (last: %s)", patience, what, last)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// info returns the daemon's INFO.
+func info(t testing.TB, ctl *client.Control) uapi.Info {
+	t.Helper()
+	in, err := ctl.Info()
+	if err != nil {
+		t.Fatalf("INFO: %v", err)
+	}
+	return in
+}
+
+// clientCount returns how many clients the daemon lists, ctl included.
+func clientCount(t testing.TB, ctl *client.Control) int {
+	t.Helper()
+	cs, err := ctl.Clients()
+	if err != nil {
+		t.Fatalf("CLIENT_INFO: %v", err)
+	}
+	return len(cs)
+}
+
+// waitClients waits until the daemon lists exactly n clients.
+func waitClients(t testing.TB, ctl *client.Control, n int) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("the daemon listing %d client(s)", n), func() (bool, string) {
+		got := clientCount(t, ctl)
+		return got == n, fmt.Sprintf("%d client(s)", got)
+	})
+}
+
+// openFDs counts this process's open descriptors: the daemon's, when it
+// runs in this process.
+func openFDs(t testing.TB) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatalf("counting descriptors: %v", err)
+	}
+	return len(ents) - 1 // the directory ReadDir itself opened
+}
+
+// hostMappings counts this process's mappings of client host memory
+// (memfds named "softgpu-host" and the tests' own "hostile-host"): a
+// daemon that forgot to unmap a client's region leaves one here.
+func hostMappings(t testing.TB) int {
+	t.Helper()
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatalf("reading mappings: %v", err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(maps), "\n") {
+		if strings.Contains(line, "memfd:softgpu-host") || strings.Contains(line, "memfd:hostile-host") {
+			n++
+		}
+	}
+	return n
+}
+
+// settledGoroutines returns runtime.NumGoroutine once it is at most want,
+// or after patience: a goroutine that has been told to end may take a
+// moment to.
+func settledGoroutines(want int) int {
+	n := runtime.NumGoroutine()
+	for deadline := time.Now().Add(patience); n > want && time.Now().Before(deadline); n = runtime.NumGoroutine() {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return n
+}

@@ -1,0 +1,221 @@
+package server_test
+
+import (
+	"bytes"
+	"testing"
+
+	"softgpu/stage9-chardev/abi"
+	"softgpu/stage9-chardev/client"
+	"softgpu/stage9-chardev/server"
+	"softgpu/stage9-chardev/uapi"
+)
+
+// A client's addresses and ids are its own: the same number in another
+// client's commands or calls names the other client's things, or nothing.
+// These tests put client A's memory in place and have client B aim at it
+// every way it can — and then read A's memory back, byte by byte.
+
+// pattern returns size bytes that differ per seed and per offset.
+func pattern(seed byte, size int) []byte {
+	b := make([]byte, size)
+	for i := range b {
+		b[i] = seed ^ byte(i*7+i>>11)
+	}
+	return b
+}
+
+// checkBytes fails the test if g's memory at p is not want.
+func checkBytes(t testing.TB, who string, g *client.GPU, p client.Ptr, want []byte) {
+	t.Helper()
+	got := make([]byte, len(want))
+	if err := g.Read(got, p); err != nil {
+		t.Fatalf("%s: Read: %v", who, err)
+	}
+	if i := firstDiff(got, want); i >= 0 {
+		t.Fatalf("%s: byte %d reads %#x; want %#x", who, i, got[i], want[i])
+	}
+}
+
+// firstDiff returns the first offset where a and b differ, or -1.
+func firstDiff(a, b []byte) int {
+	if bytes.Equal(a, b) {
+		return -1
+	}
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+func TestAClientsCommandsCannotReachAnotherClientsMemory(t *testing.T) {
+	s := serve(t, server.Config{})
+	a, b := dial(t, s), dial(t, s)
+	const size = 64 << 10
+	// A has two buffers, B one: B's first address is likely A's first
+	// (each context allocates from the same base), and A's second, past a
+	// gap larger than everything B maps (its buffer and its 1 MiB staging
+	// buffer), is an address B has not mapped at all.
+	a1, err := a.Alloc(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Alloc(2<<20 - size); err != nil {
+		t.Fatal(err)
+	}
+	a2, err := a.Alloc(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a2-a1 < 2<<20 {
+		t.Fatalf("A's second buffer is at %#x, within 2 MiB of its first (%#x): B may map it", a2, a1)
+	}
+	want1, want2 := pattern(0xa1, size), pattern(0xa2, size)
+	if err := a.Write(a1, want1); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Write(a2, want2); err != nil {
+		t.Fatal(err)
+	}
+	b1, err := b.Alloc(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Fill(b1, size, 0xb1); err != nil {
+		t.Fatal(err)
+	}
+	// A's first address, in B's commands, is B's own memory (or nothing).
+	if err := b.Fill(a1, size, 0xbb); err == nil {
+		if a1 != b1 {
+			t.Errorf("B's FILL of A's address %#x (B's own is %#x) succeeded", a1, b1)
+		}
+		checkBytes(t, "B's memory at the address B filled", b, a1, bytes.Repeat([]byte{0xbb}, size))
+	}
+	checkBytes(t, "A's first buffer after B's FILL of its address", a, a1, want1)
+	// A's second address is not mapped in B's context: the copies fault.
+	if err := b.Copy(b1, a2, size); err == nil {
+		t.Errorf("B's COPY from A's address %#x, unmapped in B's context, succeeded", a2)
+	}
+	if err := b.Fill(a2, size, 0xbb); err == nil {
+		t.Errorf("B's FILL of A's address %#x, unmapped in B's context, succeeded", a2)
+	}
+	if err := b.Copy(a2, b1, size); err == nil {
+		t.Errorf("B's COPY to A's address %#x, unmapped in B's context, succeeded", a2)
+	}
+	checkBytes(t, "A's second buffer after B's commands", a, a2, want2)
+	checkBytes(t, "A's first buffer after B's commands", a, a1, want1)
+	// B's fault is B's: A goes on.
+	if err := a.Copy(a2, a1, size); err != nil {
+		t.Fatalf("A's COPY after B faulted: %v", err)
+	}
+	checkBytes(t, "A's second buffer after A's own COPY", a, a2, want1)
+}
+
+func TestAClientCannotFreeOrCloseAnotherClientsThings(t *testing.T) {
+	s := serve(t, server.Config{})
+	a := dial(t, s)
+	const size = 64 << 10
+	p, err := a.Alloc(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, err := a.HostAlloc(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := pattern(0x5a, size)
+	if err := a.Write(p, want); err != nil {
+		t.Fatal(err)
+	}
+	b := dialRaw(t, s.Node())
+	b.attach()
+	own := b.openChannel(abi.EngineCopy)
+	for _, arg := range []uapi.Arg{&uapi.Free{VA: uint64(p)}, &uapi.Free{VA: uint64(host.Ptr())},
+		&uapi.HostUnregister{VA: uint64(host.Ptr())}, &uapi.HostUnregister{VA: uint64(p)}} {
+		if errno, _ := b.call(arg); errno != uapi.ErrNoEntry {
+			t.Errorf("B's %T naming A's address: %v; want %v", arg, errno, uapi.ErrNoEntry)
+		}
+	}
+	// Every channel of the device but B's own: A's, the engines' default
+	// ones, and those nobody holds.
+	for id := range abi.Channel(abi.NumChannels) {
+		if id == own.id {
+			continue
+		}
+		if errno, _ := b.call(&uapi.ChannelClose{Channel: uint32(id)}); errno != uapi.ErrNoEntry {
+			t.Errorf("B's CHANNEL_CLOSE of %v, not its own: %v; want %v", id, errno, uapi.ErrNoEntry)
+		}
+	}
+	// A's channels, memory and registration all still work.
+	checkBytes(t, "A's buffer", a, p, want)
+	if err := a.Copy(host.Ptr(), p, size); err != nil {
+		t.Fatalf("A's COPY into its host buffer: %v", err)
+	}
+	if i := firstDiff(host.Bytes(), want); i >= 0 {
+		t.Fatalf("A's host buffer byte %d reads %#x after the COPY; want %#x", i, host.Bytes()[i], want[i])
+	}
+	if err := a.Free(p); err != nil {
+		t.Errorf("A's FREE of its own buffer: %v", err)
+	}
+	if err := a.HostFree(host); err != nil {
+		t.Errorf("A's HostFree of its own buffer: %v", err)
+	}
+}
+
+// TestACommandNamingAnotherContextIsRefused: a command's Ctx field is in
+// bytes the client writes, so a raw client can name any context in it —
+// another client's, or the driver's own context 0, which maps all device
+// memory. The engine runs a channel's commands only in its own context.
+func TestACommandNamingAnotherContextIsRefused(t *testing.T) {
+	s := serve(t, server.Config{})
+	a := dial(t, s)
+	const size = 64 << 10
+	p, err := a.Alloc(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := pattern(0x3c, size)
+	if err := a.Write(p, want); err != nil {
+		t.Fatal(err)
+	}
+	b := dialRaw(t, s.Node())
+	b.attach()
+	if b.ctx == a.Context() {
+		t.Fatalf("A and B were both given context %d", b.ctx)
+	}
+	ch := b.openChannel(abi.EngineCopy)
+	hostVA, host := b.hostRegister(size)
+	for _, ctx := range []abi.Context{a.Context(), 0, b.ctx + 1, abi.MaxContexts - 1, 0xffff} {
+		if ctx == b.ctx {
+			continue
+		}
+		for _, cmd := range []abi.Command{
+			{Op: abi.OpFill, Ctx: ctx, Dst: uint64(p), Size: size, Value: 0xee},
+			{Op: abi.OpCopy, Ctx: ctx, Src: uint64(p), Dst: hostVA, Size: size},
+			{Op: abi.OpCopy, Ctx: ctx, Src: hostVA, Dst: uint64(p), Size: size},
+		} {
+			i := ch.put(cmd)
+			ch.ring(ch.next)
+			if st := ch.wait(i); st != abi.StatusBadContext {
+				t.Errorf("%v naming context %d on B's channel (B is context %d): %v; want %v", cmd.Op, ctx, b.ctx, st, abi.StatusBadContext)
+			}
+		}
+	}
+	if i := bytes.IndexFunc(host, func(r rune) bool { return r != 0 }); i >= 0 {
+		t.Errorf("B's host buffer byte %d reads %#x: a COPY in another context wrote it", i, host[i])
+	}
+	checkBytes(t, "A's buffer after B's commands naming other contexts", a, p, want)
+	// The refusals did not fault B's context: its own command runs.
+	i := ch.put(abi.Command{Op: abi.OpFill, Ctx: b.ctx, Dst: hostVA, Size: size, Value: 0x77})
+	ch.ring(ch.next)
+	if st := ch.wait(i); st != abi.StatusOK {
+		t.Fatalf("B's FILL in its own context after the refusals: %v", st)
+	}
+	if !bytes.Equal(host, bytes.Repeat([]byte{0x77}, size)) {
+		t.Fatalf("B's FILL of its own host buffer did not fill it")
+	}
+	if err := a.Nop(client.Copy); err != nil {
+		t.Fatalf("A's NOP after B's commands: %v", err)
+	}
+}
