@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -83,7 +82,7 @@ func newHardware(public, kick, irq *os.File, epoch uint64) (*hardware, error) {
 		unix.Munmap(space)
 		return nil, fmt.Errorf("%w: the public page's RegID reads %#x", ErrNotSoftgpu, got)
 	}
-	words := unsafe.Slice((*atomic.Uint64)(unsafe.Pointer(&space[0])), len(space)/8)
+	words := asWords(space)
 	h.regs = mmio.NewRegisters(words, h.now)
 	runtime.AddCleanup(h.regs, func(m [][]byte) {
 		for _, b := range m {
@@ -100,7 +99,7 @@ var ErrNotSoftgpu = errors.New("softgpu: the node is not a softgpu")
 
 // load reads a register before the Registers exist.
 func (h *hardware) load(off uint64) uint64 {
-	return (*atomic.Uint64)(unsafe.Pointer(&h.space[off])).Load()
+	return asWords(h.space[off : off+8])[0].Load()
 }
 
 // now is the device clock: RegTimestamp is not a stored word, so a
@@ -134,7 +133,7 @@ func (h *hardware) mapChannel(c abi.Channel, user, status *os.File, ringSize uin
 		h.unmapPages(c)
 		return fmt.Errorf("softgpu: mapping %v's completions: %w", c, err)
 	}
-	words := unsafe.Slice((*atomic.Uint64)(unsafe.Pointer(&compl[0])), ringSize*abi.CompletionWords)
+	words := asWords(compl)[:ringSize*abi.CompletionWords]
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.rings[c] = rings{slots: slots[:ringSize*abi.CommandSize], compl: compl, words: words}
@@ -246,27 +245,6 @@ func (h *hardware) close() {
 			unix.Munmap(b)
 		}
 	}, retired)
-}
-
-// mapOver maps f's pages at off over dst's own addresses.
-func mapOver(dst []byte, f *os.File, off uint64, writable bool) error {
-	prot := unix.PROT_READ
-	if writable {
-		prot |= unix.PROT_WRITE
-	}
-	_, err := unix.MmapPtr(int(f.Fd()), int64(off), unsafe.Pointer(&dst[0]), uintptr(len(dst)), prot, unix.MAP_SHARED|unix.MAP_FIXED)
-	runtime.KeepAlive(f)
-	if err != nil {
-		return fmt.Errorf("softgpu: mapping %s: %w", f.Name(), err)
-	}
-	return nil
-}
-
-// zeroOver maps private zero pages over dst.
-func zeroOver(dst []byte) {
-	if _, err := unix.MmapPtr(-1, 0, unsafe.Pointer(&dst[0]), uintptr(len(dst)), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED); err != nil {
-		panic(fmt.Sprintf("client: remapping %d bytes of its own: %v", len(dst), err))
-	}
 }
 
 // roundPage rounds n up to whole pages.

@@ -2,7 +2,6 @@ package client
 
 import (
 	"fmt"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -139,14 +138,14 @@ func (g *GPU) staged(n int, chunk func(stage []byte, off uint64) error) error {
 // hostVA returns the context address of b if b lies inside one of the
 // client's HostBuffers.
 func (g *GPU) hostVA(b []byte) (Ptr, bool) {
-	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	start := addressOf(b)
 	g.hostMu.Lock()
 	defer g.hostMu.Unlock()
 	for _, h := range g.hosts {
 		if len(h.bytes) == 0 {
 			continue
 		}
-		base := uintptr(unsafe.Pointer(unsafe.SliceData(h.bytes)))
+		base := addressOf(h.bytes)
 		if start >= base && start+uintptr(len(b)) <= base+uintptr(len(h.bytes)) {
 			return Ptr(h.va + uint64(start-base)), true
 		}

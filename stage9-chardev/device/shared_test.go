@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -77,7 +76,7 @@ func TestASharedChannelRunsFromTheClientsPages(t *testing.T) {
 		if got := binary.LittleEndian.Uint64(status[word:]); got != i {
 			t.Fatalf("command %d: the client's completion entry reads %#x", i, got)
 		}
-		fence := (*atomic.Uint64)(unsafe.Pointer(&status[abi.RegFence])) // written after the entry
+		fence := wordAt(status, abi.RegFence) // written after the entry
 		for deadline := time.Now().Add(10 * time.Second); fence.Load() != i+1; {
 			if time.Now().After(deadline) {
 				t.Fatalf("command %d: the client's fence reads %d after 10 s; want %d", i, fence.Load(), i+1)
@@ -204,9 +203,6 @@ func TestUnsharingCutsTheClientOff(t *testing.T) {
 		t.Fatalf("the doorbell reads %#x after the next owner's command; want %#x", got, i+1)
 	}
 }
-
-// storeWord is a client's atomic store to a word of its mapping.
-func storeWord(b *[8]byte, v uint64) { (*atomic.Uint64)(unsafe.Pointer(b)).Store(v) }
 
 // TestASharedChannelsInterruptGoesToItsVector: a fence interrupt of a
 // channel shared with a vector calls the vector — the client's eventfd, in
