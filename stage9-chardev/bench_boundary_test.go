@@ -186,6 +186,7 @@ func clientCalls(b *testing.B, ctl *client.Control, g *client.GPU) uint64 {
 func BenchmarkClients(b *testing.B) {
 	for _, n := range []int{1, 2, 4} {
 		b.Run("n="+itoa(n), func(b *testing.B) {
+			withCanary(b)
 			node := startDaemon(b)
 			kids := make([]*child, n)
 			for i := range kids {
