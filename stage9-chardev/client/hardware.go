@@ -109,6 +109,7 @@ func (h *hardware) load(off uint64) uint64 {
 // syscall) gives the time.
 func (h *hardware) now() uint64 { return h.at + uint64(time.Since(h.base)) }
 
+// ANCHOR: mapchannel
 // mapChannel maps channel c's pages into the register space and its
 // rings beside it.
 func (h *hardware) mapChannel(c abi.Channel, user, status *os.File, ringSize uint64) error {
@@ -139,6 +140,8 @@ func (h *hardware) mapChannel(c abi.Channel, user, status *os.File, ringSize uin
 	h.rings[c] = rings{slots: slots[:ringSize*abi.CommandSize], compl: compl, words: words}
 	return nil
 }
+
+// ANCHOR_END: mapchannel
 
 // unmapChannel forgets closed channel c. Its pages become private zero
 // pages rather than holes: a Pending of the closed channel may still look

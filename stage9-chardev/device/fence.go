@@ -95,6 +95,7 @@ func (e *Engine) signal() {
 
 // ANCHOR_END: signal
 
+// ANCHOR: vector
 // raiseFence raises the line for a fence of the engine's channel: the
 // count, the channel's bit, the cause, then the line.
 //
@@ -111,6 +112,7 @@ func (e *Engine) raiseFence() {
 		regs.Set(abi.IrqChannelsReg(c.id))
 		e.dev.raise(abi.IrqCauseFence)
 	}
+	// ANCHOR_END: vector
 	if e.trace != nil {
 		e.trace.Record(trace.Event{Kind: trace.KindIRQRaise, Start: e.dev.clock.Now(), Engine: e.id, Channel: c.id,
 			Arg: abi.IrqCauseFence})

@@ -151,6 +151,7 @@ func (d *Device) Public() (*os.File, error) {
 // errNotShared is what sharing a device opened without Config.Shared gives.
 var errNotShared = fmt.Errorf("%w: the device was opened without Config.Shared", ErrShared)
 
+// ANCHOR: share
 // Share moves channel c's doorbell page, status page and rings into two new
 // memfds and returns them, for the daemon to pass to the client that opens
 // c. The channel must be on no runlist: the driver calls Share between
@@ -222,6 +223,8 @@ func (d *Device) Share(c abi.Channel, vector func()) (ChannelFiles, error) {
 	return ChannelFiles{User: user, Status: ro}, nil
 }
 
+// ANCHOR_END: share
+
 // Unshare gives channel c private pages again, after the client that held
 // it is done with it: it has left its runlist (the driver's Close returned),
 // so no engine touches its pages. The status page and the completion ring,
@@ -244,6 +247,7 @@ func (d *Device) Unshare(c abi.Channel) error {
 	return nil
 }
 
+// ANCHOR: privatise
 // privatise maps fresh private pages over channel c's four ranges,
 // keeping what the device wrote. The owner load in the callers orders the
 // last engine's writes to d.chans[c] before the read of head here.
@@ -270,6 +274,8 @@ func (d *Device) privatise(c abi.Channel) {
 	// the next owner's waits return before their commands had run.
 	d.regs.Store(abi.ChannelStatusPage(c)+abi.RegFence, head)
 }
+
+// ANCHOR_END: privatise
 
 // channelPages returns channel c's doorbell page, status page, submission
 // ring and completion ring as the device maps them, each a whole number

@@ -140,6 +140,7 @@ func (cl *Client) Stats() Stats {
 // Doorbells returns how many doorbell stores the client has made.
 func (cl *Client) Doorbells() uint64 { return cl.doorbells.Load() }
 
+// ANCHOR: clientirq
 // interruptLoop is the client's interrupt handler: a token is a
 // notification from the daemon that some channel of this client has
 // something for its waiters. A signal that finds nothing reached costs a
@@ -164,3 +165,5 @@ func (cl *Client) interruptLoop(line <-chan struct{}) {
 		}
 	}
 }
+
+// ANCHOR_END: clientirq

@@ -264,6 +264,7 @@ func (c *client) attach(a *uapi.Attach) (send []int, closeAfter []*os.File, err 
 	return send, []*os.File{pub}, nil
 }
 
+// ANCHOR: openchannel
 // openChannel opens a channel in the client's context, its pages moved
 // into memfds before it is listed.
 func (c *client) openChannel(a *uapi.ChannelOpen) (send []int, closeAfter []*os.File, err error) {
@@ -307,6 +308,8 @@ func (c *client) openChannel(a *uapi.ChannelOpen) (send []int, closeAfter []*os.
 	send[uapi.ChannelFDUser], send[uapi.ChannelFDStatus] = int(files.User.Fd()), int(files.Status.Fd())
 	return send, []*os.File{files.User, files.Status}, nil
 }
+
+// ANCHOR_END: openchannel
 
 // closeChannel takes one of the client's channels off its engine and
 // gives its pages back to the device.
@@ -395,6 +398,7 @@ func (c *client) hostRegister(a *uapi.HostRegister, fd int) error {
 	return nil
 }
 
+// ANCHOR: sealed
 // mapSealed maps the first size bytes of a client's memfd into the
 // daemon, shared. The memfd must be sealed against shrinking: the engines
 // copy from it, and a client that truncated it under them would turn the
@@ -418,6 +422,8 @@ func mapSealed(fd int, size uint64) ([]byte, error) {
 	}
 	return mapping, nil
 }
+
+// ANCHOR_END: sealed
 
 // managedAlloc makes managed memory whose host side is the client's
 // memfd.
@@ -522,6 +528,7 @@ func (c *client) kickLoop(kick *os.File) {
 	}
 }
 
+// ANCHOR: teardown
 // teardown ends a client, however it went: its channels off their
 // engines first — after which no command of its runs, and none holds its
 // memory — then its registered host memory (HostFree also waits out any
@@ -574,6 +581,8 @@ func (c *client) teardown() {
 	c.s.remove(c)
 	c.s.log.Info("client gone", "pid", c.pid, "calls", c.calls.Load())
 }
+
+// ANCHOR_END: teardown
 
 // errnoFor maps an error of the driver's onto the uapi's numbers: the
 // numbers are the ABI; the Go errors are not.

@@ -87,6 +87,7 @@ type Call struct {
 	New     func() Arg // returns a zeroed argument struct of the call
 }
 
+// ANCHOR: calls
 // Calls is every call, in nr order: the one list that the daemon's
 // dispatch, the decoders, the C header and the tests all read. A call
 // missing from it does not exist.
@@ -108,6 +109,7 @@ var Calls = [...]Call{
 	{"MANAGED_RESIDENT", IoctlManagedResident, 0, 0, func() Arg { return new(ManagedResident) }},
 }
 
+// ANCHOR_END: calls
 // CallSize returns the bytes of payload the call's message carries: the
 // argument struct if the client writes it (IocWrite), else nothing.
 func (c *Call) CallSize() int {
