@@ -2,10 +2,7 @@ package server_test
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -13,6 +10,7 @@ import (
 
 	"softgpu/stage9-chardev/client"
 	"softgpu/stage9-chardev/device"
+	"softgpu/stage9-chardev/internal/servetest"
 	"softgpu/stage9-chardev/server"
 	"softgpu/stage9-chardev/uapi"
 )
@@ -28,35 +26,8 @@ import (
 // a failure means it did not happen, not that it was slow.
 const patience = 10 * time.Second
 
-// serve starts a daemon on a node in a temporary directory, in this
-// process (a goroutine), and closes it when the test ends.
-func serve(t testing.TB, cfg server.Config) *server.Server {
-	t.Helper()
-	if cfg.Node == "" {
-		cfg.Node = filepath.Join(t.TempDir(), "card0")
-	}
-	if cfg.Device.MemorySize == 0 {
-		cfg.Device.MemorySize = 16 << 20
-	}
-	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	s, err := server.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.Serve() }()
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("closing the daemon: %v", err)
-		}
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return s
-}
+// serve starts a daemon in this process for the rest of the test.
+var serve = servetest.Serve
 
 // deviceConfig is a device of mem bytes of memory.
 func deviceConfig(mem uint64) device.Config { return device.Config{MemorySize: mem} }

@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,39 +15,12 @@ import (
 
 	"softgpu/stage9-chardev/client"
 	"softgpu/stage9-chardev/internal/leakcheck"
+	"softgpu/stage9-chardev/internal/servetest"
 	"softgpu/stage9-chardev/server"
 )
 
-// serve starts a daemon on a node in a temporary directory, in this
-// process (a goroutine), and closes it when the test ends: the helper of
-// client/client_test.go.
-func serve(t testing.TB, cfg server.Config) *server.Server {
-	t.Helper()
-	if cfg.Node == "" {
-		cfg.Node = filepath.Join(t.TempDir(), "card0")
-	}
-	if cfg.Device.MemorySize == 0 {
-		cfg.Device.MemorySize = 16 << 20
-	}
-	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	s, err := server.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.Serve() }()
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("closing the daemon: %v", err)
-		}
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return s
-}
+// serve starts a daemon in this process for the rest of the test.
+var serve = servetest.Serve
 
 // control connects as softgpu-smi does, until the test ends.
 func control(t testing.TB, node string) *client.Control {

@@ -7,8 +7,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -16,39 +14,12 @@ import (
 	"time"
 
 	"softgpu/stage9-chardev/internal/leakcheck"
+	"softgpu/stage9-chardev/internal/servetest"
 	"softgpu/stage9-chardev/server"
 )
 
-// serve starts a daemon on a node in a temporary directory, in this
-// process (a goroutine), and closes it when the test ends: the helper of
-// client/client_test.go.
-func serve(t testing.TB, cfg server.Config) *server.Server {
-	t.Helper()
-	if cfg.Node == "" {
-		cfg.Node = filepath.Join(t.TempDir(), "card0")
-	}
-	if cfg.Device.MemorySize == 0 {
-		cfg.Device.MemorySize = 16 << 20
-	}
-	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	s, err := server.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.Serve() }()
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("closing the daemon: %v", err)
-		}
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return s
-}
+// serve starts a daemon in this process for the rest of the test.
+var serve = servetest.Serve
 
 // build compiles fill.c as the README says, or skips the test without a
 // C compiler.
