@@ -130,7 +130,7 @@ func DialConfig(cfg Config) (*GPU, error) {
 func (g *GPU) open(cfg Config) error {
 	g.version = uapi.Version{Major: uapi.VersionMajor, Minor: uapi.VersionMinor}
 	if _, err := g.call(&g.version, nil); err != nil {
-		return fmt.Errorf("softgpu: VERSION: %w", err)
+		return versionError(g.node, err)
 	}
 	var at uapi.Attach
 	fds, err := g.call(&at, nil)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 
@@ -134,6 +135,15 @@ func (c *conn) call(arg uapi.Arg, fds []int) ([]int, error) {
 	return r.fds, nil
 }
 
+// versionError says why VERSION failed: above all, a daemon that
+// refused this process because of the node's mode.
+func versionError(node string, err error) error {
+	if errors.Is(err, uapi.ErrPerm) {
+		return fmt.Errorf("softgpu: the daemon at %s refused this process (uid %d): the node's owner and mode do not let it connect: %w", node, os.Getuid(), err)
+	}
+	return fmt.Errorf("softgpu: VERSION: %w", err)
+}
+
 // close ends the connection and waits for the reader.
 func (c *conn) close() {
 	c.sock.Close()
@@ -161,7 +171,7 @@ func DialControl(node string) (*Control, error) {
 	ctl := &Control{c: c, version: uapi.Version{Major: uapi.VersionMajor, Minor: uapi.VersionMinor}}
 	if _, err := c.call(&ctl.version, nil); err != nil {
 		c.close()
-		return nil, fmt.Errorf("softgpu: VERSION: %w", err)
+		return nil, versionError(node, err)
 	}
 	return ctl, nil
 }
