@@ -302,6 +302,7 @@ func TestAFaultedChannelsIDComesBackClean(t *testing.T) {
 			t.Fatalf("round %d: %v", round, err)
 		}
 		ch.regs.Store(ch.doorbell+abi.RegDoorbell, ch.regs.Load(ch.doorbell+abi.RegDoorbell)+1<<40)
+		ch.wakeIfIdle() // the engine may have gone to sleep after the NOP: a bad doorbell still needs it awake to be seen
 		waitUntil(t, "the engine faulted the channel", func() bool { return ch.faultError() != nil })
 		if err := ch.Submit(abi.Command{Op: abi.OpNop}); !errors.Is(err, ErrChannelFaulted) {
 			t.Fatalf("round %d: Submit on the faulted channel = %v; want ErrChannelFaulted", round, err)
