@@ -56,15 +56,15 @@ func TestHostRegisterRefusesWhatItCannotTrust(t *testing.T) {
 		{"a page less one byte", sealed, page - 1},
 		{"a page and one byte", sealed, page + 1},
 	}
-	fds, maps := openFDs(t), hostMappings(t)
+	fds, maps := settledFDs(t), hostMappings(t) // settled: descriptors earlier tests dropped are closed by collections
 	for _, tt := range tests {
 		reg := uapi.HostRegister{Size: tt.size}
 		if errno, _ := r.call(&reg, tt.fd); errno != uapi.ErrInval {
 			t.Errorf("HOST_REGISTER of %s = %v; want %v", tt.name, errno, uapi.ErrInval)
 		}
 	}
-	if got := openFDs(t); got != fds {
-		t.Errorf("%d descriptors open after the refused registrations; want %d, as before", got, fds)
+	if got := openFDs(t); got > fds {
+		t.Errorf("%d descriptors open after the refused registrations; want at most %d, as before", got, fds)
 	}
 	if got := hostMappings(t); got != maps {
 		t.Errorf("%d host memory mappings after the refused registrations; want %d, as before", got, maps)

@@ -83,7 +83,7 @@ func TestMalformedMessagesGetAnErrnoAndTheConnectionGoesOn(t *testing.T) {
 		{"more fds than the daemon makes room for", func(seq uint64) []byte { return uapi.EncodeCall(seq, &uapi.Info{}) }, many(40), uapi.ErrFDs, true},
 		{"the most fds a message may carry", func(seq uint64) []byte { return uapi.EncodeCall(seq, &uapi.Info{}) }, many(253), uapi.ErrFDs, true},
 	}
-	before := openFDs(t)
+	before := settledFDs(t) // settled: descriptors earlier tests dropped are closed by collections
 	for _, tt := range tests {
 		r.seq++
 		msg := tt.msg(r.seq)
@@ -102,8 +102,8 @@ func TestMalformedMessagesGetAnErrnoAndTheConnectionGoesOn(t *testing.T) {
 			t.Fatalf("%s: the next INFO = %v, MemoryTotal %d; want OK and the device's size", tt.name, errno, in.MemoryTotal)
 		}
 	}
-	if after := openFDs(t); after != before {
-		t.Errorf("the daemon's process has %d descriptors open after the refused calls; want %d, as before them", after, before)
+	if after := openFDs(t); after > before {
+		t.Errorf("the daemon's process has %d descriptors open after the refused calls; want at most %d, as before them", after, before)
 	}
 }
 
