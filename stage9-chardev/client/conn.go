@@ -63,7 +63,7 @@ func (c *conn) reader() {
 			c.lost()
 			return
 		}
-		fds := parseFDs(oob[:oobn])
+		fds := uapi.ReceivedFDs(oob[:oobn])
 		if n < uapi.HeaderSize {
 			closeFDs(fds)
 			continue
@@ -206,21 +206,6 @@ func (ctl *Control) Clients() ([]uapi.ClientInfo, error) {
 func (ctl *Control) Close() error {
 	ctl.c.close()
 	return nil
-}
-
-// parseFDs returns the descriptors in a message's control data.
-func parseFDs(oob []byte) []int {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil
-	}
-	var fds []int
-	for i := range msgs {
-		if got, err := unix.ParseUnixRights(&msgs[i]); err == nil {
-			fds = append(fds, got...)
-		}
-	}
-	return fds
 }
 
 func closeFDs(fds []int) {

@@ -66,7 +66,7 @@ func (c *client) serve() {
 			}
 			return
 		}
-		fds := receivedFDs(oob[:oobn])
+		fds := uapi.ReceivedFDs(oob[:oobn])
 		if n == 0 && oobn == 0 {
 			return // SOCK_SEQPACKET: a zero-length read is the peer's close (an empty datagram reads the same, and drops only its sender)
 		}
@@ -131,23 +131,6 @@ func (c *client) reply(msg []byte, fds []int) error {
 	c.conn.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
 	_, _, err := c.conn.WriteMsgUnix(msg, oob, nil)
 	return err
-}
-
-// receivedFDs returns every descriptor in a message's control data. A
-// control message it cannot parse brings none it can close, and the
-// kernel has already closed those it could not deliver (MSG_CTRUNC).
-func receivedFDs(oob []byte) []int {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil
-	}
-	var fds []int
-	for i := range msgs {
-		if got, err := unix.ParseUnixRights(&msgs[i]); err == nil {
-			fds = append(fds, got...)
-		}
-	}
-	return fds
 }
 
 // dispatch runs one decoded call. It fills arg's out-fields, and returns
