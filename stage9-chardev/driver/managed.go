@@ -499,7 +499,8 @@ func pagesOf(off, size uint64) (int, int) {
 // accesses cannot be trapped: the way to trap them, userfaultfd, hands a
 // thread's page fault to another thread to answer — and in a Go program
 // that thread is a goroutine, which cannot run while the garbage
-// collector stops the world, which waits for the faulting thread. Wait
+// collector stops the world, which waits for the faulting thread
+// (cmd/uffdstw runs the experiment: the process stops for good). Wait
 // for the commands that write m before calling Sync: a page a running
 // command writes comes back with its writes so far, and the command faults
 // it over again.
