@@ -23,55 +23,57 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
+	"strings"
 	"time"
 
 	"softgpu/tools/internal/book"
+	"softgpu/tools/internal/cli"
 	"softgpu/tools/internal/stages"
 )
 
+const usage = `usage: go run ./tools/cmd/book [-root DIR] [-book DIR] [-o DIR] [-title T] [-serve ADDR]
+
+Renders the book (book/, chapters listed in SUMMARY.md) to a static site in
+book/_site and prints the path of its index page; fails, with every error's
+file and line, on a missing anchor, a contradicted claim or a broken link.
+With -serve it then serves the site until stopped (Ctrl-C, or kill).`
+
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	cli.Main(func(ctx context.Context) int { return run(ctx, os.Args[1:], os.Stdout, os.Stderr) })
 }
 
-func run(args []string, stdout, stderr io.Writer) error {
-	flags := flag.NewFlagSet("book", flag.ContinueOnError)
-	flags.SetOutput(stderr)
+// run is the command. Exit codes as every tool's: 0 built (or served until
+// stopped by nothing), 1 the build failed, 2 misuse — a stray argument, a
+// book directory with no SUMMARY.md, an address -serve cannot listen on —
+// and 128+n when a signal stopped the server.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmd := cli.NewCommand("book", usage, stdout, stderr)
 	var (
-		rootFlag  = flags.String("root", "", "repository root: {{#include}} and {{#diff}} paths are relative to it (default: the directory holding go.work, found by walking up)")
-		bookFlag  = flags.String("book", "", "book directory holding SUMMARY.md (default: <root>/book)")
-		outFlag   = flags.String("o", "", "output directory, replaced on every build (default: <book>/_site)")
-		titleFlag = flags.String("title", "softgpu", "book title, when SUMMARY.md's heading is just \"Summary\"")
-		serve     = flags.String("serve", "", "after building, serve the site on this address (e.g. :8000 or 127.0.0.1:8000) until interrupted")
+		rootFlag  = cmd.Flags.String("root", "", "repository root: {{#include}} and {{#diff}} paths are relative to it (default: the directory holding go.work, found by walking up)")
+		bookFlag  = cmd.Flags.String("book", "", "book directory holding SUMMARY.md (default: <root>/book)")
+		outFlag   = cmd.Flags.String("o", "", "output directory, replaced on every build (default: <book>/_site)")
+		titleFlag = cmd.Flags.String("title", "softgpu", "book title, when SUMMARY.md's heading is just \"Summary\"")
+		serve     = cmd.Flags.String("serve", "", "after building, serve the site on this address (e.g. :8000 or 127.0.0.1:8000) until stopped")
 	)
-	flags.Usage = func() {
-		fmt.Fprintf(stderr, "usage: go run ./tools/cmd/book [-root DIR] [-book DIR] [-o DIR] [-serve ADDR]\n\n")
-		flags.PrintDefaults()
+	rest, code, done := cmd.Parse(args)
+	if done {
+		return code
 	}
-	if err := flags.Parse(args); err != nil {
-		return err
-	}
-	if flags.NArg() > 0 {
-		flags.Usage()
-		return fmt.Errorf("book: unexpected argument %q", flags.Arg(0))
+	if len(rest) > 0 {
+		return cmd.Misuse("unexpected argument %q (book takes only flags)", rest[0])
 	}
 
 	root := *rootFlag
 	if root == "" {
 		r, err := stages.Root()
 		if err != nil {
-			return err
+			return cmd.Fail(err)
 		}
 		root = r
 	}
@@ -79,9 +81,23 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if bookDir == "" {
 		bookDir = filepath.Join(root, "book")
 	}
+	if _, err := os.Stat(filepath.Join(bookDir, "SUMMARY.md")); err != nil {
+		return cmd.Misuse("%s has no SUMMARY.md: -book (or -root) must name the book's directory", bookDir)
+	}
 	out := *outFlag
 	if out == "" {
 		out = filepath.Join(bookDir, "_site")
+	}
+	// Listen before building, so that a busy port or a bad address is
+	// reported at once, not after the build.
+	var ln net.Listener
+	if *serve != "" {
+		l, err := net.Listen("tcp", *serve)
+		if err != nil {
+			return cmd.Misuse("-serve %q: %v", *serve, err)
+		}
+		ln = l
+		defer ln.Close()
 	}
 
 	index, err := book.Build(book.Config{
@@ -92,33 +108,41 @@ func run(args []string, stdout, stderr io.Writer) error {
 		Differ:  &book.StagesDiffer{Root: root},
 	})
 	if err != nil {
-		return err
+		// The book's errors name their file and line, one a line, and
+		// the last (or only) one already says "book: ".
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "book: ") {
+			msg = "book: " + msg
+		}
+		fmt.Fprintln(stderr, msg)
+		return cli.ExitFailed
 	}
 	fmt.Fprintln(stdout, index)
-	if *serve == "" {
-		return nil
+	if ln == nil {
+		return cli.ExitOK
 	}
-	return serveSite(*serve, out, stderr)
+	if ctx.Err() != nil {
+		return cli.ExitInterrupted // stopped while building: serve nothing
+	}
+	return serveSite(ctx, cmd, ln, out)
 }
 
-// serveSite serves dir on addr until SIGINT or SIGTERM.
-func serveSite(addr, dir string, stderr io.Writer) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
+// serveSite serves dir on ln until ctx ends — a signal, or, under `go run`,
+// the go command's death (cli.Main) — and the port is free again when it
+// returns.
+func serveSite(ctx context.Context, cmd *cli.Command, ln net.Listener, dir string) int {
 	srv := &http.Server{Handler: http.FileServer(http.Dir(dir)), ReadHeaderTimeout: 10 * time.Second}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		srv.Shutdown(shutdown)
+		if srv.Shutdown(shutdown) != nil {
+			srv.Close()
+		}
 	}()
-	fmt.Fprintf(stderr, "serving %s on http://%s/ (Ctrl-C stops)\n", dir, ln.Addr())
+	cmd.Printf("serving %s on http://%s/ (Ctrl-C stops)", dir, ln.Addr())
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return err
+		return cmd.Fail(err)
 	}
-	return nil
+	return cli.ExitInterrupted
 }

@@ -2,50 +2,154 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"softgpu/tools/internal/cli"
 )
 
+var fixture = filepath.Join("..", "..", "internal", "book", "testdata", "repo")
+
 func TestRun(t *testing.T) {
-	fixture := filepath.Join("..", "..", "internal", "book", "testdata", "repo")
+	out := filepath.Join(t.TempDir(), "site")
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"-root", fixture, "-book", filepath.Join(fixture, "book"), "-o", out}, &stdout, &stderr)
+	if code != cli.ExitOK {
+		t.Fatalf("run = exit %d; want 0\n%s", code, stderr.String())
+	}
+	index := filepath.Join(out, "index.html")
+	if got := strings.TrimSpace(stdout.String()); got != index {
+		t.Errorf("run printed %q; want the index path %q", got, index)
+	}
+	if _, err := os.Stat(index); err != nil {
+		t.Errorf("no index.html: %v", err)
+	}
+}
+
+// TestRunUsage checks -h and every misuse: -h prints the usage on stdout
+// and exits 0; misuse exits 2 with one line on stderr naming the bad input,
+// prefixed once, before anything is built.
+func TestRunUsage(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	empty := t.TempDir()
 	tests := []struct {
-		name    string
-		args    func(out string) []string
-		wantErr string // "" for success
+		name       string
+		args       []string
+		wantCode   int
+		wantStderr string // in full; for -h, "" and the usage on stdout
 	}{
-		{"builds the fixture", func(out string) []string {
-			return []string{"-root", fixture, "-book", filepath.Join(fixture, "book"), "-o", out}
-		}, ""},
-		{"no SUMMARY.md", func(out string) []string {
-			return []string{"-root", fixture, "-book", t.TempDir(), "-o", out}
-		}, "SUMMARY.md: no such file"},
-		{"stray argument", func(out string) []string {
-			return []string{"-o", out, "extra"}
-		}, `unexpected argument "extra"`},
+		{"help", []string{"-h"}, cli.ExitOK, ""},
+		{"help after a flag", []string{"-o", "x", "-help"}, cli.ExitOK, ""},
+		{"bad flag", []string{"-bogus"}, cli.ExitUsage, "book: flag provided but not defined: -bogus\n"},
+		{"stray argument", []string{"-root", fixture, "extra"}, cli.ExitUsage, `book: unexpected argument "extra" (book takes only flags)` + "\n"},
+		{"no SUMMARY.md", []string{"-root", fixture, "-book", empty}, cli.ExitUsage,
+			"book: " + empty + " has no SUMMARY.md: -book (or -root) must name the book's directory\n"},
+		{"bad address", []string{"-root", fixture, "-book", filepath.Join(fixture, "book"), "-serve", "a:b:c"}, cli.ExitUsage,
+			`book: -serve "a:b:c": listen tcp: address a:b:c: too many colons in address` + "\n"},
+		{"busy port", []string{"-root", fixture, "-book", filepath.Join(fixture, "book"), "-serve", busy.Addr().String()}, cli.ExitUsage, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "site")
 			var stdout, stderr bytes.Buffer
-			err := run(tt.args(out), &stdout, &stderr)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("run = %v; want an error containing %q", err, tt.wantErr)
+			code := run(context.Background(), append(tt.args, "-o", out), &stdout, &stderr)
+			if code != tt.wantCode {
+				t.Fatalf("run(%q) = exit %d; want %d\nstderr: %s", tt.args, code, tt.wantCode, stderr.String())
+			}
+			switch {
+			case tt.wantCode == cli.ExitOK:
+				if !strings.HasPrefix(stdout.String(), "usage: go run ./tools/cmd/book") || !strings.Contains(stdout.String(), "-serve") || stderr.Len() > 0 {
+					t.Errorf("run(%q): stdout %q, stderr %q; want the usage and flags on stdout only", tt.args, stdout.String(), stderr.String())
 				}
-				return
+			case tt.wantStderr != "":
+				if stderr.String() != tt.wantStderr {
+					t.Errorf("run(%q) stderr = %q; want %q", tt.args, stderr.String(), tt.wantStderr)
+				}
+			default:
+				if !strings.HasPrefix(stderr.String(), "book: -serve ") || strings.Count(stderr.String(), "\n") != 1 {
+					t.Errorf("run(%q) stderr = %q; want one line about -serve", tt.args, stderr.String())
+				}
 			}
-			if err != nil {
-				t.Fatalf("run: %v\n%s", err, stderr.String())
-			}
-			index := filepath.Join(out, "index.html")
-			if got := strings.TrimSpace(stdout.String()); got != index {
-				t.Errorf("run printed %q; want the index path %q", got, index)
-			}
-			if _, err := os.Stat(index); err != nil {
-				t.Errorf("no index.html: %v", err)
+			if tt.wantCode == cli.ExitUsage {
+				if _, err := os.Stat(out); err == nil {
+					t.Errorf("run(%q) built the site; misuse must stop before building", tt.args)
+				}
 			}
 		})
 	}
+}
+
+func TestRunBuildFails(t *testing.T) {
+	// A chapter including an anchor that does not exist fails the build,
+	// with exit 1 and the error's file and line, "book: " once.
+	dir := t.TempDir()
+	bookDir := filepath.Join(dir, "book")
+	if err := os.MkdirAll(bookDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, data string) {
+		if err := os.WriteFile(filepath.Join(bookDir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("SUMMARY.md", "# Summary\n\n- [One](one.md)\n")
+	write("one.md", "# One\n\n{{#include nosuch/file.go:anchor}}\n")
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"-root", dir, "-o", filepath.Join(dir, "site")}, &stdout, &stderr)
+	if code != cli.ExitFailed || !strings.Contains(stderr.String(), "one.md") || strings.Contains(stderr.String(), "book: book:") {
+		t.Errorf("run with a broken include = exit %d, %q; want exit 1 naming one.md, prefixed once", code, stderr.String())
+	}
+}
+
+// TestServeStops checks that -serve stops when its context ends — as it
+// does on a signal, or when the go command of `go run` dies — and frees
+// its port.
+func TestServeStops(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr bytes.Buffer
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"-root", fixture, "-book", filepath.Join(fixture, "book"), "-o", filepath.Join(t.TempDir(), "site"), "-serve", addr}, &stdout, &stderr)
+	}()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the site was never served on %s: %s", addr, stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != cli.ExitInterrupted {
+			t.Errorf("run -serve stopped with exit %d; want %d", code, cli.ExitInterrupted)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("run -serve did not stop within 10s of its context ending")
+	}
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("port still busy after -serve stopped: %v", err)
+	}
+	ln.Close()
 }

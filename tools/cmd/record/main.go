@@ -46,7 +46,7 @@ NAME.json and NAME.txt (benchstat format) into book/records. Every row reports
 a canary measured in its own process right before and after it; a row whose
 canary moved by more than -canary-tolerance is re-run alone, up to -max-reruns
 times. It says how long the run should take before starting (every stage at the
-defaults: about 35 to 45 minutes) and how long is left as it goes.
+defaults: about 1½ to 2 hours) and how long is left as it goes.
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {

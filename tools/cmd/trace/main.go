@@ -128,7 +128,7 @@ func summary(_ context.Context, c *cli.Command, args []string) int {
 	if done {
 		return code
 	}
-	t, err := trace.Load(file)
+	t, err := load(file)
 	if err != nil {
 		return c.Fail(err)
 	}
@@ -143,7 +143,7 @@ func check(_ context.Context, c *cli.Command, args []string) int {
 	if done {
 		return code
 	}
-	t, err := trace.Load(file)
+	t, err := load(file)
 	if err != nil {
 		return c.Fail(err) // every problem, one per line
 	}
@@ -174,7 +174,7 @@ func svg(_ context.Context, c *cli.Command, args []string) int {
 	case opt.To != 0 && opt.To <= opt.From:
 		return c.Misuse("-to %v is not after -from %v", opt.To, opt.From)
 	}
-	t, err := trace.Load(file)
+	t, err := load(file)
 	if err != nil {
 		return c.Fail(err)
 	}
@@ -198,4 +198,15 @@ func svg(_ context.Context, c *cli.Command, args []string) int {
 		return c.Fail(err)
 	}
 	return cli.ExitOK
+}
+
+// load reads a trace for a sub-command. The package's errors start
+// "trace: ", which the command's own prefix ("trace summary: ") already
+// says.
+func load(file string) (*trace.Trace, error) {
+	t, err := trace.Load(file)
+	if err != nil {
+		return nil, errors.New(strings.TrimPrefix(err.Error(), "trace: "))
+	}
+	return t, nil
 }

@@ -63,7 +63,7 @@ func TestRun(t *testing.T) {
 		{"summary", []string{"summary", good}, cli.ExitOK, "engine copy     750 ns  0.3%", ""},
 		{"summary without a file", []string{"summary"}, cli.ExitUsage, "", "trace summary: want a trace FILE.json"},
 		{"summary of two files", []string{"summary", good, good}, cli.ExitUsage, "", "got 2 arguments"},
-		{"summary of a missing file", []string{"summary", "/nonexistent/trace.json"}, cli.ExitFailed, "", "no such file"},
+		{"summary of a missing file", []string{"summary", "/nonexistent/trace.json"}, cli.ExitFailed, "", "trace summary: open /nonexistent/trace.json: no such file"},
 		{"summary of an invalid trace", []string{"summary", bad}, cli.ExitFailed, "", "event 1: field dur: -0.5 is negative"},
 		{"summary bad flag", []string{"summary", "-x", good}, cli.ExitUsage, "", "flag provided but not defined: -x"},
 
@@ -89,6 +89,9 @@ func TestRun(t *testing.T) {
 			}
 			if !strings.Contains(r.stderr, tt.wantStderr) {
 				t.Errorf("trace %q stderr lacks %q:\n%s", tt.args, tt.wantStderr, r.stderr)
+			}
+			if strings.Contains(r.stderr, "trace: trace:") || strings.Contains(r.stderr, ": trace: ") {
+				t.Errorf("trace %q stderr doubles its prefix:\n%s", tt.args, r.stderr)
 			}
 			if tt.wantCode == cli.ExitUsage && strings.Count(r.stderr, "\n") != 1 {
 				t.Errorf("trace %q misuse took %d lines; want one:\n%s", tt.args, strings.Count(r.stderr, "\n"), r.stderr)

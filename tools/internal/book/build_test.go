@@ -32,7 +32,7 @@ func TestRenderFixture(t *testing.T) {
 	want := []string{
 		"diagrams/ring.svg", "images/engine.svg", "index.html", "intro.html", "print.html", "records.html",
 		"records/placed.json", "records/reference.json", "records/test.json", "search-index.js",
-		"src/index.html", "src/stage0-mailbox/device/engine.go.html", "src/stage0-mailbox/go.mod.html",
+		"src/DESIGN.md.html", "src/index.html", "src/stage0-mailbox/device/engine.go.html", "src/stage0-mailbox/go.mod.html",
 		"src/stage0-mailbox/index.html", "src/stage0-mailbox/softgpu.go.html",
 		"src/stage1-ring/device/engine.go.html", "src/stage1-ring/device/ring.go.html", "src/stage1-ring/go.mod.html",
 		"src/stage1-ring/index.html", "src/stage1-ring/softgpu.go.html",

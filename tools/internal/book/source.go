@@ -24,7 +24,7 @@ import (
 //
 // Every file under a stage directory (a directory of the root named
 // stage<N>-..., holding go.mod) gets a page, and so does any other file a
-// chapter includes. Hidden files and directories are skipped, symbolic links
+// chapter includes, and each of rootDocs. Hidden files and directories are skipped, symbolic links
 // are not followed, and a file that is not UTF-8 text, or is larger than
 // maxSourceBytes, is listed but not shown. An {{#include}} caption links to
 // src/STAGE/PATH.html#L<first>-L<last>; the script marks that span of lines
@@ -36,6 +36,11 @@ const (
 )
 
 var stageDirRE = regexp.MustCompile(`^stage[0-9]+-[a-z0-9-]+$`)
+
+// rootDocs are files of the root that get a source page whenever they
+// exist, so that chapters can link to them (src/DESIGN.md.html): the
+// design the code cites by section.
+var rootDocs = []string{"DESIGN.md"}
 
 // sourcePage is the site path of the page showing the file at the slash
 // path p (relative to the root).
@@ -156,7 +161,16 @@ func (b *builder) sourcePages(pg *pager, files map[string][]byte) error {
 		}
 	}
 	var others []sourceFile
-	for _, p := range sortedKeys(b.included) {
+	extra := map[string]bool{}
+	for p := range b.included {
+		extra[p] = true
+	}
+	for _, p := range rootDocs {
+		if fi, err := os.Stat(filepath.Join(b.cfg.Root, p)); err == nil && fi.Mode().IsRegular() {
+			extra[p] = true
+		}
+	}
+	for _, p := range sortedKeys(extra) {
 		if !have[p] {
 			f, err := readSourceFile(b.cfg.Root, p)
 			if err != nil {
