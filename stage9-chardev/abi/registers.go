@@ -16,7 +16,7 @@ import "fmt"
 //
 // and every 64-byte cache line has exactly one writer, so polling one side
 // never steals the line the other side is writing. Table (below) lists every
-// register with its offset, writer and class; abi_test.go checks those
+// register with its offset, writer and class; registers_test.go checks those
 // rules against it, so a new register that breaks one fails a test.
 //
 // The pages, in order:
