@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -112,6 +113,39 @@ func TestHostAllocAfterClose(t *testing.T) {
 	if err := d.HostFree(p); err != nil {
 		t.Errorf("HostFree after Close = %v; want nil", err)
 	}
+}
+
+// TestBusAddressesRunOut takes every bus address but leaves window entries
+// free, and checks that HostAlloc says what ran out: ErrNoWindow, with the
+// bus addresses in its message, and not ErrOutOfMemory — device memory is
+// not what is short.
+func TestBusAddressesRunOut(t *testing.T) {
+	d := openPinned(t, device.Config{}, Config{})
+	// Take what is free, largest pieces first, down to the allocator's
+	// granule: about 32 sizes, a few allocations each.
+	var taken []uint64
+	d.pinMu.Lock()
+	for size := uint64(abi.BusSize); size >= AllocAlign; {
+		addr, err := d.busSpace.Alloc(size)
+		if err != nil {
+			size /= 2
+			continue
+		}
+		taken = append(taken, addr)
+	}
+	d.pinMu.Unlock()
+	_, err := d.HostAlloc(4096)
+	if !errors.Is(err, ErrNoWindow) || errors.Is(err, ErrOutOfMemory) || !strings.Contains(err.Error(), "bus addresses") {
+		t.Errorf("HostAlloc with no bus addresses left = %v; want ErrNoWindow naming the bus addresses, not ErrOutOfMemory", err)
+	}
+	d.pinMu.Lock()
+	for _, addr := range taken {
+		if err := d.busSpace.Free(addr); err != nil {
+			t.Error(err)
+		}
+	}
+	d.pinMu.Unlock()
+	hostAlloc(t, d, 4096) // and the space is usable again
 }
 
 // TestWindowFills takes every window entry (the bounce ring has one), and

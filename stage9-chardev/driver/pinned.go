@@ -197,7 +197,10 @@ func (d *Driver) register(p *Pinned) error {
 			if slot < 0 {
 				return fmt.Errorf("%w: all %d are mapped", ErrNoWindow, abi.WindowSlots)
 			}
-			return fmt.Errorf("%w: no bus addresses left: %w", ErrNoWindow, err)
+			// Not %w of err: the bus allocator's error is ErrOutOfMemory,
+			// and device memory is not what ran out.
+			return fmt.Errorf("%w: no %d-byte range of bus addresses left (%d of %d in use or retiring)",
+				ErrNoWindow, len(p.bytes), d.busSpace.InUse(), uint64(abi.BusSize))
 		}
 		oldest := d.retiring[0]
 		d.pinMu.Unlock()
