@@ -11,6 +11,7 @@
 // the channel's fence until the interrupt (fence.go). hostmem.go adds
 // pinned host memory, which the copy engine reads and writes directly.
 // idle.go lets an engine with nothing to do sleep.
+// context.go adds address spaces of their own, each with its page tables.
 // batch.go adds the asynchronous calls that keep many commands in flight,
 // and batches that share one doorbell (see the stage README).
 package softgpu
