@@ -12,6 +12,7 @@
 // pinned host memory, which the copy engine reads and writes directly.
 // idle.go lets an engine with nothing to do sleep.
 // context.go adds address spaces of their own, each with its page tables.
+// channel.go adds channels of one's own, scheduled by priority and timeslice.
 // batch.go adds the asynchronous calls that keep many commands in flight,
 // and batches that share one doorbell (see the stage README).
 package softgpu
