@@ -14,6 +14,7 @@
 // context.go adds address spaces of their own, each with its page tables.
 // channel.go adds channels of one's own, scheduled by priority and timeslice.
 // managed.go adds memory the host and the device address alike, by migration.
+// Package client offers these calls to other processes, through softgpud.
 // batch.go adds the asynchronous calls that keep many commands in flight,
 // and batches that share one doorbell (see the stage README).
 package softgpu
