@@ -56,7 +56,8 @@ import (
 // non-temporal stores that bypass the cache. Runs of 256 KiB copy a 1 MiB
 // buffer the host has just written half again as fast as one memmove does,
 // and a 16 MiB one a quarter slower — a difference that has nothing to do
-// with translation, and would make stage 7 → 5 lie about what it costs.
+// with translation, and would make the comparison with untranslated
+// copies lie about what translation costs.
 const maxRun = 1 << 20
 
 // tlbEntries is the size of each engine's TLB: fully associative, replaced
