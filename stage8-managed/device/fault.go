@@ -17,8 +17,8 @@ import (
 // byte it had not handled, and no byte is moved twice (ADD32 adds once).
 //
 // A channel without a state block has nowhere to wait: its command fails
-// with the fault, as in stage 5. So does a fault when the driver has not
-// set up a fault buffer.
+// with the fault, as any translation fault does. So does a fault when the
+// driver has not set up a fault buffer.
 
 // stalled is execute's result for a command stopped by a replayable fault;
 // like preempted, it is never a command's status.

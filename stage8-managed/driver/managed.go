@@ -373,7 +373,8 @@ func (d *Driver) toHost(m *Managed, first, n int, all bool) int {
 	// Highest page first: the frames go back on the pool's stack in
 	// descending order, so the next window pops them in ascending order,
 	// consecutive as they were — and the engine moves the window as one
-	// run again (stage 5's contiguous4K), not as a walk per page.
+	// run again (the MMU's contiguous4K, device/mmu.go), not as a walk per
+	// page.
 	for k := len(back) - 1; k >= 0; k-- {
 		i := back[k]
 		p := &m.pages[i]
