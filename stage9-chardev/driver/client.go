@@ -9,7 +9,7 @@ import (
 )
 
 // A Client is the driver's channel half, running in a process that does
-// not own the device (stage 9: an application of the daemon's). The
+// not own the device (an application of the daemon's, softgpud). The
 // daemon's Driver keeps everything device-wide — memory, page tables,
 // runlists, the DMA window, the interrupt line — and opens channels for
 // the client (ChannelOptions.Share and Notify); the client maps each

@@ -495,8 +495,8 @@ func (c *client) notify() {
 
 // kickLoop wakes the engines of the client's channels each time the
 // client writes its kick eventfd: after a doorbell store that found
-// RegNeedWakeup set, the client's half of stage 7's handshake. It ends
-// when the descriptor is closed.
+// RegNeedWakeup set, the client's half of the need-wakeup handshake. It
+// ends when the descriptor is closed.
 func (c *client) kickLoop(kick *os.File) {
 	var b [8]byte
 	for {
