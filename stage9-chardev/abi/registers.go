@@ -7,12 +7,12 @@ import "fmt"
 // page belongs to one class:
 //
 //	PageReadOnly    written by the device only; the driver reads it, and a
-//	                client of the device may one day map it read-only
+//	                client of the device may map it read-only
 //	PageUser        written by the driver's channel half: the doorbell page
-//	                of one channel, which a client may one day map and write
-//	PagePrivileged  written by the driver's device-wide half: stopping the
-//	                device, and later interrupts, DMA and idle control,
-//	                which no client may ever write
+//	                of one channel, which the client that owns the channel
+//	                may map and write
+//	PagePrivileged  written by the driver's device-wide half: control of
+//	                the whole device, which no client may ever write
 //
 // and every 64-byte cache line has exactly one writer, so polling one side
 // never steals the line the other side is writing. Table (below) lists every
