@@ -119,6 +119,7 @@ const (
 )
 
 // ANCHOR: enginebank
+
 // Per-engine registers, in engine e's read-only status page at
 // EngineStatusPage(e).
 const (
@@ -136,6 +137,7 @@ const (
 )
 
 // ANCHOR: mailbox
+
 // Per-channel registers. A channel is a mailbox: one command
 // slot (host-visible memory, not a register), a doorbell the driver rings,
 // and a completion the engine publishes.

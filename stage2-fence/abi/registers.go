@@ -127,6 +127,7 @@ const (
 )
 
 // ANCHOR: enginebank
+
 // Per-engine registers, in engine e's read-only status page at
 // EngineStatusPage(e).
 const (
@@ -144,6 +145,7 @@ const (
 )
 
 // ANCHOR: ringregs
+
 // Per-channel registers. A channel is a ring: command slots and completion
 // entries in host-visible memory (ring.go), and one register that bounds
 // the commands in it. The doorbell carries a free-running 64-bit ring

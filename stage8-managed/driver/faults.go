@@ -115,6 +115,7 @@ func (d *Driver) faultLoop() {
 }
 
 // ANCHOR: serve
+
 // serveFaults serves batches while they come, and returns once the buffer
 // has been empty for faultPollBudget, with RegFaultNeedIrq set again.
 func (d *Driver) serveFaults() {
@@ -153,6 +154,7 @@ func (d *Driver) serveFaults() {
 // ANCHOR_END: serve
 
 // ANCHOR: batch
+
 // serveBatch reads one batch of records and serves it, and reports whether
 // there was anything to serve.
 func (d *Driver) serveBatch(polled bool) bool {
@@ -231,6 +233,7 @@ func (d *Driver) serveBatch(polled bool) bool {
 // ANCHOR_END: batch
 
 // ANCHOR: window
+
 // window returns the pages to move for a fault on page idx of m: the first
 // and how many, by the prefetch policy. The fixed window is aligned to its
 // size, so a sequential access fills whole windows and each lands in one
@@ -257,6 +260,7 @@ func (d *Driver) window(m *Managed, idx int) (int, int) {
 // ANCHOR_END: window
 
 // ANCHOR: replay
+
 // replay asks every engine to serve its stalled channels again. The
 // caller holds um.mu. The store of RegFaultReplay is the doorbell of a
 // stalled channel, and the wake-up follows idle gating's need-wakeup

@@ -25,6 +25,7 @@ import (
 const stalled abi.Status = 1<<31 + 1
 
 // ANCHOR: record
+
 // recordFault writes a fault record for an access of engine e's command at
 // va, raises the interrupt, and reports whether the channel should stall:
 // false if there is no usable fault buffer, and the fault must take the
@@ -71,6 +72,7 @@ func (d *Device) recordFault(e *Engine, va uint64, acc access) bool {
 // ANCHOR_END: record
 
 // ANCHOR: stall
+
 // stall saves the command a replayable fault stopped, marked StateFaulted,
 // and takes its channel out of scheduling until the next replay.
 func (e *Engine) stall() {

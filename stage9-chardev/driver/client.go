@@ -141,6 +141,7 @@ func (cl *Client) Stats() Stats {
 func (cl *Client) Doorbells() uint64 { return cl.doorbells.Load() }
 
 // ANCHOR: clientirq
+
 // interruptLoop is the client's interrupt handler: a token is a
 // notification from the daemon that some channel of this client has
 // something for its waiters. A signal that finds nothing reached costs a
