@@ -16,7 +16,7 @@ import (
 
 // openPinned opens a device (4 MiB unless devCfg says) and a driver with
 // cfg, through fence_test.go's openWith.
-func openPinned(t *testing.T, devCfg device.Config, cfg Config) *Driver {
+func openPinned(t testing.TB, devCfg device.Config, cfg Config) *Driver {
 	t.Helper()
 	if devCfg.MemorySize == 0 {
 		devCfg.MemorySize = 4 << 20
@@ -26,7 +26,7 @@ func openPinned(t *testing.T, devCfg device.Config, cfg Config) *Driver {
 
 // hostAlloc is HostAlloc that fails the test on an error, and frees the
 // region when the test ends unless the test freed it.
-func hostAlloc(t *testing.T, d *Driver, size uint64) *Pinned {
+func hostAlloc(t testing.TB, d *Driver, size uint64) *Pinned {
 	t.Helper()
 	p, err := d.HostAlloc(size)
 	if err != nil {
