@@ -158,6 +158,7 @@ func (g *GPU) Write(dst Ptr, src []byte) error { return g.drv.CopyToDevice(uint6
 func (g *GPU) Read(dst []byte, src Ptr) error { return g.drv.CopyFromDevice(dst, uint64(src)) }
 
 // ANCHOR: fill
+
 // Fill sets size bytes at dst to value, on the copy engine.
 func (g *GPU) Fill(dst Ptr, size uint64, value byte) error {
 	return g.submit(Copy, abi.Command{Op: abi.OpFill, Dst: uint64(dst), Size: size, Value: uint64(value)})

@@ -41,6 +41,7 @@ func (g *GPU) CopyAsync(dst, src Ptr, size uint64) (*Pending, error) {
 }
 
 // ANCHOR: batch
+
 // Batch collects commands for one engine, to be submitted together: they go
 // into the ring one after another and the doorbell is rung once for all of
 // them (once per ring-full, for a batch larger than the free room). A bad

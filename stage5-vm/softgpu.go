@@ -4,13 +4,14 @@
 // close.
 //
 // Every call in this file is synchronous: it returns when the device has
-// finished. Underneath, package driver writes the command into the
-// channel's ring under one global lock, rings its doorbell with the new
-// tail, and waits, holding no lock, for the command's completion entry —
-// polling it, or sleeping on the channel's fence until the interrupt
-// (fence.go). hostmem.go adds pinned host memory, which the copy engine
-// reads and writes directly. idle.go lets an engine with nothing to do
-// sleep.
+// finished. Underneath, package driver reserves a slot in the channel's
+// ring with atomics, writes the command, publishes it in order and rings
+// the doorbell with the new tail, taking no lock (driver/nolock.go); then
+// it waits for the command's completion entry — polling it, or sleeping on
+// the channel's fence until the interrupt (fence.go). hostmem.go adds
+// pinned host memory, which the copy engine reads and writes directly.
+// idle.go lets an engine with nothing to do sleep.
+// context.go adds address spaces of their own, each with its page tables.
 // batch.go adds the asynchronous calls that keep many commands in flight,
 // and batches that share one doorbell (see the stage README).
 package softgpu
@@ -181,6 +182,7 @@ func (g *GPU) Write(dst Ptr, src []byte) error { return g.drv.CopyToDevice(uint6
 func (g *GPU) Read(dst []byte, src Ptr) error { return g.drv.CopyFromDevice(dst, uint64(src)) }
 
 // ANCHOR: fill
+
 // Fill sets size bytes at dst to value, on the copy engine.
 func (g *GPU) Fill(dst Ptr, size uint64, value byte) error {
 	return g.submit(Copy, abi.Command{Op: abi.OpFill, Dst: uint64(dst), Size: size, Value: uint64(value)})

@@ -12,7 +12,7 @@ import (
 	"softgpu/stage7-idle/internal/leakcheck"
 )
 
-func hostAlloc(t *testing.T, g *softgpu.GPU, n uint64) *softgpu.HostBuffer {
+func hostAlloc(t testing.TB, g *softgpu.GPU, n uint64) *softgpu.HostBuffer {
 	t.Helper()
 	h, err := g.HostAlloc(n)
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 	"softgpu/stage8-managed/internal/leakcheck"
 )
 
-func openTest(t *testing.T) *softgpu.GPU {
+func openTest(t testing.TB) *softgpu.GPU {
 	t.Helper()
 	leakcheck.Check(t)
 	g, err := softgpu.Open(softgpu.Config{MemorySize: 4 << 20})
@@ -83,7 +83,7 @@ func mustAlloc(t testing.TB, g *softgpu.GPU, n uint64) softgpu.Ptr {
 	return p
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

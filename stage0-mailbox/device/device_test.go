@@ -16,7 +16,7 @@ const testMem = 1 << 20
 
 // openTest opens a device with testMem bytes of memory and closes it when
 // the test ends; leakcheck then proves the engines are gone.
-func openTest(t *testing.T, cfg Config) *Device {
+func openTest(t testing.TB, cfg Config) *Device {
 	t.Helper()
 	leakcheck.Check(t)
 	if cfg.MemorySize == 0 {
@@ -33,7 +33,7 @@ func openTest(t *testing.T, cfg Config) *Device {
 // run plays the driver's part of the mailbox protocol for one command and
 // returns the engine's status. It is the protocol of driver.Submit without
 // the lock (tests call it from one goroutine).
-func run(t *testing.T, d *Device, e abi.Engine, cmd abi.Command) abi.Status {
+func run(t testing.TB, d *Device, e abi.Engine, cmd abi.Command) abi.Status {
 	t.Helper()
 	desc := make([]byte, abi.CommandSize)
 	cmd.Encode(desc)
@@ -41,7 +41,7 @@ func run(t *testing.T, d *Device, e abi.Engine, cmd abi.Command) abi.Status {
 }
 
 // runRaw is run for a descriptor given as bytes, reserved bytes and all.
-func runRaw(t *testing.T, d *Device, e abi.Engine, desc []byte) abi.Status {
+func runRaw(t testing.TB, d *Device, e abi.Engine, desc []byte) abi.Status {
 	t.Helper()
 	regs := d.Registers()
 	c := abi.DefaultChannel(e)

@@ -20,6 +20,7 @@ import (
 // channel, and the engine never runs what the slot holds then.
 
 // ANCHOR: mailbox
+
 // fetch takes the command in the slot if the driver has rung the doorbell
 // since the last fetch: it copies the descriptor out of the slot into the
 // engine's job, so that nothing the driver writes afterwards can change a

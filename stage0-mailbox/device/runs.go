@@ -11,6 +11,7 @@ const (
 )
 
 // ANCHOR: run
+
 // run resolves the first run of the range [addr, addr+size), which the
 // command reads or writes (acc): the longest piece of contiguous memory that
 // starts at addr, at most size bytes, and at least one unless size is 0 (a

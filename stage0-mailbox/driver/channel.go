@@ -75,6 +75,7 @@ func (ch *Channel) ID() abi.Channel { return ch.id }
 func (ch *Channel) Engine() abi.Engine { return ch.engine }
 
 // ANCHOR: submit
+
 // Submit runs cmd on the channel and waits for it. A command the device
 // refuses comes back as a *CommandError; a command with flag bits this
 // stage does not define is refused here, before it reaches the device.

@@ -14,6 +14,7 @@ import (
 // its doorbell store publishes everything written before it.
 
 // ANCHOR: copy
+
 // CopyToDevice copies src into device memory at dst.
 func (d *Driver) CopyToDevice(dst uint64, src []byte) error {
 	return d.throughAperture(dst, uint64(len(src)), func(window []byte) { copy(window, src) })

@@ -6,6 +6,7 @@ import (
 )
 
 // ANCHOR: hardware
+
 // Hardware is everything the driver may use of a device — what a real
 // driver reaches through the device's BARs — and nothing else:
 //

@@ -45,6 +45,7 @@ func newEngine(d *Device, id abi.Engine) *Engine {
 }
 
 // ANCHOR: pollloop
+
 // pollLoop is the engine's whole life: fetch the next command, execute it,
 // publish its completion; when there is nothing to fetch, idle; until the
 // driver (or Close) stops the device. A ring instead of a mailbox, or
@@ -89,6 +90,7 @@ func (e *Engine) stop() {
 }
 
 // ANCHOR: idle
+
 // idle is what the engine does after an empty poll; polls counts the empty
 // polls since the engine last ran a command (1 for the first). It spins,
 // yielding now and then.
@@ -97,6 +99,7 @@ func (e *Engine) idle(polls int) { e.pause(polls) }
 // ANCHOR_END: idle
 
 // ANCHOR: pause
+
 // pause is what a spinning engine does between empty polls: it yields the
 // P on every yieldEvery-th one.
 //

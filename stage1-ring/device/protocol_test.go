@@ -19,7 +19,7 @@ import (
 
 // waitFor polls cond for up to 10 s; a failure is a device that never
 // answers, not a slow one.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
@@ -147,7 +147,7 @@ func TestOpenReportsMemoryItCannotReserve(t *testing.T) {
 }
 
 // vmSize reads the process's virtual size from /proc/self/status.
-func vmSize(t *testing.T) uint64 {
+func vmSize(t testing.TB) uint64 {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		t.Skip(err)

@@ -57,6 +57,7 @@ func (ch *Channel) statusOf(i uint64) abi.Status {
 func (ch *Channel) free(i uint64) { ch.freeFor[i&ch.mask].Store(i + ch.size) }
 
 // ANCHOR: reap
+
 // reapPassedLocked reaps command i if it was submitted in a batch, has
 // completed, and nobody has reaped it: it copies the status into the
 // batch's request and frees the slot. A command of a synchronous Submit is
@@ -74,6 +75,7 @@ func (ch *Channel) reapPassedLocked(i uint64) {
 // ANCHOR_END: reap
 
 // ANCHOR: wait
+
 // awaitCompleted spins until the engine has completed command i and
 // returns its status. It takes no lock: one atomic load per poll, of the
 // entry the engine writes.

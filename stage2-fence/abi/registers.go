@@ -7,16 +7,16 @@ import "fmt"
 // page belongs to one class:
 //
 //	PageReadOnly    written by the device only; the driver reads it, and a
-//	                client of the device may one day map it read-only
+//	                client of the device may map it read-only
 //	PageUser        written by the driver's channel half: the doorbell page
-//	                of one channel, which a client may one day map and write
-//	PagePrivileged  written by the driver's device-wide half: stopping the
-//	                device, and later interrupts, DMA and idle control,
-//	                which no client may ever write
+//	                of one channel, which the client that owns the channel
+//	                may map and write
+//	PagePrivileged  written by the driver's device-wide half: control of
+//	                the whole device, which no client may ever write
 //
 // and every 64-byte cache line has exactly one writer, so polling one side
 // never steals the line the other side is writing. Table (below) lists every
-// register with its offset, writer and class; abi_test.go checks those
+// register with its offset, writer and class; registers_test.go checks those
 // rules against it, so a new register that breaks one fails a test.
 //
 // The pages, in order:
@@ -127,6 +127,7 @@ const (
 )
 
 // ANCHOR: enginebank
+
 // Per-engine registers, in engine e's read-only status page at
 // EngineStatusPage(e).
 const (
@@ -144,6 +145,7 @@ const (
 )
 
 // ANCHOR: ringregs
+
 // Per-channel registers. A channel is a ring: command slots and completion
 // entries in host-visible memory (ring.go), and one register that bounds
 // the commands in it. The doorbell carries a free-running 64-bit ring

@@ -62,6 +62,7 @@ func (ch *Channel) statusOf(i uint64) abi.Status {
 func (ch *Channel) free(i uint64) { ch.freeFor[i&ch.mask].Store(i + ch.size) }
 
 // ANCHOR: reap
+
 // reapPassedLocked reaps command i if it was submitted in a batch, has
 // completed, and nobody has reaped it: it copies the status into the
 // batch's request and frees the slot. A command of a synchronous Submit is
@@ -79,6 +80,7 @@ func (ch *Channel) reapPassedLocked(i uint64) {
 // ANCHOR_END: reap
 
 // ANCHOR: wait
+
 // awaitCommand waits, in the channel's wait mode, until the engine has
 // completed command i — which carries fence i+1 — and returns its status.
 // Polling watches the command's completion entry, one line; blocking

@@ -14,6 +14,7 @@ import (
 // single-writer.
 
 // ANCHOR: submitbatch
+
 // SubmitBatch places cmds on the channel's ring, in order, and rings the
 // doorbell once for all of them — or, if the ring is too full for them,
 // once per run of commands written before it had to wait for a slot. A
@@ -61,6 +62,7 @@ func (ch *Channel) SubmitBatch(cmds []abi.Command) (*Pending, error) {
 // ANCHOR_END: submitbatch
 
 // ANCHOR: submit
+
 // Submit runs cmd on the channel and waits for it. It allocates nothing:
 // the command's request is this call's own, and instead of leaving its
 // status for a reaper it reaps it itself — reads its completion entry and

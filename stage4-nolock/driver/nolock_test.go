@@ -78,7 +78,7 @@ func logOf(w int) uint64     { return AllocBase + 8192 + 16384*uint64(w) }
 // submitChains submits perSubmitter commands, about half to each engine,
 // as submitter w, keeping up to three batches in flight per engine, and
 // checks each batch's errors.
-func submitChains(t *testing.T, d *Driver, w, perSubmitter int) {
+func submitChains(t testing.TB, d *Driver, w, perSubmitter int) {
 	rng := rand.New(rand.NewPCG(uint64(w), 4))
 	type inFlight struct {
 		p   *Pending
@@ -141,7 +141,7 @@ func submitChains(t *testing.T, d *Driver, w, perSubmitter int) {
 }
 
 // checkChains checks submitter w's memory after submitChains.
-func checkChains(t *testing.T, d *Driver, w, perSubmitter int) {
+func checkChains(t testing.TB, d *Driver, w, perSubmitter int) {
 	t.Helper()
 	// Replay the submitter's choices to learn how many commands went to
 	// each engine.

@@ -98,6 +98,7 @@ var (
 )
 
 // ANCHOR: hostalloc
+
 // HostAlloc returns size bytes of pinned host memory, registered with the
 // device's DMA window. The memory is zeroed, page-aligned, and outside the
 // Go heap; give it back with HostFree.
@@ -165,7 +166,10 @@ func (d *Driver) register(p *Pinned) error {
 			if slot < 0 {
 				return fmt.Errorf("%w: all %d are mapped", ErrNoWindow, abi.WindowSlots)
 			}
-			return fmt.Errorf("%w: no bus addresses left: %w", ErrNoWindow, err)
+			// Not %w of err: the bus allocator's error is ErrOutOfMemory,
+			// and device memory is not what ran out.
+			return fmt.Errorf("%w: no %d-byte range of bus addresses left (%d of %d in use or retiring)",
+				ErrNoWindow, len(p.bytes), d.busSpace.InUse(), uint64(abi.BusSize))
 		}
 		oldest := d.retiring[0]
 		d.pinMu.Unlock()
@@ -193,6 +197,7 @@ func (d *Driver) enableLocked(p *Pinned, slot int, off uint64) {
 }
 
 // ANCHOR: hostfree
+
 // HostFree unregisters a region and unmaps it. It waits for the commands
 // that are touching the region at that moment; a command that names the
 // region later fails with abi.StatusNoDMA, even one queued before the free,
@@ -268,6 +273,7 @@ func (d *Driver) retired(r retired) bool {
 }
 
 // ANCHOR: waitunheld
+
 // waitUnheld waits until no engine holds any of the window entries in
 // bits. Its loads of RegDMAHeld pair with the engines' stores in busRun
 // and releaseDMA. The wait is one command long at most: an engine holds an

@@ -37,6 +37,7 @@ const (
 )
 
 // ANCHOR: fenceregs
+
 // Per-channel fence registers.
 //
 // In the channel's read-only status page, at ChannelStatusPage(c), on one
@@ -69,6 +70,7 @@ const (
 // ANCHOR_END: fenceregs
 
 // ANCHOR: irqregs
+
 // The interrupt registers, in the privileged control page. Both are set by
 // the device and cleared by the driver, one bit at a time: storing a value
 // clears the bits set in it (write-one-to-clear) and leaves the others, so

@@ -91,6 +91,7 @@ const (
 )
 
 // ANCHOR: idleregs
+
 // Per-engine idle registers.
 //
 // In the engine's read-only status page, at EngineStatusPage(e), on a line

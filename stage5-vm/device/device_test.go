@@ -16,7 +16,7 @@ const testMem = 1 << 20
 
 // openTest opens a device with testMem bytes of memory and closes it when
 // the test ends; leakcheck then proves the engines are gone.
-func openTest(t *testing.T, cfg Config) *Device {
+func openTest(t testing.TB, cfg Config) *Device {
 	t.Helper()
 	leakcheck.Check(t)
 	if cfg.MemorySize == 0 {
@@ -31,7 +31,7 @@ func openTest(t *testing.T, cfg Config) *Device {
 // returns the engine's status. It is the protocol of driver.Submit without
 // the lock (tests call it from one goroutine, and the ring is empty between
 // calls).
-func run(t *testing.T, d *Device, e abi.Engine, cmd abi.Command) abi.Status {
+func run(t testing.TB, d *Device, e abi.Engine, cmd abi.Command) abi.Status {
 	t.Helper()
 	desc := make([]byte, abi.CommandSize)
 	cmd.Encode(desc)
@@ -39,7 +39,7 @@ func run(t *testing.T, d *Device, e abi.Engine, cmd abi.Command) abi.Status {
 }
 
 // runRaw is run for a descriptor given as bytes, reserved bytes and all.
-func runRaw(t *testing.T, d *Device, e abi.Engine, desc []byte) abi.Status {
+func runRaw(t testing.TB, d *Device, e abi.Engine, desc []byte) abi.Status {
 	t.Helper()
 	regs := d.Registers()
 	c := abi.DefaultChannel(e)
@@ -73,7 +73,7 @@ func statusOf(d *Device, c abi.Channel, i uint64) abi.Status {
 
 // waitCompleted spins until channel c's completion entry for index i holds
 // i; a failure is a device that never answers, not a slow one.
-func waitCompleted(t *testing.T, d *Device, c abi.Channel, i uint64) {
+func waitCompleted(t testing.TB, d *Device, c abi.Channel, i uint64) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for polls := 1; entry(d, c, i) != i; polls++ {

@@ -7,7 +7,7 @@ import (
 )
 
 // checkInvariants verifies the allocator's invariants (see Allocator).
-func checkInvariants(t *testing.T, a *Allocator) {
+func checkInvariants(t testing.TB, a *Allocator) {
 	t.Helper()
 	a.mu.Lock()
 	defer a.mu.Unlock()

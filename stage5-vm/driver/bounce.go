@@ -119,6 +119,7 @@ func (r *bounceRing) buffer(i int) ([]byte, uint64) {
 }
 
 // ANCHOR: stagein
+
 // stageToDevice copies src to device memory at dst through the bounce ring.
 func (d *Driver) stageToDevice(dst uint64, src []byte) error {
 	r := &d.bounce
@@ -146,6 +147,7 @@ func (d *Driver) stageToDevice(dst uint64, src []byte) error {
 // ANCHOR_END: stagein
 
 // ANCHOR: stageout
+
 // stageFromDevice copies device memory at src into dst through the bounce
 // ring.
 func (d *Driver) stageFromDevice(dst []byte, src uint64) error {

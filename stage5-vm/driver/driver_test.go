@@ -14,7 +14,7 @@ import (
 )
 
 // openTest opens a 4 MiB device and a driver on it with default settings.
-func openTest(t *testing.T) *Driver {
+func openTest(t testing.TB) *Driver {
 	t.Helper()
 	return openWith(t, device.Config{MemorySize: 4 << 20}, Config{})
 }
@@ -23,7 +23,7 @@ func openTest(t *testing.T) *Driver {
 // otherwise) and a driver on it with cfg. Both are closed when the test
 // ends, and the test fails if it leaves a goroutine behind. Every test
 // helper that opens a driver goes through here.
-func openWith(t *testing.T, dcfg device.Config, cfg Config) *Driver {
+func openWith(t testing.TB, dcfg device.Config, cfg Config) *Driver {
 	t.Helper()
 	leakcheck.Check(t)
 	if dcfg.MemorySize == 0 {
@@ -413,7 +413,7 @@ func TestSubmitOnAFaultedChannel(t *testing.T) {
 
 // waitUntil polls cond for up to 10 s; a failure is a device that never
 // answers, not a slow one.
-func waitUntil(t *testing.T, what string, cond func() bool) {
+func waitUntil(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {

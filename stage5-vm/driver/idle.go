@@ -22,6 +22,7 @@ import (
 // and all but the first cost a non-blocking send that finds a token waiting.
 
 // ANCHOR: wakeifidle
+
 // wakeIfIdle wakes the channel's engine if it is asleep or on its way to
 // sleep, and reports whether it did. publish calls it right after each
 // store to RegDoorbell — it must come after it — and, if it woke the
@@ -51,6 +52,7 @@ func (ch *Channel) wakeIfIdle() bool {
 // ANCHOR_END: wakeifidle
 
 // ANCHOR: handoff
+
 // handoff lets the engine just woken run on this goroutine's thread, now.
 //
 // Waking a parked goroutine does not start it: the runtime puts it in the

@@ -16,7 +16,7 @@ import (
 // The tests of virtual memory: contexts, page tables, the TLB handshake.
 
 // newContext makes a context that is closed when the test ends.
-func newContext(t *testing.T, d *Driver) *Context {
+func newContext(t testing.TB, d *Driver) *Context {
 	t.Helper()
 	c, err := d.NewContext()
 	if err != nil {
@@ -37,7 +37,7 @@ func readPA(d *Driver, pa, n uint64) []byte { return bytes.Clone(d.hw.Memory()[p
 
 // paOf returns the physical address of the device memory a context maps at
 // va, from the driver's own record of the mapping.
-func paOf(t *testing.T, c *Context, va uint64) uint64 {
+func paOf(t testing.TB, c *Context, va uint64) uint64 {
 	t.Helper()
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -14,6 +14,7 @@ import "encoding/binary"
 const CommandSize = 64
 
 // ANCHOR: layout
+
 // Byte offsets of the fields of an encoded command.
 //
 //	 0       1       2               4                               8

@@ -46,6 +46,7 @@ func newEngine(d *Device, id abi.Engine) *Engine {
 }
 
 // ANCHOR: pollloop
+
 // pollLoop is the engine's whole life: take a runlist the driver has
 // submitted, choose the next command (sched.go), execute it, publish its
 // completion — or save it, if it was preempted; when no channel has work,
@@ -106,6 +107,7 @@ func (e *Engine) stop() {
 }
 
 // ANCHOR: pause
+
 // pause is what a spinning engine does between empty polls: it yields the
 // P on every yieldEvery-th one. (Whether an idle engine spins at all is
 // idle's choice, in idle.go.)

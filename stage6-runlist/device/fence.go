@@ -58,6 +58,7 @@ func (d *Device) Interrupts() <-chan struct{} {
 }
 
 // ANCHOR: signal
+
 // signal writes the fence of the command just completed, if it asked for
 // one, and raises the interrupt line if it asks for that too and the
 // driver's arm registers say so.
@@ -110,6 +111,7 @@ func (e *Engine) raiseFence() {
 }
 
 // ANCHOR: raise
+
 // raise sets cause in RegIrqCause and asserts the line. The bits are set
 // before the token is sent: the driver's thread, once it has the token,
 // reads every cause raised before it.

@@ -32,7 +32,7 @@ func asleep(d *Device, e abi.Engine) bool {
 // told to sleep gets there within its budget plus a scheduling delay; 5 s
 // is that many orders of magnitude over, so only an engine that never
 // sleeps (or never wakes) fails it.
-func waitAsleep(t *testing.T, d *Device, want ...abi.Engine) {
+func waitAsleep(t testing.TB, d *Device, want ...abi.Engine) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {

@@ -56,7 +56,8 @@ import (
 // non-temporal stores that bypass the cache. Runs of 256 KiB copy a 1 MiB
 // buffer the host has just written half again as fast as one memmove does,
 // and a 16 MiB one a quarter slower — a difference that has nothing to do
-// with translation, and would make stage 7 → 5 lie about what it costs.
+// with translation, and would make the comparison with untranslated
+// copies lie about what translation costs.
 const maxRun = 1 << 20
 
 // tlbEntries is the size of each engine's TLB: fully associative, replaced
@@ -107,6 +108,7 @@ func (e *Engine) enterContext(c abi.Context) abi.Status {
 }
 
 // ANCHOR: checkinval
+
 // checkInval handles a TLB invalidation request, if the driver has made one
 // since the engine last looked, and acknowledges it.
 func (e *Engine) checkInval() {
@@ -148,6 +150,7 @@ func (e *Engine) flushTLB(drop func(*tlbEntry) bool) {
 }
 
 // ANCHOR: lookup
+
 // lookup returns the translation of the page holding va in the current
 // context, from the TLB or by a walk, and checks that acc is allowed.
 func (e *Engine) lookup(va uint64, acc access) (tlbEntry, abi.Fault) {
@@ -182,6 +185,7 @@ func permit(t tlbEntry, acc access) abi.Fault {
 }
 
 // ANCHOR: walk
+
 // walk reads the current context's tables for va, level by level, and
 // returns the leaf's translation. Every entry is input the engine checks: a
 // table must be 4 KiB-aligned inside device memory, an entry's kind must be
@@ -238,6 +242,7 @@ func (e *Engine) walk(va uint64) (tlbEntry, abi.Fault) {
 // ANCHOR_END: walk
 
 // ANCHOR: translate
+
 // translate maps the run of [va, va+size) that starts at va: the page
 // holding va, extended over every following page of the range that
 // continues it physically (same aperture, next physical byte). It returns

@@ -34,7 +34,7 @@ var idleConfigs = []struct {
 // the next doorbell must wake them. 5 s is orders of magnitude beyond the
 // budget plus a scheduling delay, so only an engine that never sleeps (or
 // never wakes) fails it.
-func asleep(t *testing.T, d *Driver, n int) {
+func asleep(t testing.TB, d *Driver, n int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for sleeping(d) != n {
@@ -167,7 +167,7 @@ func TestCloseWhileEnginesSleep(t *testing.T) {
 
 // closeWhileEnginesSleep runs the scenario once and reports whether the
 // DELAY was running when Close came.
-func closeWhileEnginesSleep(t *testing.T) bool {
+func closeWhileEnginesSleep(t testing.TB) bool {
 	d := openWith(t, device.Config{}, Config{Idle: Idle{Mode: IdleSleep}})
 	asleep(t, d, 2)
 	nop, err := d.SubmitBatch(abi.EngineCompute, []abi.Command{{Op: abi.OpNop}})
@@ -254,7 +254,7 @@ const stressBudget = 5_000
 // stressIdle runs the submitters of TestNoLostEngineWakeups; if meddle is
 // not nil, a goroutine calls it every few tens of microseconds until they
 // are done.
-func stressIdle(t *testing.T, d *Driver, perEngine int, meddle func(*rand.Rand)) {
+func stressIdle(t testing.TB, d *Driver, perEngine int, meddle func(*rand.Rand)) {
 	// Gaps are measured on the device clock from the engine's previous
 	// completion (its fence stamp), which is where its budget starts, not
 	// from when the submitter noticed it. So a gap just past the budget

@@ -56,6 +56,7 @@ var pageKinds = map[abi.PageSize]struct {
 }
 
 // ANCHOR: mappage
+
 // mapPage makes va map the page at pa, of the given size, in the tables
 // under root, making the tables on the way down. It fails if a table would
 // have to go where a page is mapped (the caller never maps over a live

@@ -16,7 +16,7 @@ import (
 
 // openRing is openTest with a device configuration of the test's choosing
 // (1 MiB of memory unless it says otherwise).
-func openRing(t *testing.T, cfg device.Config) *Driver {
+func openRing(t testing.TB, cfg device.Config) *Driver {
 	t.Helper()
 	return openWith(t, cfg, Config{})
 }

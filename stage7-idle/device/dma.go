@@ -152,6 +152,7 @@ func (d *Device) awaitNoHolds() {
 }
 
 // ANCHOR: busrun
+
 // busRun resolves the bus range [addr, addr+size) through the DMA window:
 // the host memory of the enabled entry that holds addr, if the whole range
 // lies inside it and the entry names a registered host region. On success

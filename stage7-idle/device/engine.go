@@ -55,6 +55,7 @@ func newEngine(d *Device, id abi.Engine) *Engine {
 }
 
 // ANCHOR: pollloop
+
 // pollLoop is the engine's whole life: fetch the next command, execute it,
 // publish its completion; when there is nothing to fetch, idle; until the
 // driver (or Close) stops the device. A ring instead of a mailbox, or
@@ -102,6 +103,7 @@ func (e *Engine) stop() {
 }
 
 // ANCHOR: pause
+
 // pause is what a spinning engine does between empty polls: it yields the
 // P on every yieldEvery-th one. (Whether an idle engine spins at all is
 // idle's choice, in idle.go.)

@@ -9,7 +9,7 @@ import (
 
 // waitFence waits until channel c's timeline reads want. run returns when
 // the completion entry is written; the engine writes the fence just after.
-func waitFence(t *testing.T, d *Device, c abi.Channel, want uint64) {
+func waitFence(t testing.TB, d *Device, c abi.Channel, want uint64) {
 	t.Helper()
 	status := abi.ChannelStatusPage(c)
 	waitFor(t, "the fence timeline reached its value", func() bool { return d.Registers().Load(status+abi.RegFence) == want })

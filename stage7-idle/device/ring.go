@@ -64,6 +64,7 @@ func (d *Device) resetRing(c abi.Channel) {
 }
 
 // ANCHOR: ring
+
 // fetch takes the next command of the ring, if the driver has published
 // one: it copies the descriptor out of its slot into the engine's job, so
 // that nothing the driver writes afterwards can change a command half-way

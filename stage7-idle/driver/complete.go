@@ -63,6 +63,7 @@ func (ch *Channel) statusOf(i uint64) abi.Status {
 func (ch *Channel) free(i uint64) { ch.freeFor[i&ch.mask].Store(i + ch.size) }
 
 // ANCHOR: wait
+
 // awaitCommand waits, in the channel's wait mode, until the engine has
 // completed command i — which carries fence i+1 — and returns its status.
 // Polling watches the command's completion entry, one line; blocking

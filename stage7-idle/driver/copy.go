@@ -18,6 +18,7 @@ import (
 // only once its Pending has been waited for.
 
 // ANCHOR: copy
+
 // CopyToDevice copies src into device memory at dst.
 func (d *Driver) CopyToDevice(dst uint64, src []byte) error {
 	if err := d.checkRange(dst, uint64(len(src))); err != nil || len(src) == 0 {

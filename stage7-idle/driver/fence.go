@@ -122,6 +122,7 @@ func (f Fence) SignaledAt() uint64 {
 func (f Fence) Wait() error { return f.WaitContext(context.Background()) }
 
 // ANCHOR: wait
+
 // WaitContext waits until f has signalled, ctx is done, or nothing more
 // of f's channel will run, in the channel's wait mode. It returns nil once
 // f has signalled; ctx.Err() if ctx ended first; ErrClosed if the device
@@ -183,6 +184,7 @@ func (f Fence) poll(ctx context.Context, budget uint64) error {
 }
 
 // ANCHOR: block
+
 // block publishes f as a target and sleeps until the interrupt handler wakes
 // it. A wake-up whose fence has not signalled — possible only in the
 // untargeted mode, where every interrupt wakes every waiter — is futile: it
@@ -247,6 +249,7 @@ type timeline struct {
 }
 
 // ANCHOR: arm
+
 // add puts w among the waiters and arms the interrupt for the least target,
 // then looks at the timeline once more. It reports true — and takes w out
 // again — if w's fence has already signalled: the device may have written it
@@ -306,6 +309,7 @@ func (tl *timeline) remove(w *waiter) {
 }
 
 // ANCHOR: signal
+
 // signal wakes the waiters whose fences have signalled — or, untargeted,
 // every waiter — and re-arms the interrupt for those that remain.
 //

@@ -100,6 +100,7 @@ const (
 )
 
 // ANCHOR: reserve
+
 // reserve hands out n consecutive ring indices, [first, first+n). It is one
 // atomic add: it never fails and never waits — a full ring makes the
 // submitter wait later, for each slot, in awaitSlot.
@@ -115,6 +116,7 @@ func (ch *Channel) reserve(n uint64) (first uint64) {
 func (ch *Channel) slotFree(i uint64) bool { return ch.freeFor[i&ch.mask].Load() == i }
 
 // ANCHOR: awaitslot
+
 // awaitSlot waits until slot i&mask may take command i. If the engine has
 // completed the slot's previous command, i-size, and it belongs to a batch
 // nobody has reaped — its waiter has not come, or never will — it reaps it
@@ -183,6 +185,7 @@ func (ch *Channel) reapPassed(i uint64) {
 }
 
 // ANCHOR: mark
+
 // mark declares commands [from, to) fully written. It marks the last first:
 // a publisher's scan stops at the first unmarked slot, so it finds the run
 // whole, or not at all, and a batch that fits goes out under one doorbell.
@@ -198,6 +201,7 @@ func (ch *Channel) markWritten(from, to uint64) {
 // ANCHOR_END: mark
 
 // ANCHOR: publish
+
 // publish moves the doorbell over every written slot after it, unless
 // another goroutine is doing so already — in which case that one publishes
 // the caller's slots too. It never waits. (It may yield once: a doorbell
@@ -249,6 +253,7 @@ func (ch *Channel) publish() {
 // ANCHOR_END: publish
 
 // ANCHOR: reap
+
 // reap copies a batch command's status into its request and frees its
 // slot, unless another goroutine has claimed the request first. The engine
 // must have completed req.index.
@@ -274,6 +279,7 @@ func (ch *Channel) reap(req *request) {
 // a snapshot of the live regions' spans, not under pinMu.
 
 // ANCHOR: spans
+
 // pinnedSpan is where a live pinned region lies, host and bus side.
 type pinnedSpan struct{ host, size, bus uint64 }
 

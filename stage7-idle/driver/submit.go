@@ -14,6 +14,7 @@ import (
 // (nolock.go has the protocol and its invariants).
 
 // ANCHOR: submitbatch
+
 // SubmitBatch places cmds on the channel's ring, in order and in
 // consecutive slots, and rings the doorbell once for all of them — or, if
 // the ring is too full for them, once per run of commands written before it
@@ -89,6 +90,7 @@ func (ch *Channel) SubmitBatch(cmds []abi.Command) (*Pending, error) {
 // ANCHOR_END: submitbatch
 
 // ANCHOR: submit
+
 // Submit runs cmd on the channel and waits for it. It allocates nothing:
 // the command has no request for a reaper to fill — instead of leaving its
 // status for one, the caller reaps it itself, reading its completion entry

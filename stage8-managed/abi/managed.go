@@ -40,10 +40,10 @@ import "encoding/binary"
 //	store gen+1 → RegFaultReplay              load RegFaultReplay: moved?
 //	load RegNeedWakeup: 1? → Wake               serve every stalled channel
 //
-// The replay is the doorbell of stage 7's handshake for a stalled channel:
-// an engine about to sleep stores RegNeedWakeup = 1 and then loads
-// RegFaultReplay among its checks for work, so either it sees the new
-// generation or the driver sees the flag and wakes it. A spinning engine
+// The replay is the doorbell of the need-wakeup handshake (idle.go) for a
+// stalled channel: an engine about to sleep stores RegNeedWakeup = 1 and
+// then loads RegFaultReplay among its checks for work, so either it sees
+// the new generation or the driver sees the flag and wakes it. A spinning engine
 // sees it at its next poll and pays no wake-up.
 
 // PTEManaged marks an entry that is not valid (PTEValid clear) as a managed
@@ -70,7 +70,7 @@ const (
 	RegFaultReplay  = ControlPage + 0x1c0 // the replay generation; its own line, which engines poll
 	// RegFaultNeedIrq is 1 while the driver's handler is not polling the
 	// buffer: a device that writes a record raises IrqCauseFault only
-	// then. It is stage 7's need-wakeup flag turned round (NAPI does the
+	// then. It is the engines' need-wakeup flag turned round (NAPI does the
 	// same for network interrupts): the device stores RegFaultPut and then
 	// loads this; the driver stores 1 here and then loads RegFaultPut once
 	// more before it blocks, so one of them sees the other's store.

@@ -114,6 +114,7 @@ func DecodeRunlistEntry(b []byte) (e RunlistEntry, ok bool) {
 }
 
 // ANCHOR: runlistregs
+
 // The runlist registers. In each engine's privileged control page:
 const (
 	RegRunlistBase = 0x040 // device PA of the table, RunlistEntrySize-aligned
@@ -173,6 +174,7 @@ func (r RunlistError) String() string {
 func (r RunlistError) Error() string { return "softgpu: runlist refused: " + r.String() }
 
 // ANCHOR: state
+
 // A channel's state block, in device memory at its runlist entry's State,
 // written by the engine when it preempts a command of the channel and read
 // back when it resumes it. The driver zeroes it before the channel's first

@@ -54,6 +54,9 @@ import "fmt"
 // aligned to the page size, a table outside device memory, or a reserved bit
 // set, has found a malformed entry: FaultMalformed.
 // ANCHOR_END: pte
+
+// The bits and kinds of a page-table entry, and the shape of the tables:
+// four levels under a 1024-entry root, covering 2^49 bytes of VA.
 const (
 	PTEValid    = 1 << 0
 	PTEWritable = 1 << 1
@@ -171,6 +174,7 @@ const (
 )
 
 // ANCHOR: ctxregs
+
 // The context registers: in the privileged contexts page, at
 // ContextRegs(c), written by the driver; and in the read-only context status
 // page, at ContextStatusRegs(c), written by the device. A line each.
@@ -227,6 +231,7 @@ func (f Fault) String() string {
 }
 
 // ANCHOR: invalregs
+
 // TLB invalidation. The driver asks every engine to drop what its TLB holds
 // of a range of one context's address space: it writes the request into
 // three privileged registers, then increments RegInvalGen. Each engine,

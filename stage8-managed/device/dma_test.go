@@ -21,7 +21,7 @@ import (
 // driver's are, and returns them with their host address; they are unmapped
 // when the test ends (after the device closes: cleanups run last-registered
 // first, so call it before openTest).
-func mapHost(t *testing.T, n int) ([]byte, uint64) {
+func mapHost(t testing.TB, n int) ([]byte, uint64) {
 	t.Helper()
 	mem, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
@@ -32,7 +32,7 @@ func mapHost(t *testing.T, n int) ([]byte, uint64) {
 }
 
 // give hands host memory to the device, as the driver's HostAlloc does.
-func give(t *testing.T, d *Device, mem ...[]byte) {
+func give(t testing.TB, d *Device, mem ...[]byte) {
 	t.Helper()
 	for _, m := range mem {
 		if err := d.RegisterHost(m); err != nil {

@@ -32,7 +32,7 @@ func setFaultBuffer(d *Device, records uint64) {
 }
 
 // leafPA returns the PA of the 4 KiB leaf entry of context 0 for va.
-func leafPA(t *testing.T, d *Device, va uint64) uint64 {
+func leafPA(t testing.TB, d *Device, va uint64) uint64 {
 	t.Helper()
 	tb := &tables{d: d}
 	table := d.regs.Load(abi.ContextRegs(0) + abi.RegCtxRoot)
@@ -48,11 +48,11 @@ func leafPA(t *testing.T, d *Device, va uint64) uint64 {
 
 // setManaged makes the page at va (identity-mapped) a managed page not on
 // the device; mapBack makes it resident again, at its own address.
-func setManaged(t *testing.T, d *Device, va uint64) {
+func setManaged(t testing.TB, d *Device, va uint64) {
 	(&tables{d: d}).write(leafPA(t, d, va), abi.ManagedPTE)
 }
 
-func mapBack(t *testing.T, d *Device, va uint64) {
+func mapBack(t testing.TB, d *Device, va uint64) {
 	(&tables{d: d}).write(leafPA(t, d, va), abi.MakePage(va, abi.PTEPage4K, true, false))
 }
 
@@ -66,7 +66,7 @@ func replay(d *Device) {
 }
 
 // record reads fault record n (a free-running count) of a ring of size.
-func record(t *testing.T, d *Device, n, size uint64) abi.FaultRecord {
+func record(t testing.TB, d *Device, n, size uint64) abi.FaultRecord {
 	t.Helper()
 	r, ok := abi.DecodeFaultRecord(d.mem[faultBuf+n%size*abi.FaultRecordSize:])
 	if !ok {

@@ -16,7 +16,7 @@ const testCtx abi.Context = 1
 // userTables enables testCtx with an empty root table in the upper half of
 // the table area (identityMap's tables for context 0 fill far less than the
 // lower half), and returns the allocator and the root.
-func userTables(t *testing.T, d *Device) (*tables, uint64) {
+func userTables(t testing.TB, d *Device) (*tables, uint64) {
 	t.Helper()
 	tb := &tables{d: d, next: uint64(len(d.mem)) - tableArea/2}
 	root := tb.alloc(t, abi.RootBytes)
@@ -76,7 +76,7 @@ func TestWalkEveryPageSize(t *testing.T) {
 // tlbCounters waits until engine e has published at least reads walk reads
 // (it publishes its counters when it goes idle), then returns its TLB
 // counters. RegTLBWalkReads is the last of the three the engine stores.
-func tlbCounters(t *testing.T, d *Device, e abi.Engine, reads uint64) (hits, misses, walkReads uint64) {
+func tlbCounters(t testing.TB, d *Device, e abi.Engine, reads uint64) (hits, misses, walkReads uint64) {
 	t.Helper()
 	page := abi.EngineStatusPage(e)
 	deadline := time.Now().Add(10 * time.Second)

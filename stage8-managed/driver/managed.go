@@ -212,6 +212,7 @@ func (d *Driver) ManagedStats() ManagedStats {
 }
 
 // ANCHOR: allocmanaged
+
 // AllocManaged allocates size bytes of managed memory in context c. Every
 // page starts on the host, zeroed; the device's first access to each
 // faults it over.
@@ -302,6 +303,7 @@ func (d *Driver) lookupManaged(ctx abi.Context, va uint64) *Managed {
 }
 
 // ANCHOR: migrate
+
 // toDevice moves the pages [first, first+n) of m that are on the host to
 // the device (or maps them remotely, if they thrash or no frame can be
 // found), and returns how many it moved. The caller holds um.mu.
@@ -373,7 +375,8 @@ func (d *Driver) toHost(m *Managed, first, n int, all bool) int {
 	// Highest page first: the frames go back on the pool's stack in
 	// descending order, so the next window pops them in ascending order,
 	// consecutive as they were — and the engine moves the window as one
-	// run again (stage 5's contiguous4K), not as a walk per page.
+	// run again (the MMU's contiguous4K, device/mmu.go), not as a walk per
+	// page.
 	for k := len(back) - 1; k >= 0; k-- {
 		i := back[k]
 		p := &m.pages[i]
@@ -394,6 +397,7 @@ func (d *Driver) toHost(m *Managed, first, n int, all bool) int {
 // ANCHOR_END: migrate
 
 // ANCHOR: frame
+
 // frame returns a free device frame: from the pool, from the allocator in
 // chunks of 16, or by evicting the least recently moved pages — never
 // pages [lo, hi) of keep, the window being moved, so a window cannot evict
@@ -479,6 +483,7 @@ func pagesOf(off, size uint64) (int, int) {
 }
 
 // ANCHOR: sync
+
 // Sync brings every page of m that is on the device back to the host, so
 // that the host may read what the device wrote, or write a page the device
 // had. It is the host's side of coherence here, because the host's
@@ -536,6 +541,7 @@ func (mg *Migration) Pages() int { return mg.pages }
 const prefetchBatch = 64
 
 // ANCHOR: prefetch
+
 // Prefetch moves the pages of [off, off+size) of m to the device or to the
 // host, ahead of use, as cudaMemPrefetchAsync does: it returns at once,
 // and the Migration's Wait returns when every page is there. It moves

@@ -16,7 +16,7 @@ import (
 // closing channels while others stream, the watchdog, bad options.
 
 // newChannel opens a channel that is closed when the test ends.
-func newChannel(t *testing.T, d *Driver, e abi.Engine, c *Context, opts ChannelOptions) *Channel {
+func newChannel(t testing.TB, d *Driver, e abi.Engine, c *Context, opts ChannelOptions) *Channel {
 	t.Helper()
 	ch, err := d.NewChannel(e, c, opts)
 	if err != nil {

@@ -1,6 +1,7 @@
 package abi
 
 // ANCHOR: addresses
+
 // DMA: how a command names host memory.
 //
 // Every address in a command lies in one 64-bit space, split by value:

@@ -110,6 +110,7 @@ func (h *hardware) load(off uint64) uint64 {
 func (h *hardware) now() uint64 { return h.at + uint64(time.Since(h.base)) }
 
 // ANCHOR: mapchannel
+
 // mapChannel maps channel c's pages into the register space and its
 // rings beside it.
 func (h *hardware) mapChannel(c abi.Channel, user, status *os.File, ringSize uint64) error {

@@ -8,9 +8,9 @@ import (
 	"softgpu/stage9-chardev/uapi"
 )
 
-// Managed is managed memory (stage 8) served across the boundary: one
-// allocation the program and the device address by the same pointer,
-// whose pages move to whichever side uses them. Its host side is a memfd
+// Managed is managed memory (driver/managed.go) served across the
+// boundary: one allocation the program and the device address by the same
+// pointer, whose pages move to whichever side uses them. Its host side is a memfd
 // the client made and the daemon adopted (MANAGED_ALLOC): Bytes is the
 // client's mapping of it, the very pages the daemon's fault handler moves
 // to and from device memory. As in-process, the host must Sync before it

@@ -38,6 +38,7 @@ func (j *job) load(desc []byte, seq uint64) {
 }
 
 // ANCHOR: execute
+
 // execute runs j and returns its status. The checks come in a fixed order,
 // so a command with several faults always reports the first: opcode,
 // engine, flags, reserved bytes, context, then alignment and range per
@@ -117,6 +118,7 @@ func operand(addr, size, align uint64) abi.Status {
 }
 
 // ANCHOR: walk
+
 // fillRuns fills the destination run by run, from the cursor on.
 func (e *Engine) fillRuns(j *job) abi.Status {
 	c := &j.cmd

@@ -17,14 +17,15 @@ import (
 // byte it had not handled, and no byte is moved twice (ADD32 adds once).
 //
 // A channel without a state block has nowhere to wait: its command fails
-// with the fault, as in stage 5. So does a fault when the driver has not
-// set up a fault buffer.
+// with the fault, as any translation fault does. So does a fault when the
+// driver has not set up a fault buffer.
 
 // stalled is execute's result for a command stopped by a replayable fault;
 // like preempted, it is never a command's status.
 const stalled abi.Status = 1<<31 + 1
 
 // ANCHOR: record
+
 // recordFault writes a fault record for an access of engine e's command at
 // va, raises the interrupt, and reports whether the channel should stall:
 // false if there is no usable fault buffer, and the fault must take the
@@ -71,6 +72,7 @@ func (d *Device) recordFault(e *Engine, va uint64, acc access) bool {
 // ANCHOR_END: record
 
 // ANCHOR: stall
+
 // stall saves the command a replayable fault stopped, marked StateFaulted,
 // and takes its channel out of scheduling until the next replay.
 func (e *Engine) stall() {

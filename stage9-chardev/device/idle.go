@@ -51,6 +51,7 @@ import (
 const budgetCheckEvery = 64
 
 // ANCHOR: idle
+
 // idle is what the engine does after an empty poll; polls counts the empty
 // polls since the engine last ran a command (1 for the first). It reads the
 // driver's choice each time, so a change takes effect at the next poll.
@@ -98,6 +99,7 @@ func (e *Engine) idle(polls int) {
 // ANCHOR_END: idle
 
 // ANCHOR: sleep
+
 // sleep parks the engine until the driver rings its doorbell, the device
 // stops, or a stale token wakes it for nothing (then pollLoop finds no
 // command and idles again; a budgeted engine whose budget is spent goes
@@ -161,6 +163,7 @@ func (e *Engine) sleep() {
 // ANCHOR_END: sleep
 
 // ANCHOR: wake
+
 // Wake wakes the engine that serves channel c if it is asleep or on its
 // way there; otherwise its only effect is a stale token (a spurious trip
 // round the engine's loop). It never blocks, and does nothing for a

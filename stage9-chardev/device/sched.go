@@ -114,6 +114,7 @@ func (e *Engine) resetRunlist() {
 }
 
 // ANCHOR: runlist
+
 // checkRunlist handles a runlist submit, if the driver has made one since
 // the engine last looked: it reads and checks the table, installs it or
 // refuses it, and acknowledges. pollLoop calls it between commands.
@@ -287,6 +288,7 @@ func (e *Engine) reset(c *chanState) {
 }
 
 // ANCHOR: next
+
 // next chooses the command to run: it makes e.cur the channel to serve and
 // e.job its next command, and reports whether there is one.
 func (e *Engine) next() bool {
@@ -327,6 +329,7 @@ func effective(c *chanState, now uint64) int {
 }
 
 // ANCHOR: switchdue
+
 // switchDue reports whether the channel being served should give the
 // engine up: another channel with work has a higher (effective) priority,
 // or one of the same priority waits and the current one's slice is spent.
@@ -417,6 +420,7 @@ func (e *Engine) runCap() uint64 {
 }
 
 // ANCHOR: boundary
+
 // boundary is called at each chunk boundary of a command (after each run
 // that did not finish it, and every so often in a DELAY). It returns
 // StatusTimeout if the watchdog's limit has passed, preempted if another
@@ -450,6 +454,7 @@ func (e *Engine) runlistPending() bool {
 // ANCHOR_END: boundary
 
 // ANCHOR: preempt
+
 // preempt saves the command execute stopped at a boundary in its channel's
 // state block — descriptor, cursor, running total, cycles run — and marks
 // the block saved, last. The channel keeps the engine's attention (it has

@@ -25,7 +25,7 @@ func stateFor(d *Device, c abi.Channel) uint64 {
 
 // submitRunlist hands engine e a runlist of entries and waits for its
 // acknowledgement; it returns the engine's verdict.
-func submitRunlist(t *testing.T, d *Device, e abi.Engine, entries []abi.RunlistEntry) abi.RunlistError {
+func submitRunlist(t testing.TB, d *Device, e abi.Engine, entries []abi.RunlistEntry) abi.RunlistError {
 	t.Helper()
 	table := schedBase(d) + uint64(e)*2048
 	for i, ent := range entries {
@@ -35,7 +35,7 @@ func submitRunlist(t *testing.T, d *Device, e abi.Engine, entries []abi.RunlistE
 }
 
 // submitTable submits the table at base, n entries long, as it is.
-func submitTable(t *testing.T, d *Device, e abi.Engine, base, n uint64) abi.RunlistError {
+func submitTable(t testing.TB, d *Device, e abi.Engine, base, n uint64) abi.RunlistError {
 	t.Helper()
 	control, status := abi.EngineControlPage(e), abi.EngineStatusPage(e)
 	d.regs.Store(control+abi.RegRunlistBase, base)
@@ -82,7 +82,7 @@ func place(d *Device, c abi.Channel, cmds ...abi.Command) uint64 {
 
 // await waits for the completion of index i on channel c and returns its
 // status.
-func await(t *testing.T, d *Device, c abi.Channel, i uint64) abi.Status {
+func await(t testing.TB, d *Device, c abi.Channel, i uint64) abi.Status {
 	t.Helper()
 	waitCompleted(t, d, c, i)
 	return statusOf(d, c, i)

@@ -152,6 +152,7 @@ func (d *Device) Public() (*os.File, error) {
 var errNotShared = fmt.Errorf("%w: the device was opened without Config.Shared", ErrShared)
 
 // ANCHOR: share
+
 // Share moves channel c's doorbell page, status page and rings into two new
 // memfds and returns them, for the daemon to pass to the client that opens
 // c. The channel must be on no runlist: the driver calls Share between
@@ -248,6 +249,7 @@ func (d *Device) Unshare(c abi.Channel) error {
 }
 
 // ANCHOR: privatise
+
 // privatise maps fresh private pages over channel c's four ranges,
 // keeping what the device wrote. The owner load in the callers orders the
 // last engine's writes to d.chans[c] before the read of head here.

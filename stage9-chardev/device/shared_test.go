@@ -15,7 +15,7 @@ import (
 
 // clientView maps a shared channel's two memfds as a client in another
 // process would, and returns the user and status mappings.
-func clientView(t *testing.T, f ChannelFiles) (user, status []byte) {
+func clientView(t testing.TB, f ChannelFiles) (user, status []byte) {
 	t.Helper()
 	us, _ := f.User.Stat()
 	ss, _ := f.Status.Stat()

@@ -9,7 +9,7 @@ import (
 )
 
 // A Client is the driver's channel half, running in a process that does
-// not own the device (stage 9: an application of the daemon's). The
+// not own the device (an application of the daemon's, softgpud). The
 // daemon's Driver keeps everything device-wide — memory, page tables,
 // runlists, the DMA window, the interrupt line — and opens channels for
 // the client (ChannelOptions.Share and Notify); the client maps each
@@ -141,6 +141,7 @@ func (cl *Client) Stats() Stats {
 func (cl *Client) Doorbells() uint64 { return cl.doorbells.Load() }
 
 // ANCHOR: clientirq
+
 // interruptLoop is the client's interrupt handler: a token is a
 // notification from the daemon that some channel of this client has
 // something for its waiters. A signal that finds nothing reached costs a

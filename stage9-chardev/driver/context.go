@@ -108,6 +108,7 @@ func pageFor(size uint64, page abi.PageSize) (abi.PageSize, error) {
 }
 
 // ANCHOR: alloc
+
 // Alloc reserves size bytes of device memory and maps them at a new VA of
 // the context, with pages of the given size (0: the largest that fits) —
 // the memory aligned for them — and returns the VA. In context 0 it is the
@@ -183,6 +184,7 @@ func (c *Context) mapAt(pa, size uint64, page abi.PageSize, pinned *Pinned) (uin
 }
 
 // ANCHOR: unmap
+
 // Unmap takes the mapping at va out of the context, and, for memory the
 // context allocated, gives it back. It clears the entries, invalidates
 // every engine's TLB for the range and waits for them (vm.go), and only

@@ -22,9 +22,10 @@ import (
 // and then polls the buffer for faultPollBudget before it blocks: a
 // sequential access faults again as soon as the engine reaches the end of
 // the window just moved, a few microseconds later, and a handler that is
-// still looking pays no interrupt and no wake-up for it. This is stage 7's
-// trade made on the driver's side, with stage 7's handshake: before it
-// blocks, it stores RegFaultNeedIrq = 1 and looks once more.
+// still looking pays no interrupt and no wake-up for it. This is idle
+// gating's trade made on the driver's side, with its need-wakeup
+// handshake: before it blocks, it stores RegFaultNeedIrq = 1 and looks
+// once more.
 //
 // A record names a page that was not resident when the engine looked; by
 // the time the handler reads it, another record (or a prefetch) may have
@@ -114,6 +115,7 @@ func (d *Driver) faultLoop() {
 }
 
 // ANCHOR: serve
+
 // serveFaults serves batches while they come, and returns once the buffer
 // has been empty for faultPollBudget, with RegFaultNeedIrq set again.
 func (d *Driver) serveFaults() {
@@ -152,6 +154,7 @@ func (d *Driver) serveFaults() {
 // ANCHOR_END: serve
 
 // ANCHOR: batch
+
 // serveBatch reads one batch of records and serves it, and reports whether
 // there was anything to serve.
 func (d *Driver) serveBatch(polled bool) bool {
@@ -230,6 +233,7 @@ func (d *Driver) serveBatch(polled bool) bool {
 // ANCHOR_END: batch
 
 // ANCHOR: window
+
 // window returns the pages to move for a fault on page idx of m: the first
 // and how many, by the prefetch policy. The fixed window is aligned to its
 // size, so a sequential access fills whole windows and each lands in one
@@ -256,13 +260,14 @@ func (d *Driver) window(m *Managed, idx int) (int, int) {
 // ANCHOR_END: window
 
 // ANCHOR: replay
+
 // replay asks every engine to serve its stalled channels again. The
 // caller holds um.mu. The store of RegFaultReplay is the doorbell of a
-// stalled channel, and the wake-up follows stage 7's handshake: the engine
-// stores RegNeedWakeup = 1 and then loads RegFaultReplay before it sleeps
-// (device/idle.go, anyWork); this stores the generation and then loads the
-// flag. A spinning engine sees the generation at its next poll and is not
-// woken.
+// stalled channel, and the wake-up follows idle gating's need-wakeup
+// handshake: the engine stores RegNeedWakeup = 1 and then loads
+// RegFaultReplay before it sleeps (device/idle.go, anyWork); this stores
+// the generation and then loads the flag. A spinning engine sees the
+// generation at its next poll and is not woken.
 func (d *Driver) replay() {
 	f := &d.um.faults
 	f.replayGen++

@@ -144,7 +144,7 @@ func TestFencesAcrossTheWrap(t *testing.T) {
 // queued behind them and overwrites the doorbell with a tail past the
 // ring, as a stray store could. When the DELAY ends, the engine faults the
 // channel on that doorbell, and never runs queued.
-func faultBehindADelay(t *testing.T, d *Driver, e abi.Engine, queued []abi.Command) *Pending {
+func faultBehindADelay(t testing.TB, d *Driver, e abi.Engine, queued []abi.Command) *Pending {
 	t.Helper()
 	delay, err := d.SubmitBatch(e, []abi.Command{{Op: abi.OpNop}, {Op: abi.OpDelay, Value: 50_000_000}})
 	if err != nil {
@@ -312,7 +312,7 @@ func TestNoLostWakeups(t *testing.T) {
 	}
 }
 
-func stress(t *testing.T, d *Driver, total int) {
+func stress(t testing.TB, d *Driver, total int) {
 	pendings := make(chan *Pending, total)
 	var submitters, waiters sync.WaitGroup
 	for s := range 2 {

@@ -9,6 +9,7 @@ import (
 )
 
 // ANCHOR: hardware
+
 // Hardware is everything the driver may use of a device — what a real
 // driver reaches through the device's BARs — and nothing else:
 //
@@ -30,8 +31,9 @@ import (
 //
 // The driver never calls into an engine, never reads the device's clock
 // except through abi.RegTimestamp, and learns that the device has stopped
-// from abi.RegDeviceState. *device.Device implements Hardware; a later
-// stage serves the same surface from memory shared with another process.
+// from abi.RegDeviceState. *device.Device implements Hardware, and so does
+// a client process, from the pages the daemon shares with it
+// (client/hardware.go).
 type Hardware interface {
 	Registers() *mmio.Registers
 	Memory() []byte

@@ -146,6 +146,7 @@ func (d *Driver) interruptLoop() {
 }
 
 // ANCHOR: handle
+
 // handleInterrupt reads what the device raised, acknowledges it, and
 // delivers it. The acknowledgement comes before the work, as in any
 // interrupt handler: a cause raised after the read stays set (the

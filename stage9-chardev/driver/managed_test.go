@@ -55,7 +55,7 @@ func mustDo(t testing.TB, ch *Channel, c *Context, cmd abi.Command) {
 }
 
 // managedSetup opens a driver, a context and a channel on each engine.
-func managedSetup(t *testing.T, dcfg device.Config, cfg Config) (d *Driver, c *Context, cp, cm *Channel) {
+func managedSetup(t testing.TB, dcfg device.Config, cfg Config) (d *Driver, c *Context, cp, cm *Channel) {
 	t.Helper()
 	d = openWith(t, dcfg, cfg)
 	c = newContext(t, d)
@@ -204,7 +204,7 @@ func holdHandler(d *Driver) (put0 uint64, release func()) {
 
 // awaitRecords waits until the device has written n fault records since
 // put0, at most managedWait.
-func awaitRecords(t *testing.T, d *Driver, put0, n uint64) {
+func awaitRecords(t testing.TB, d *Driver, put0, n uint64) {
 	t.Helper()
 	deadline := time.Now().Add(managedWait)
 	for d.regs.Load(abi.RegFaultPut)-put0 < n {

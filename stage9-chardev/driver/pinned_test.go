@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,7 +16,7 @@ import (
 
 // openPinned opens a device (4 MiB unless devCfg says) and a driver with
 // cfg, through fence_test.go's openWith.
-func openPinned(t *testing.T, devCfg device.Config, cfg Config) *Driver {
+func openPinned(t testing.TB, devCfg device.Config, cfg Config) *Driver {
 	t.Helper()
 	if devCfg.MemorySize == 0 {
 		devCfg.MemorySize = 4 << 20
@@ -25,7 +26,7 @@ func openPinned(t *testing.T, devCfg device.Config, cfg Config) *Driver {
 
 // hostAlloc is HostAlloc that fails the test on an error, and frees the
 // region when the test ends unless the test freed it.
-func hostAlloc(t *testing.T, d *Driver, size uint64) *Pinned {
+func hostAlloc(t testing.TB, d *Driver, size uint64) *Pinned {
 	t.Helper()
 	p, err := d.HostAlloc(size)
 	if err != nil {
@@ -112,6 +113,39 @@ func TestHostAllocAfterClose(t *testing.T) {
 	if err := d.HostFree(p); err != nil {
 		t.Errorf("HostFree after Close = %v; want nil", err)
 	}
+}
+
+// TestBusAddressesRunOut takes every bus address but leaves window entries
+// free, and checks that HostAlloc says what ran out: ErrNoWindow, with the
+// bus addresses in its message, and not ErrOutOfMemory — device memory is
+// not what is short.
+func TestBusAddressesRunOut(t *testing.T) {
+	d := openPinned(t, device.Config{}, Config{})
+	// Take what is free, largest pieces first, down to the allocator's
+	// granule: about 32 sizes, a few allocations each.
+	var taken []uint64
+	d.pinMu.Lock()
+	for size := uint64(abi.BusSize); size >= AllocAlign; {
+		addr, err := d.busSpace.Alloc(size)
+		if err != nil {
+			size /= 2
+			continue
+		}
+		taken = append(taken, addr)
+	}
+	d.pinMu.Unlock()
+	_, err := d.HostAlloc(4096)
+	if !errors.Is(err, ErrNoWindow) || errors.Is(err, ErrOutOfMemory) || !strings.Contains(err.Error(), "bus addresses") {
+		t.Errorf("HostAlloc with no bus addresses left = %v; want ErrNoWindow naming the bus addresses, not ErrOutOfMemory", err)
+	}
+	d.pinMu.Lock()
+	for _, addr := range taken {
+		if err := d.busSpace.Free(addr); err != nil {
+			t.Error(err)
+		}
+	}
+	d.pinMu.Unlock()
+	hostAlloc(t, d, 4096) // and the space is usable again
 }
 
 // TestWindowFills takes every window entry (the bounce ring has one), and

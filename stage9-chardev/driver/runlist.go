@@ -106,6 +106,7 @@ func entryFor(ch *Channel) abi.RunlistEntry {
 }
 
 // ANCHOR: submit
+
 // submitRunlist hands engine e the runlist in d.runlists.entries[e] — for
 // an engine that has none yet, its default channel alone — and waits until
 // the engine has taken it or refused it. The caller holds d.runlists.mu.
@@ -147,6 +148,7 @@ func (d *Driver) submitRunlist(e abi.Engine) error {
 // ANCHOR_END: submit
 
 // ANCHOR: newchannel
+
 // NewChannel opens a channel on engine e for context c, served as opts
 // says: a channel id of its own, a state block in device memory for the
 // commands the engine preempts, and an entry on the engine's runlist. It
@@ -216,6 +218,7 @@ func (d *Driver) NewChannel(e abi.Engine, c *Context, opts ChannelOptions) (*Cha
 // ANCHOR_END: newchannel
 
 // ANCHOR: closechannel
+
 // Close takes the channel off its engine's runlist. A command submitted
 // before Close and not yet run completes with abi.StatusRemoved (its
 // waiter gets that error); a submission after it fails with ErrClosed. It

@@ -107,6 +107,7 @@ func (d *Driver) enableContext(c *Context, sticky bool) {
 }
 
 // ANCHOR: invalidate
+
 // invalidate asks every engine to drop its TLB entries for [va, va+size) of
 // context ctx (size 0: the whole address space) and returns once none can
 // use them any more: each has acknowledged — at its next translation, idle

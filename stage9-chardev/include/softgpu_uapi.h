@@ -198,7 +198,7 @@ _Static_assert(sizeof(struct softgpu_host_unregister) == 8, "struct softgpu_host
 struct softgpu_engine_info {
 	/* out: commands the engine has completed since the device opened */
 	uint64_t commands;
-	/* out: ns it has spent asleep since then (idle gating, stage 7) */
+	/* out: ns it has spent asleep since then (idle gating) */
 	uint64_t asleep;
 	/* out: an abi.IdleMode */
 	uint32_t idle_mode;
@@ -267,12 +267,12 @@ struct softgpu_client_info {
 _Static_assert(sizeof(struct softgpu_client_info) == 48, "struct softgpu_client_info is 48 bytes");
 
 /*
- * ManagedAlloc is the argument of MANAGED_ALLOC: managed memory (stage 8)
- * across the boundary. The client creates a memfd of Length bytes — Size
- * rounded up to 4 KiB — sealed against shrinking, and sends it; the daemon
- * makes it the allocation's host side, so the client's own mapping of it
- * is what Bytes is in-process: the pages as they are on the host, to be
- * read after MANAGED_SYNC.
+ * ManagedAlloc is the argument of MANAGED_ALLOC: managed memory
+ * (driver/managed.go) across the boundary. The client creates a memfd of
+ * Length bytes — Size rounded up to 4 KiB — sealed against shrinking, and
+ * sends it; the daemon makes it the allocation's host side, so the
+ * client's own mapping of it is what Bytes is in-process: the pages as
+ * they are on the host, to be read after MANAGED_SYNC.
  */
 struct softgpu_managed_alloc {
 	/* in: bytes of managed memory */

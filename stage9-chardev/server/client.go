@@ -248,6 +248,7 @@ func (c *client) attach(a *uapi.Attach) (send []int, closeAfter []*os.File, err 
 }
 
 // ANCHOR: openchannel
+
 // openChannel opens a channel in the client's context, its pages moved
 // into memfds before it is listed.
 func (c *client) openChannel(a *uapi.ChannelOpen) (send []int, closeAfter []*os.File, err error) {
@@ -382,6 +383,7 @@ func (c *client) hostRegister(a *uapi.HostRegister, fd int) error {
 }
 
 // ANCHOR: sealed
+
 // mapSealed maps the first size bytes of a client's memfd into the
 // daemon, shared. The memfd must be sealed against shrinking: the engines
 // copy from it, and a client that truncated it under them would turn the
@@ -495,8 +497,8 @@ func (c *client) notify() {
 
 // kickLoop wakes the engines of the client's channels each time the
 // client writes its kick eventfd: after a doorbell store that found
-// RegNeedWakeup set, the client's half of stage 7's handshake. It ends
-// when the descriptor is closed.
+// RegNeedWakeup set, the client's half of the need-wakeup handshake. It
+// ends when the descriptor is closed.
 func (c *client) kickLoop(kick *os.File) {
 	var b [8]byte
 	for {
@@ -512,6 +514,7 @@ func (c *client) kickLoop(kick *os.File) {
 }
 
 // ANCHOR: teardown
+
 // teardown ends a client, however it went: its channels off their
 // engines first — after which no command of its runs, and none holds its
 // memory — then its registered host memory (HostFree also waits out any

@@ -23,10 +23,11 @@
 // loads of memory the engines write, with the daemon's driver on neither
 // path. The daemon hears from a client on the data path only through two
 // eventfds, each written only when the other side said it needs it: the
-// client kicks when an engine it rang was asleep (RegNeedWakeup, stage 7),
-// and the daemon writes the irq eventfd when the device interrupted for
-// one of the client's channels — which it does only when a waiter of the
-// client's armed the channel's interrupt before blocking (stage 2).
+// client kicks when an engine it rang was asleep (RegNeedWakeup, idle
+// gating), and the daemon writes the irq eventfd when the device
+// interrupted for one of the client's channels — which it does only when a
+// waiter of the client's armed the channel's interrupt before blocking
+// (RegIrqArm).
 //
 // Nothing a client sends or stores is trusted. A call is decoded by
 // uapi.DecodeCall, which rejects every malformed message with an errno; a

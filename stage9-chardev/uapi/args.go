@@ -170,7 +170,7 @@ type Info struct {
 // EngineInfo is one engine's part of Info.
 type EngineInfo struct {
 	Commands uint64 `uapi:"out"`      // commands the engine has completed since the device opened
-	Asleep   uint64 `uapi:"out"`      // ns it has spent asleep since then (idle gating, stage 7)
+	Asleep   uint64 `uapi:"out"`      // ns it has spent asleep since then (idle gating)
 	IdleMode uint32 `uapi:"out"`      // an abi.IdleMode
 	State    uint32 `uapi:"out"`      // abi.EngineRunning (0), abi.EngineStopped (1) or abi.EngineAsleep (2)
 	Sleeps   uint64 `uapi:"out"`      // times the engine has gone to sleep
@@ -193,12 +193,12 @@ type ClientInfo struct {
 	Calls        uint64 `uapi:"out"`      // messages the daemon has received from it
 }
 
-// ManagedAlloc is the argument of MANAGED_ALLOC: managed memory (stage 8)
-// across the boundary. The client creates a memfd of Length bytes — Size
-// rounded up to 4 KiB — sealed against shrinking, and sends it; the daemon
-// makes it the allocation's host side, so the client's own mapping of it
-// is what Bytes is in-process: the pages as they are on the host, to be
-// read after MANAGED_SYNC.
+// ManagedAlloc is the argument of MANAGED_ALLOC: managed memory
+// (driver/managed.go) across the boundary. The client creates a memfd of
+// Length bytes — Size rounded up to 4 KiB — sealed against shrinking, and
+// sends it; the daemon makes it the allocation's host side, so the
+// client's own mapping of it is what Bytes is in-process: the pages as
+// they are on the host, to be read after MANAGED_SYNC.
 type ManagedAlloc struct {
 	Size   uint64 `uapi:"in"`  // bytes of managed memory
 	Length uint64 `uapi:"in"`  // bytes of the memfd: Size rounded up to 4 KiB

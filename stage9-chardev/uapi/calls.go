@@ -88,6 +88,7 @@ type Call struct {
 }
 
 // ANCHOR: calls
+
 // Calls is every call, in nr order: the one list that the daemon's
 // dispatch, the decoders, the C header and the tests all read. A call
 // missing from it does not exist.
@@ -110,6 +111,7 @@ var Calls = [...]Call{
 }
 
 // ANCHOR_END: calls
+
 // CallSize returns the bytes of payload the call's message carries: the
 // argument struct if the client writes it (IocWrite), else nothing.
 func (c *Call) CallSize() int {

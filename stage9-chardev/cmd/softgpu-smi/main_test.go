@@ -52,7 +52,7 @@ const (
 // busyClient connects a client that allocates device memory, registers
 // host memory and runs commands on the copy engine. It is closed when the
 // test ends, if the test has not closed it first.
-func busyClient(t *testing.T, s *server.Server) *client.GPU {
+func busyClient(t testing.TB, s *server.Server) *client.GPU {
 	t.Helper()
 	g, err := client.Dial(s.Node())
 	if err != nil {

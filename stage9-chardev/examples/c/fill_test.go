@@ -23,7 +23,7 @@ var serve = servetest.Serve
 
 // build compiles fill.c as the README says, or skips the test without a
 // C compiler.
-func build(t *testing.T) string {
+func build(t testing.TB) string {
 	t.Helper()
 	cc, err := exec.LookPath("cc")
 	if err != nil {
@@ -44,7 +44,7 @@ func build(t *testing.T) string {
 // runFill runs the client on node and returns its exit status and output.
 // The client gives up on the device after 10 s; 30 s bounds a client that
 // hangs before it gets that far.
-func runFill(t *testing.T, bin, node string) (code int, stdout, stderr string) {
+func runFill(t testing.TB, bin, node string) (code int, stdout, stderr string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
