@@ -278,6 +278,23 @@ func TestCopiesCheckTheirRange(t *testing.T) {
 	}
 }
 
+// TestEngineAndChannelIDsAreChecked: an engine or channel number the
+// device does not have is an error from every call that takes one, never
+// an index out of range.
+func TestEngineAndChannelIDsAreChecked(t *testing.T) {
+	d := openTest(t)
+	for _, e := range []abi.Engine{abi.NumEngines, 255} {
+		if err := d.Submit(e, abi.Command{Op: abi.OpNop}); !errors.Is(err, ErrNoEngine) {
+			t.Errorf("Submit(engine %d) = %v; want ErrNoEngine", e, err)
+		}
+	}
+	for _, c := range []abi.Channel{abi.NumChannels, 1<<16 - 1} {
+		if _, err := d.Channel(c); !errors.Is(err, ErrNoChannel) {
+			t.Errorf("Channel(%d) = %v; want ErrNoChannel", c, err)
+		}
+	}
+}
+
 func TestNewRejectsANonDevice(t *testing.T) {
 	leakcheck.Check(t)
 	dev, err := device.Open(device.Config{MemorySize: 1 << 16})
