@@ -287,11 +287,35 @@ func TestEngineAndChannelIDsAreChecked(t *testing.T) {
 		if err := d.Submit(e, abi.Command{Op: abi.OpNop}); !errors.Is(err, ErrNoEngine) {
 			t.Errorf("Submit(engine %d) = %v; want ErrNoEngine", e, err)
 		}
+		if _, err := d.SubmitBatch(e, []abi.Command{{Op: abi.OpNop}}); !errors.Is(err, ErrNoEngine) {
+			t.Errorf("SubmitBatch(engine %d) = %v; want ErrNoEngine", e, err)
+		}
 	}
 	for _, c := range []abi.Channel{abi.NumChannels, 1<<16 - 1} {
 		if _, err := d.Channel(c); !errors.Is(err, ErrNoChannel) {
 			t.Errorf("Channel(%d) = %v; want ErrNoChannel", c, err)
 		}
+	}
+}
+
+// TestNewChecksTheRingSize: the ring size is read from RegRingSize, so New
+// checks it against the rings the device hands over. A size that is not a
+// power of two, or one that disagrees with the rings, is ErrNoDevice at New
+// — not a slot index out of range in the first Submit.
+func TestNewChecksTheRingSize(t *testing.T) {
+	for _, size := range []uint64{0, 3, 4, 16, 1 << 40, 1 << 58, 1 << 63} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			leakcheck.Check(t)
+			dev, err := device.Open(device.Config{MemorySize: 1 << 16, RingSize: 8})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dev.Close()
+			dev.Registers().Store(abi.RegRingSize, size)
+			if _, err := New(dev, Config{}); !errors.Is(err, ErrNoDevice) {
+				t.Errorf("New with RegRingSize %d and rings of 8 = %v; want ErrNoDevice", size, err)
+			}
+		})
 	}
 }
 
