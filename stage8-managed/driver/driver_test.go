@@ -433,6 +433,37 @@ func TestNewRefusesWhatItCannotDrive(t *testing.T) {
 			t.Errorf("New on a device with a faulted channel = %v; want ErrChannelFaulted wrapping FaultDoorbell", err)
 		}
 	})
+	// A doorbell moved back behind what has run: the value a new driver
+	// reads from it has completed already, so only the fault register says
+	// the channel is dead — New must read it, or it attaches to a channel
+	// the device will never serve again.
+	t.Run("faulted behind its head", func(t *testing.T) {
+		leakcheck.Check(t)
+		dev, err := device.Open(device.Config{MemorySize: 1 << 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dev.Close()
+		first, err := New(dev, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 { // two, so that what a new driver reads is behind a command that ran
+			if err := first.Submit(abi.EngineCompute, abi.Command{Op: abi.OpNop}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c := abi.DefaultChannel(abi.EngineCompute)
+		bell := abi.DoorbellPage(c) + abi.RegDoorbell
+		dev.Registers().Store(bell, dev.Registers().Load(bell)-1) // the earlier driver's stray store
+		dev.Wake(c)                                               // the engine may be asleep
+		status := abi.ChannelStatusPage(c)
+		waitUntil(t, "the channel faulted", func() bool { return dev.Registers().Load(status+abi.RegChannelFault) != 0 })
+		_, err = New(dev, Config{})
+		if !errors.Is(err, ErrChannelFaulted) || !errors.Is(err, abi.FaultDoorbell) {
+			t.Errorf("New on a device with a channel faulted behind its head = %v; want ErrChannelFaulted wrapping FaultDoorbell", err)
+		}
+	})
 }
 
 // TestSubmitOnAFaultedChannel: a channel that faults under a driver fails
