@@ -101,6 +101,17 @@ func TestRegisterOffsetOutsideSpacePanics(t *testing.T) {
 	}
 }
 
+// TestCommandSlotOfNoChannelIsNil: CommandSlot with a channel the device
+// does not have returns nil, not a panic.
+func TestCommandSlotOfNoChannelIsNil(t *testing.T) {
+	d := openTest(t, Config{})
+	for _, c := range []abi.Channel{abi.NumChannels, 1<<16 - 1} {
+		if got := d.CommandSlot(c); got != nil {
+			t.Errorf("CommandSlot(%d) = %d bytes; want nil", c, len(got))
+		}
+	}
+}
+
 func TestOpenRejectsHugeMemory(t *testing.T) {
 	_, err := Open(Config{MemorySize: MaxMemorySize + 1})
 	if !errors.Is(err, ErrConfig) {

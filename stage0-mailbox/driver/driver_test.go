@@ -278,6 +278,23 @@ func TestCopiesCheckTheirRange(t *testing.T) {
 	}
 }
 
+// TestEngineAndChannelIDsAreChecked: an engine or channel number the
+// device does not have is an error from every call that takes one, never
+// an index out of range.
+func TestEngineAndChannelIDsAreChecked(t *testing.T) {
+	d := openTest(t)
+	for _, e := range []abi.Engine{abi.NumEngines, 255} {
+		if err := d.Submit(e, abi.Command{Op: abi.OpNop}); !errors.Is(err, ErrNoEngine) {
+			t.Errorf("Submit(engine %d) = %v; want ErrNoEngine", e, err)
+		}
+	}
+	for _, c := range []abi.Channel{abi.NumChannels, 1<<16 - 1} {
+		if _, err := d.Channel(c); !errors.Is(err, ErrNoChannel) {
+			t.Errorf("Channel(%d) = %v; want ErrNoChannel", c, err)
+		}
+	}
+}
+
 func TestNewRejectsANonDevice(t *testing.T) {
 	leakcheck.Check(t)
 	dev, err := device.Open(device.Config{MemorySize: 1 << 16})
@@ -364,6 +381,36 @@ func TestNewRefusesWhatItCannotDrive(t *testing.T) {
 		_, err = New(dev, Config{})
 		if !errors.Is(err, ErrChannelFaulted) || !errors.Is(err, abi.FaultDoorbell) {
 			t.Errorf("New on a device with a faulted channel = %v; want ErrChannelFaulted wrapping FaultDoorbell", err)
+		}
+	})
+	// A doorbell moved back behind what has run: the value a new driver
+	// reads from it has completed already, so only the fault register says
+	// the channel is dead — New must read it, or it attaches to a channel
+	// the device will never serve again.
+	t.Run("faulted behind its head", func(t *testing.T) {
+		leakcheck.Check(t)
+		dev, err := device.Open(device.Config{MemorySize: 1 << 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dev.Close()
+		first, err := New(dev, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 { // two, so that what a new driver reads is behind a command that ran
+			if err := first.Submit(abi.EngineCompute, abi.Command{Op: abi.OpNop}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c := abi.DefaultChannel(abi.EngineCompute)
+		bell := abi.DoorbellPage(c) + abi.RegDoorbell
+		dev.Registers().Store(bell, dev.Registers().Load(bell)-1) // the earlier driver's stray store
+		status := abi.ChannelStatusPage(c)
+		waitUntil(t, "the channel faulted", func() bool { return dev.Registers().Load(status+abi.RegChannelFault) != 0 })
+		_, err = New(dev, Config{})
+		if !errors.Is(err, ErrChannelFaulted) || !errors.Is(err, abi.FaultDoorbell) {
+			t.Errorf("New on a device with a channel faulted behind its head = %v; want ErrChannelFaulted wrapping FaultDoorbell", err)
 		}
 	})
 }

@@ -336,3 +336,19 @@ func TestEmptyBatch(t *testing.T) {
 		t.Errorf("empty batch after Close = %v; want ErrClosed", err)
 	}
 }
+
+// TestErrOutsideTheBatch: Pending.Err with an index the batch does not have
+// is an error, not a panic.
+func TestErrOutsideTheBatch(t *testing.T) {
+	d := openTest(t)
+	p, err := d.SubmitBatch(abi.EngineCopy, []abi.Command{{Op: abi.OpNop}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Wait()
+	for _, i := range []int{-1, 1, 5} {
+		if err := p.Err(i); err == nil {
+			t.Errorf("Err(%d) on a batch of one = nil; want an error", i)
+		}
+	}
+}

@@ -66,19 +66,24 @@ func (d *Driver) newChannel(c abi.Channel) (*Channel, error) {
 	if size == 0 || size&(size-1) != 0 {
 		return nil, fmt.Errorf("%w: RegRingSize reads %d, not a power of two", ErrNoDevice, size)
 	}
+	// The rings are checked against the size before anything is made with
+	// size entries, since the size is read from the device — and by
+	// dividing their lengths, since size*abi.CommandSize wraps for a size
+	// of 2^58 or more.
+	slots, completions := d.hw.Ring(c), d.hw.Completions(c)
+	if uint64(len(slots))/abi.CommandSize != size || uint64(len(completions))/abi.CompletionWords != size {
+		return nil, fmt.Errorf("%w: %v's rings (%d and %d bytes) do not match RegRingSize %d",
+			ErrNoDevice, c, len(slots), 8*len(completions), size)
+	}
 	ch := &Channel{
 		id: c, engine: c.Engine(), regs: d.regs,
 		doorbell: abi.DoorbellPage(c), status: abi.ChannelStatusPage(c),
-		slots: d.hw.Ring(c), completions: d.hw.Completions(c), size: size, mask: size - 1,
+		slots: slots, completions: completions, size: size, mask: size - 1,
 		yieldEvery: d.yieldEvery, closed: &d.closed, hooks: &d.hooks, doorbells: &d.doorbells,
 		engineStatus: abi.EngineStatusPage(c.Engine()), wakeEngine: d.hw.Wake,
 		waitMode: d.waitMode, pollBudget: d.pollBudget, wake: d.wake, stats: &d.stats,
 		owner: make([]atomic.Pointer[request], size), freeFor: make([]atomic.Uint64, size),
 		written: make([]atomic.Uint64, size),
-	}
-	if uint64(len(ch.slots)) != size*abi.CommandSize || uint64(len(ch.completions)) != size*abi.CompletionWords {
-		return nil, fmt.Errorf("%w: %v's rings (%d and %d bytes) do not match RegRingSize %d",
-			ErrNoDevice, c, len(ch.slots), 8*len(ch.completions), size)
 	}
 	ch.timeline.ch = ch
 	if err := ch.faultError(); err != nil {

@@ -172,11 +172,15 @@ func TestStaleWakeIsHarmless(t *testing.T) {
 }
 
 // TestWakeOfNoChannelIsHarmless: Wake with a channel the device does not
-// have does nothing — no panic.
+// have, or that no engine serves, and WakeEngine with an engine it does not
+// have, do nothing — no panic.
 func TestWakeOfNoChannelIsHarmless(t *testing.T) {
 	d := openTest(t, Config{})
 	d.Wake(abi.NumChannels)
 	d.Wake(1<<16 - 1)
+	d.Wake(abi.NumChannels - 1) // a channel no runlist names: no engine serves it
+	d.WakeEngine(abi.NumEngines)
+	d.WakeEngine(255)
 }
 
 // TestAdaptiveBudgetStaysInBounds feeds the budget rule every kind of gap

@@ -84,6 +84,72 @@ func TestDoorbellOutOfProtocolFaultsItsChannel(t *testing.T) {
 	}
 }
 
+// TestABadDoorbellFaultsOnlyItsChannel: from this stage the unit is a
+// channel among many on one engine, so the protocol test above (whose
+// bystander is the other engine's channel) is not enough. Two channels
+// share the compute engine; the good one has a DELAY queued when the other
+// rings a doorbell the protocol forbids. The bad channel faults, none of
+// its slots runs, and the good one is served throughout — its DELAY, then
+// more than a lap of its ring after the fault — and never faults.
+func TestABadDoorbellFaultsOnlyItsChannel(t *testing.T) {
+	const size = 8
+	tests := []struct {
+		name  string
+		rings []uint64 // tails stored in turn; the last one faults
+	}{
+		{"a ring and one ahead", []uint64{size + 1}},
+		{"four rings ahead", []uint64{4 * size}},
+		{"goes back", []uint64{2, 1}},
+		{"wraps", []uint64{1<<64 - 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := openTest(t, Config{RingSize: size})
+			regs := d.Registers()
+			const e, good, bad = abi.EngineCompute, abi.Channel(10), abi.Channel(11)
+			entries := []abi.RunlistEntry{rlEntry(d, abi.DefaultChannel(e), abi.PriorityNormal, 0),
+				rlEntry(d, good, abi.PriorityNormal, 0), rlEntry(d, bad, abi.PriorityNormal, 0)}
+			if got := submitRunlist(t, d, e, entries); got != abi.RunlistOK {
+				t.Fatalf("runlist: %v", got)
+			}
+			for i := range uint64(size) { // every slot of the bad channel holds a fill that would show
+				(&abi.Command{Op: abi.OpFill, Dst: 64 * i, Size: 64, Value: 0xee, Seq: i}).Encode(slot(d, bad, i))
+			}
+			for _, tail := range tt.rings[:len(tt.rings)-1] {
+				ringDoorbell(d, bad, tail)
+				waitCompleted(t, d, bad, tail-1)
+			}
+			mem := data(d)
+			pattern(mem)
+			want := bytes.Clone(mem)
+			delay := publish(d, good, abi.Command{Op: abi.OpDelay, Value: 1_000_000}) // 1 ms: queued or running at the bad doorbell
+			last := tt.rings[len(tt.rings)-1]
+			ringDoorbell(d, bad, last)
+			waitFor(t, "the bad channel faulted", func() bool { return regs.Load(abi.ChannelStatusPage(bad)+abi.RegChannelFault) != 0 })
+			if f := abi.ChannelFault(regs.Load(abi.ChannelStatusPage(bad) + abi.RegChannelFault)); f != abi.FaultDoorbell {
+				t.Errorf("RegChannelFault of the bad channel = %v; want %v", f, abi.FaultDoorbell)
+			}
+			if got := regs.Load(abi.ChannelStatusPage(bad) + abi.RegChannelFaultValue); got != last {
+				t.Errorf("RegChannelFaultValue = %#x; want the bad tail %#x", got, last)
+			}
+			if st := await(t, d, good, delay); st != abi.StatusOK {
+				t.Errorf("the good channel's DELAY = %v; want ok", st)
+			}
+			for n := range 2 * size { // more than a lap: every slot of the good ring reused
+				if st := await(t, d, good, publish(d, good, abi.Command{Op: abi.OpNop})); st != abi.StatusOK {
+					t.Fatalf("NOP %d on the good channel after the fault = %v; want ok", n, st)
+				}
+			}
+			if f := regs.Load(abi.ChannelStatusPage(good) + abi.RegChannelFault); f != 0 {
+				t.Errorf("the good channel's RegChannelFault = %v; want none", abi.ChannelFault(f))
+			}
+			if i := firstDiff(mem, want); i >= 0 {
+				t.Errorf("a faulted channel's slot ran: byte %d changed", i)
+			}
+		})
+	}
+}
+
 // TestControlStopStopsTheDevice: after ControlStop every engine publishes
 // EngineStopped, then the device DeviceStopped, and a doorbell rung after
 // that is never answered.

@@ -146,3 +146,14 @@ func TestCloseLeavesTheRestUnstarted(t *testing.T) {
 		t.Errorf("the fill queued behind the aborted delay ran")
 	}
 }
+
+// TestRingOfNoChannelIsNil: Ring and Completions with a channel the device
+// does not have return nil, not a panic.
+func TestRingOfNoChannelIsNil(t *testing.T) {
+	d := openTest(t, Config{})
+	for _, c := range []abi.Channel{abi.NumChannels, 1<<16 - 1} {
+		if d.Ring(c) != nil || d.Completions(c) != nil {
+			t.Errorf("Ring(%d), Completions(%d) = %d bytes, %d words; want nil", c, c, len(d.Ring(c)), len(d.Completions(c)))
+		}
+	}
+}

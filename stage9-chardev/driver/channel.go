@@ -118,19 +118,24 @@ func (env channelEnv) channel(c abi.Channel, e abi.Engine) (*Channel, error) {
 	if size == 0 || size&(size-1) != 0 {
 		return nil, fmt.Errorf("%w: RegRingSize reads %d, not a power of two", ErrNoDevice, size)
 	}
+	// The rings are checked against the size before anything is made with
+	// size entries, since the size is read from the device — and by
+	// dividing their lengths, since size*abi.CommandSize wraps for a size
+	// of 2^58 or more.
+	slots, completions := env.hw.Ring(c), env.hw.Completions(c)
+	if uint64(len(slots))/abi.CommandSize != size || uint64(len(completions))/abi.CompletionWords != size {
+		return nil, fmt.Errorf("%w: %v's rings (%d and %d bytes) do not match RegRingSize %d",
+			ErrNoDevice, c, len(slots), 8*len(completions), size)
+	}
 	ch := &Channel{
 		id: c, engine: e, regs: env.regs,
 		doorbell: abi.DoorbellPage(c), status: abi.ChannelStatusPage(c),
-		slots: env.hw.Ring(c), completions: env.hw.Completions(c), size: size, mask: size - 1,
+		slots: slots, completions: completions, size: size, mask: size - 1,
 		yieldEvery: env.yieldEvery, closed: env.closed, hooks: env.hooks, doorbells: env.doorbells,
 		engineStatus: abi.EngineStatusPage(e), wakeEngine: env.hw.Wake,
 		waitMode: env.waitMode, pollBudget: env.pollBudget, wake: env.wake, stats: env.stats,
 		owner: make([]atomic.Pointer[request], size), freeFor: make([]atomic.Uint64, size),
 		written: make([]atomic.Uint64, size),
-	}
-	if uint64(len(ch.slots)) != size*abi.CommandSize || uint64(len(ch.completions)) != size*abi.CompletionWords {
-		return nil, fmt.Errorf("%w: %v's rings (%d and %d bytes) do not match RegRingSize %d",
-			ErrNoDevice, c, len(ch.slots), 8*len(ch.completions), size)
 	}
 	ch.timeline.ch = ch
 	if err := ch.faultError(); err != nil {
