@@ -500,8 +500,19 @@ func TestListing(t *testing.T) {
 	if regexp.MustCompile(`>[0-9]+</a>`).MatchString(html) {
 		t.Errorf("a line number is text:\n%s", html)
 	}
-	if css := string(h.css()); !strings.Contains(css, ".chroma .kd { color: light-dark(") {
+	css := string(h.css())
+	if !strings.Contains(css, ".chroma .kd { color: light-dark(") {
 		t.Errorf("chroma.css has no colours for both themes:\n%s", css[:min(len(css), 500)])
+	}
+	// Every colour is one a browser accepts: one invalid half of a
+	// light-dark() drops the whole declaration, dark theme included.
+	validColour := regexp.MustCompile(`^(#[0-9a-f]{6}|currentColor|transparent)$`)
+	for _, m := range regexp.MustCompile(`light-dark\(([^,]+), ([^)]+)\)`).FindAllStringSubmatch(css, -1) {
+		for _, c := range m[1:] {
+			if !validColour.MatchString(c) {
+				t.Errorf("chroma.css: %s has the colour %q, which is not CSS", m[0], c)
+			}
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package trace
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -61,7 +62,7 @@ type TrackSummary struct {
 	Wake      Latency // over the sleeps with a wake_ns
 
 	Doorbells     int // doorbell instants
-	DoorbellsWoke int // of which woke a sleeping engine (args.woke)
+	DoorbellsWoke int // of which woke a sleeping engine (args.woke; the stages do not write it)
 	Interrupts    int // events of category irq ("irq raise" on an engine, "irq handled" on the driver)
 }
 
@@ -231,17 +232,30 @@ func (s *Summary) Format(w io.Writer) error {
 		}
 	}
 
-	fmt.Fprintf(tw, "\ntrack\tevents\tdoorbells\twoke an engine\tinterrupts\n")
+	// The stages' doorbell events carry no woke argument (an engine's
+	// wake shows as the end of its sleep, with wake_ns), so the column is
+	// printed only for a trace whose doorbells say: a column of zeros
+	// would read as "no doorbell woke an engine".
+	woke := slices.ContainsFunc(s.Tracks, func(ts TrackSummary) bool { return ts.DoorbellsWoke > 0 })
+	if woke {
+		fmt.Fprintf(tw, "\ntrack\tevents\tdoorbells\twoke an engine\tinterrupts\n")
+	} else {
+		fmt.Fprintf(tw, "\ntrack\tevents\tdoorbells\tinterrupts\n")
+	}
 	quiet := 0
 	for _, ts := range s.Tracks {
 		if ts.Events == 0 {
 			quiet++ // a device with many channels names a track for each; most stay empty
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", ts.Name, ts.Events, ts.Doorbells, ts.DoorbellsWoke, ts.Interrupts)
+		if woke {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", ts.Name, ts.Events, ts.Doorbells, ts.DoorbellsWoke, ts.Interrupts)
+		} else {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", ts.Name, ts.Events, ts.Doorbells, ts.Interrupts)
+		}
 	}
 	if quiet > 0 {
-		fmt.Fprintf(tw, "(%d tracks without events)\t\t\t\t\n", quiet)
+		fmt.Fprintf(tw, "(%d tracks without events)\n", quiet)
 	}
 
 	fmt.Fprintf(tw, "\ncategory\tname\tcount\n")

@@ -12,9 +12,11 @@ import (
 
 // This file draws a trace as a timeline for the book: a self-contained SVG
 // with one lane per track (engines, then channels, then the driver, as
-// Tracks are ordered), slices as rectangles coloured by category (commands
-// by status, sleeps pale and outlined), instants as ticks, a time axis, a
-// legend and the caller's title and caption.
+// Tracks are ordered; a channel with no event anywhere in the trace gets
+// no lane, since from stage 6 a trace names all 128 channels), slices as
+// rectangles coloured by category (commands by status, a preempted slice
+// and a sleep pale and outlined), instants as ticks, a time axis, a legend
+// and the caller's title and caption.
 //
 // Sizes are for a phone: the viewBox is 624 units wide and text is 18
 // units, so text is 11.25 px when the figure is drawn 390 px wide (and
@@ -83,6 +85,7 @@ type paint struct {
 // lightened for the dark variant.
 var paints = []paint{
 	{class: "sgt-ok", label: "command", light: "#0072b2", dark: "#4aa3df"},
+	{class: "sgt-preempted", label: "command preempted", light: "#a6cee3", dark: "#1f4e6e", lightOutline: "#0072b2", darkOutline: "#4aa3df"},
 	{class: "sgt-err", label: "command failed", light: "#d55e00", dark: "#ff8a4c"},
 	{class: "sgt-sleep", label: "asleep", light: "#dfe6ee", dark: "#2f3b48", lightOutline: "#7d8fa3", darkOutline: "#8a9db2"},
 	{class: "sgt-sched", label: "scheduling", light: "#cc79a7", dark: "#e59cc4"},
@@ -108,8 +111,11 @@ var pageColours = [][3]string{
 func classOf(e *Event) string {
 	switch e.Category {
 	case CategoryCommand:
-		if e.Status() == "ok" {
+		switch e.Status() {
+		case "ok":
 			return "sgt-ok"
+		case "preempted": // a slice of a command that stopped at a chunk boundary and runs again later (stage 6 on)
+			return "sgt-preempted"
 		}
 		return "sgt-err"
 	case CategoryIdle:
@@ -175,10 +181,11 @@ func RenderSVG(t *Trace, opt TimelineOptions) (string, error) {
 
 	// Draw the lanes first, into their own buffer, to learn which classes
 	// the legend needs and how tall the figure is.
-	lanes := make([]laneDrawing, len(t.Tracks))
+	tracks := laneTracks(t)
+	lanes := make([]laneDrawing, len(tracks))
 	used := map[string]bool{}      // classes drawn
 	sliceUsed := map[string]bool{} // classes drawn as slices (else only as ticks)
-	for i, tr := range t.Tracks {
+	for i, tr := range tracks {
 		lanes[i] = drawLane(tr, from, to, x)
 		for _, c := range lanes[i].sliceClasses {
 			used[c], sliceUsed[c] = true, true
@@ -241,7 +248,7 @@ func RenderSVG(t *Trace, opt TimelineOptions) (string, error) {
 	body.WriteString("</g>\n")
 
 	// Lanes.
-	for i, tr := range t.Tracks {
+	for i, tr := range tracks {
 		label := truncate(tr.Name, int(plotWidth/charAdvance))
 		fmt.Fprintf(&body, `<text x="%s" y="%s">%s</text>`+"\n", num(plotLeft), num(y+laneLabel-5), escape(label))
 		barTop := y + laneLabel
@@ -293,6 +300,21 @@ func RenderSVG(t *Trace, opt TimelineOptions) (string, error) {
 	b.WriteString(body.String())
 	b.WriteString("</svg>\n")
 	return b.String(), nil
+}
+
+// laneTracks returns the tracks that get a lane: every engine, the driver
+// and any other track, and the channels that have an event somewhere in
+// the trace (not necessarily in the window, so that two windows of one
+// trace have the same lanes). From stage 6 a trace names all 128 channels,
+// and a lane for each would bury the two or three a workload used.
+func laneTracks(t *Trace) []*Track {
+	var out []*Track
+	for _, tr := range t.Tracks {
+		if tr.Kind != KindChannel || len(tr.Events) > 0 {
+			out = append(out, tr)
+		}
+	}
+	return out
 }
 
 // stylesheet is the SVG's <style>: every class's colours, light and dark.

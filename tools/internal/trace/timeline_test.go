@@ -106,6 +106,43 @@ func TestRenderSVGLanes(t *testing.T) {
 	}
 }
 
+// TestRenderSVGStage6: from stage 6 a trace names all 128 channels; only
+// those with events get a lane, engines and the driver always do. A
+// preempted slice is drawn as one, not as a failed command.
+func TestRenderSVGStage6(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"traceEvents":[`)
+	b.WriteString(`{"ph":"M","name":"thread_name","pid":1,"tid":1,"args":{"name":"engine compute"}},`)
+	b.WriteString(`{"ph":"M","name":"thread_name","pid":1,"tid":10,"args":{"name":"driver"}}`)
+	for c := range 128 {
+		fmt.Fprintf(&b, `,{"ph":"M","name":"thread_name","pid":1,"tid":%d,"args":{"name":"channel %d"}}`, 100+c, c)
+	}
+	b.WriteString(`,{"ph":"i","s":"t","name":"doorbell","pid":1,"tid":105,"ts":1}`)
+	b.WriteString(`,{"ph":"X","cat":"command","name":"COPY (preempted)","pid":1,"tid":1,"ts":2,"dur":1,"args":{"status":"preempted"}}`)
+	b.WriteString(`,{"ph":"X","cat":"command","name":"FILL","pid":1,"tid":1,"ts":3,"dur":1,"args":{"status":"ok"}}]}`)
+	tr, err := Parse([]byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := render(t, tr, TimelineOptions{})
+	if !strings.Contains(s, `<rect class="sgt-preempted"`) || strings.Contains(s, `class="sgt-err"`) {
+		t.Errorf("the preempted slice is not drawn as one (sgt-preempted), or something is drawn as failed:\n%s", s)
+	}
+	svg := decodeSVG(t, s)
+	if !slices.Contains(svg.texts, "command preempted") || slices.Contains(svg.texts, "command failed") {
+		t.Errorf("the legend should say \"command preempted\" and not \"command failed\"; texts: %q", svg.texts)
+	}
+	var lanes []string
+	for _, text := range svg.texts {
+		if text == "driver" || strings.HasPrefix(text, "engine ") || strings.HasPrefix(text, "channel ") {
+			lanes = append(lanes, text)
+		}
+	}
+	if want := []string{"engine compute", "channel 5", "driver"}; !slices.Equal(lanes, want) {
+		t.Errorf("lane labels %q; want %q", lanes, want)
+	}
+}
+
 func TestRenderSVGDeterministic(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("testdata", "good", "later-stages.json"))
 	if err != nil {

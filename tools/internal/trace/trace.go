@@ -34,15 +34,22 @@
 //	X   command   the opcode (FILL...) engine     engine, channel, seq, size, status ("ok" or an error)
 //	X   idle      sleep                engine     wake_ns: the driver's wake call to the engine running
 //	                                              (absent when close woke it)
-//	i   doorbell  doorbell             channel    tail, woke
-//	i   irq       irq raise            engine     cause
-//	i   irq       irq handled          driver
+//	i   doorbell  doorbell             channel    value: the tail the engine took (woke, whether it
+//	                                              woke an engine, is read if present; no stage writes it)
+//	i   irq       irq raise            engine     cause, channel
+//	X   irq       irq handled          driver     cause
+//	i   fault     channel fault        channel    fault, value
+//	i   device    stop                 engine
 //
 // Tracks are threads of pid 1: engine e is tid 1+e, the driver is tid 10,
-// channel c is tid 100+c. Later stages add the categories tlb (miss,
-// invalidate), sched (preempt, resume; X slice), fault (fault, batch,
-// migrate, replay) and client (attach, detach); this package accepts any
-// category and name, and draws and counts the ones it does not know as
+// channel c is tid 100+c. Later stages add the categories tlb (i: tlb
+// miss, tlb invalidate; stage 5), fault (i: page fault, 5; i: stall and
+// replay on an engine, X: fault batch and migrate to device|host on the
+// driver, 8) and sched (X: "OP (preempted)" in category command with
+// status "preempted", a slice that stopped at a chunk boundary; i: switch,
+// runlist; 6). The category client (attach, detach) is reserved for stage
+// 9, which does not write it yet. This package accepts any category and
+// name, and draws and counts the ones it does not know as
 // "other".
 //
 // # What Parse checks
