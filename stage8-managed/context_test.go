@@ -141,6 +141,73 @@ func TestTraceShowsWalksAndFaults(t *testing.T) {
 	}
 }
 
+// TestTraceShowsFaultsAndReplays: a traced run over managed memory records
+// the whole trip of a replayable fault — the engine stalling the channel,
+// the driver's fault batch with the pages it migrated, the engine seeing
+// the replay — in that order, and Sync's migration back to the host.
+func TestTraceShowsFaultsAndReplays(t *testing.T) {
+	leakcheck.Check(t)
+	path := filepath.Join(t.TempDir(), "trace.json")
+	g, err := softgpu.Open(softgpu.Config{MemorySize: 8 << 20, Trace: path})
+	must(t, err)
+	ctx, err := g.NewContext()
+	must(t, err)
+	ch, err := ctx.NewChannel(softgpu.Compute, softgpu.ChannelOptions{})
+	must(t, err)
+	m, err := ctx.AllocManaged(3 * 4096)
+	must(t, err)
+	must(t, ch.Add32(m.Ptr(), m.Size(), 1))
+	must(t, m.Sync())
+	must(t, m.Free())
+	must(t, ch.Close())
+	must(t, ctx.Close())
+	must(t, g.Close())
+	b, err := os.ReadFile(path)
+	must(t, err)
+	var f struct {
+		TraceEvents []struct {
+			Name string         `json:"name"`
+			Ts   float64        `json:"ts"`
+			Args map[string]any `json:"args"`
+		} `json:"traceEvents"`
+	}
+	must(t, json.Unmarshal(b, &f))
+	first := map[string]float64{}
+	count := map[string]int{}
+	var migrated float64
+	for _, ev := range f.TraceEvents {
+		switch ev.Name {
+		case "stall", "fault batch", "replay", "migrate to host":
+			if count[ev.Name] == 0 {
+				first[ev.Name] = ev.Ts
+			}
+			count[ev.Name]++
+			if ev.Name == "fault batch" {
+				pages, _ := ev.Args["migrated"].(float64)
+				migrated += pages
+			}
+		}
+	}
+	for _, name := range []string{"stall", "fault batch", "replay", "migrate to host"} {
+		if count[name] == 0 {
+			t.Errorf("trace has no %q event; counts: %v", name, count)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	if migrated < 3 {
+		t.Errorf("the fault batches migrated %v pages to the device; want the allocation's 3 at least", migrated)
+	}
+	if !(first["stall"] <= first["fault batch"] && first["fault batch"] <= first["replay"]) {
+		t.Errorf("first stall at %v µs, fault batch at %v, replay at %v; want them in that order",
+			first["stall"], first["fault batch"], first["replay"])
+	}
+	if first["migrate to host"] < first["replay"] {
+		t.Errorf("the first migration to the host (%v µs) came before the replay (%v): Sync ran after the command", first["migrate to host"], first["replay"])
+	}
+}
+
 // ExampleContext_AllocManaged: the program writes managed memory, the
 // device adds to it in place — its accesses fault the pages over — and the
 // program reads the result after Sync brings them back.
