@@ -15,6 +15,7 @@ import (
 	"softgpu/stage9-chardev/abi"
 	"softgpu/stage9-chardev/device"
 	"softgpu/stage9-chardev/driver"
+	"softgpu/stage9-chardev/trace"
 	"softgpu/stage9-chardev/uapi"
 )
 
@@ -244,6 +245,9 @@ func (c *client) attach(a *uapi.Attach) (send []int, closeAfter []*os.File, err 
 	send = make([]int, 3)
 	send[uapi.AttachFDPublic], send[uapi.AttachFDKick], send[uapi.AttachFDIrq] = int(pub.Fd()), kick, irq
 	c.s.log.Info("client attached", "pid", c.pid, "uid", c.uid, "context", ctx.ID())
+	if tb := c.s.trace; tb != nil {
+		tb.Record(trace.Event{Kind: trace.KindAttach, Start: c.s.drv.Now(), Arg: uint64(c.pid), Seq: uint64(ctx.ID())})
+	}
 	return send, []*os.File{pub}, nil
 }
 
@@ -521,6 +525,10 @@ func (c *client) kickLoop(kick *os.File) {
 // command still copying from it) and its managed memory, then its context
 // and every allocation in it.
 func (c *client) teardown() {
+	var start uint64
+	if c.s.trace != nil {
+		start = c.s.drv.Now()
+	}
 	c.conn.Close()
 	c.mu.Lock()
 	ids := make([]abi.Channel, 0, len(c.chans))
@@ -564,6 +572,9 @@ func (c *client) teardown() {
 		c.irqFD = -1
 	}
 	c.irqMu.Unlock()
+	if c.s.trace != nil && c.ctx != nil {
+		c.s.trace.Record(trace.Event{Kind: trace.KindDetach, Start: start, End: c.s.drv.Now(), Arg: uint64(c.pid), Seq: uint64(c.ctx.ID())})
+	}
 	c.s.remove(c)
 	c.s.log.Info("client gone", "pid", c.pid, "calls", c.calls.Load())
 }

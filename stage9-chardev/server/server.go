@@ -46,6 +46,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -55,6 +57,7 @@ import (
 
 	"softgpu/stage9-chardev/device"
 	"softgpu/stage9-chardev/driver"
+	"softgpu/stage9-chardev/trace"
 	"softgpu/stage9-chardev/uapi"
 )
 
@@ -68,10 +71,17 @@ type Config struct {
 	// against each client's credentials (SO_PEERCRED). Zero means 0600:
 	// the daemon's own user.
 	Mode os.FileMode
-	// Device and Driver configure the device the daemon owns. Trace is
-	// not served.
+	// Device and Driver configure the device the daemon owns; their
+	// Trace and Shared are the daemon's to set.
 	Device device.Config
 	Driver driver.Config
+	// Trace, if not empty, is a file the daemon writes the device's trace
+	// to when it closes (Chrome trace-event JSON, as the in-process
+	// Config.Trace): every client's commands on the engines and channels,
+	// and on the driver's track each client's attach and detach. It keeps
+	// the latest TraceEvents events (0: trace.DefaultEvents).
+	Trace       string
+	TraceEvents int
 	// MaxChannels is the most channels one client may have open, and
 	// MaxHostRegions the most memfds it may have registered: without a
 	// cap, one client could take every channel of the device. Zero means
@@ -88,12 +98,13 @@ type Config struct {
 
 // Server is a running daemon.
 type Server struct {
-	cfg  Config
-	dev  *device.Device
-	drv  *driver.Driver
-	ln   *net.UnixListener
-	node string
-	log  *slog.Logger
+	cfg   Config
+	dev   *device.Device
+	drv   *driver.Driver
+	ln    *net.UnixListener
+	node  string
+	log   *slog.Logger
+	trace *trace.Buffer // nil unless Config.Trace
 
 	mu      sync.Mutex
 	clients []*client // in connection order: CLIENT_INFO's index
@@ -129,7 +140,14 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	cfg.Device.Trace, cfg.Device.Shared = nil, true
+	var tb *trace.Buffer
+	if cfg.Trace != "" {
+		if fi, err := os.Stat(filepath.Dir(cfg.Trace)); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("trace %q: %s is not a directory", cfg.Trace, filepath.Dir(cfg.Trace))
+		}
+		tb = trace.New(cfg.TraceEvents)
+	}
+	cfg.Device.Trace, cfg.Device.Shared = tb, true
 	ln, err := listen(cfg.Node, cfg.Mode)
 	if err != nil {
 		return nil, err
@@ -145,7 +163,7 @@ func New(cfg Config) (*Server, error) {
 		ln.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, dev: dev, drv: drv, ln: ln, node: cfg.Node, log: cfg.Log, closed: make(chan struct{})}
+	s := &Server{cfg: cfg, dev: dev, drv: drv, ln: ln, node: cfg.Node, log: cfg.Log, closed: make(chan struct{}), trace: tb}
 	s.log.Info("device open", "node", cfg.Node, "memory", drv.MemorySize(), "mode", fmt.Sprintf("%#o", cfg.Mode))
 	return s, nil
 }
@@ -297,9 +315,25 @@ func (s *Server) Close() error {
 		err = s.drv.Close()
 		s.dev.Close()
 		s.log.Info("device closed", "node", s.node)
+		if s.trace != nil {
+			if terr := s.trace.WriteFile(s.cfg.Trace, stageName); terr != nil {
+				s.log.Error("writing the trace", "file", s.cfg.Trace, "err", terr)
+				err = errors.Join(err, fmt.Errorf("writing the trace: %w", terr))
+			} else {
+				s.log.Info("trace written", "file", s.cfg.Trace, "events", len(s.trace.Events()))
+			}
+		}
 	})
 	return err
 }
+
+// stageName is the stage this daemon is built from, for the trace: the
+// module's last path element (derived, so a copied-out stage names itself).
+var stageName = func() string {
+	path := reflect.TypeFor[Server]().PkgPath() // .../STAGE/server
+	path = path[:strings.LastIndex(path, "/")]
+	return path[strings.LastIndex(path, "/")+1:]
+}()
 
 // isClosedConn reports whether err says the connection is gone, as
 // opposed to a malformed message.

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 
 	"softgpu/stage9-chardev/abi"
 )
@@ -126,7 +128,32 @@ func writeEvent(w *bufio.Writer, ev Event) {
 		}
 		fmt.Fprintf(w, "{\"ph\":\"X\",\"cat\":\"fault\",\"name\":%q,\"pid\":%d,\"tid\":%d,\"ts\":%s,\"dur\":%s,\"args\":{\"pages\":%d}}",
 			"migrate to "+to, pid, driverTrack, micros(ev.Start), micros(ev.End-ev.Start), ev.Arg)
+	case KindAttach:
+		instant(driverTrack, "client", "client attach", fmt.Sprintf("\"pid\":%d,\"context\":%d", ev.Arg, ev.Seq))
+	case KindDetach:
+		fmt.Fprintf(w, "{\"ph\":\"X\",\"cat\":\"client\",\"name\":\"client detach\",\"pid\":%d,\"tid\":%d,\"ts\":%s,\"dur\":%s,"+
+			"\"args\":{\"pid\":%d,\"context\":%d}}",
+			pid, driverTrack, micros(ev.Start), micros(ev.End-ev.Start), ev.Arg, ev.Seq)
 	default:
 		instant(driverTrack, "unknown", ev.Kind.String(), fmt.Sprintf("\"kind\":%d", ev.Kind))
 	}
+}
+
+// WriteFile writes the buffer's events to path as WriteJSON does, through
+// a temporary file in the same directory, so that a reader never sees half
+// a trace.
+func (b *Buffer) WriteFile(path, stage string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".trace-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // fails harmlessly after the rename
+	if err := b.WriteJSON(tmp, stage); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }

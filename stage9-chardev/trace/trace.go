@@ -80,6 +80,13 @@ const (
 	// KindMigrate is the driver moving Arg pages of managed memory, Start
 	// to End: to the device (Status 0) or back to the host (Status 1).
 	KindMigrate
+	// KindAttach is a client process attaching to the daemon, at Start:
+	// Arg is its pid, Seq the context it was given.
+	KindAttach
+	// KindDetach is the daemon tearing a client down, Start to End: its
+	// channels off their engines, its memory reclaimed, its context
+	// closed. Arg is its pid, Seq its context.
+	KindDetach
 )
 
 var kindNames = [...]string{
@@ -100,6 +107,8 @@ var kindNames = [...]string{
 	KindReplay:        "replay",
 	KindFaultBatch:    "fault batch",
 	KindMigrate:       "migrate",
+	KindAttach:        "attach",
+	KindDetach:        "detach",
 }
 
 func (k Kind) String() string {

@@ -26,6 +26,7 @@ func main() {
 	mode := flag.String("mode", "0600", "the node's permission bits, in octal: who may connect")
 	mem := flag.Uint64("mem", 0, "bytes of device memory (0: the device's default, 64 MiB)")
 	verbose := flag.Bool("v", false, "log every refused call")
+	traceFile := flag.String("trace", "", "write the device's trace to this file when the daemon stops (Chrome trace-event JSON; open it in ui.perfetto.dev)")
 	flag.Parse()
 	perm, err := strconv.ParseUint(*mode, 8, 32)
 	if err != nil || perm > 0o777 {
@@ -37,7 +38,7 @@ func main() {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	cfg := server.Config{Node: *node, Mode: os.FileMode(perm), Log: log}
+	cfg := server.Config{Node: *node, Mode: os.FileMode(perm), Log: log, Trace: *traceFile}
 	cfg.Device.MemorySize = *mem
 	s, err := server.New(cfg)
 	if err != nil {
