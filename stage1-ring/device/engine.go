@@ -2,7 +2,6 @@ package device
 
 import (
 	"runtime"
-	"sync/atomic"
 
 	"softgpu/stage1-ring/abi"
 	"softgpu/stage1-ring/mmio"
@@ -17,31 +16,19 @@ type Engine struct {
 	regs  *mmio.Registers
 	trace *trace.Buffer // nil when tracing is off
 
-	// The channel this engine serves: its pages in the register space
-	// and its rings.
-	channel     abi.Channel
-	doorbell    uint64          // abi.DoorbellPage(channel)
-	status      uint64          // abi.ChannelStatusPage(channel)
-	ring        []byte          // the submission ring, written by the driver
-	completions []atomic.Uint64 // the completion ring, written by this engine
-	ringSize    uint64
-	mask        uint64 // ringSize-1: index & mask is an entry
+	ringSize uint64
+	mask     uint64 // ringSize-1: index & mask is an entry
 
 	yieldEvery int // empty polls between yields; < 0 means never
 
 	// Private to the engine goroutine.
-	head    uint64 // the next index to run
-	tail    uint64 // the last doorbell value accepted
-	faulted bool   // the channel is faulted: RegChannelFault is set, and the engine no longer serves it
-	job     job    // the command being executed (execute.go)
+	cur *chanState // the engine's one channel: fetch and complete work on it
+	job job        // the command being executed (execute.go)
 }
 
 func newEngine(d *Device, id abi.Engine) *Engine {
-	c := abi.DefaultChannel(id)
-	return &Engine{dev: d, id: id, regs: d.regs, trace: d.trace, channel: c,
-		doorbell: abi.DoorbellPage(c), status: abi.ChannelStatusPage(c),
-		ring: d.rings[c], completions: d.completions[c], ringSize: d.cfg.RingSize, mask: d.cfg.RingSize - 1,
-		yieldEvery: d.cfg.YieldEvery, head: d.cfg.Start, tail: d.cfg.Start}
+	return &Engine{dev: d, id: id, regs: d.regs, trace: d.trace,
+		ringSize: d.cfg.RingSize, mask: d.cfg.RingSize - 1, yieldEvery: d.cfg.YieldEvery, cur: &d.chans[abi.DefaultChannel(id)]}
 }
 
 // ANCHOR: pollloop
@@ -119,15 +106,16 @@ func (e *Engine) pause(polls int) {
 
 // ANCHOR_END: pause
 
-// fault stops serving the engine's channel: it publishes why (the value
+// fault stops serving the channel being served: it publishes why (the value
 // first, then the fault, which the driver polls) and never reads the
 // channel's ring or doorbell again. The other channels are not affected.
 func (e *Engine) fault(f abi.ChannelFault, value uint64) {
-	e.faulted = true
-	e.regs.Store(e.status+abi.RegChannelFaultValue, value)
-	e.regs.Store(e.status+abi.RegChannelFault, uint64(f))
+	c := e.cur
+	c.faulted = true
+	e.regs.Store(c.status+abi.RegChannelFaultValue, value)
+	e.regs.Store(c.status+abi.RegChannelFault, uint64(f))
 	if e.trace != nil {
 		e.trace.Record(trace.Event{Kind: trace.KindFault, Start: e.dev.clock.Now(), Engine: e.id,
-			Channel: e.channel, Arg: uint64(f), Seq: value})
+			Channel: c.id, Arg: uint64(f), Seq: value})
 	}
 }

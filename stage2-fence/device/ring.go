@@ -3,6 +3,7 @@ package device
 import (
 	"fmt"
 	"math/bits"
+	"sync/atomic"
 
 	"softgpu/stage2-fence/abi"
 	"softgpu/stage2-fence/trace"
@@ -15,8 +16,8 @@ import (
 //	submission ring   RingSize slots, written by the driver, read by the engine
 //	completion ring   RingSize entries, written by the engine, read by the driver
 //	RegDoorbell       the tail, written by the driver
-//	Engine.head       the next index to run, private to the engine
-//	Engine.tail       the last doorbell value fetched, private to the engine
+//	chanState.head    the next index to run, private to the engine serving it
+//	chanState.tail    the last doorbell value fetched, private likewise
 //
 // The engine trusts no value the driver wrote: every doorbell is checked
 // against the head before anything below it is read.
@@ -49,6 +50,25 @@ func checkRingConfig(cfg *Config) error {
 	return nil
 }
 
+// ANCHOR: chanstate
+
+// chanState is one channel as the device keeps it: its pages and rings,
+// and the indices only the engine serving it touches. d.chans holds one per
+// channel; each engine serves one, abi.DefaultChannel(id), as its Engine.cur,
+// and no other goroutine reads or writes it once Open has started the
+// engines.
+type chanState struct {
+	id          abi.Channel
+	doorbell    uint64          // abi.DoorbellPage(id)
+	status      uint64          // abi.ChannelStatusPage(id)
+	ring        []byte          // the submission ring, written by the driver
+	completions []atomic.Uint64 // the completion ring, written by the engine
+	head, tail  uint64          // the next index to run; the last doorbell value accepted
+	faulted     bool            // RegChannelFault is set: the channel is not served again
+}
+
+// ANCHOR_END: chanstate
+
 // resetRing gives channel c empty rings starting at cfg.Start, as a real
 // device comes out of reset: the doorbell at Start, and every completion
 // entry holding the index one lap before the first that will use it, so
@@ -61,6 +81,8 @@ func (d *Device) resetRing(c abi.Channel) {
 		d.completions[c][abi.CompletionWord(i, mask)].Store(i - size)
 	}
 	d.regs.Store(abi.DoorbellPage(c)+abi.RegDoorbell, d.cfg.Start)
+	d.chans[c] = chanState{id: c, doorbell: abi.DoorbellPage(c), status: abi.ChannelStatusPage(c),
+		ring: d.rings[c], completions: d.completions[c], head: d.cfg.Start, tail: d.cfg.Start}
 }
 
 // ANCHOR: ring
@@ -72,52 +94,70 @@ func (d *Device) resetRing(c abi.Channel) {
 // the tail it saw last has run: a batch costs the engine one load of the
 // driver's line, not one per command.
 func (e *Engine) fetch() bool {
-	if e.faulted {
+	c := e.cur
+	if c.faulted {
 		return false
 	}
-	if e.head == e.tail {
+	if c.head == c.tail {
 		// This load pairs with the driver's store to RegDoorbell:
 		// seeing a new tail means the slot writes that preceded that
 		// store are visible, so the slots up to it can be copied.
-		tail := e.regs.Load(e.doorbell + abi.RegDoorbell)
-		if tail == e.tail {
+		tail := e.regs.Load(c.doorbell + abi.RegDoorbell)
+		if tail == c.tail {
 			return false
 		}
-		// The doorbell is input: a tail behind the head, or more than a
-		// ring ahead of it, would make the engine replay stale slots or
-		// run ~2^64 garbage ones. (tail-head wraps to a huge number for
-		// a tail behind the head, so one comparison catches both.)
-		if tail-e.head > e.ringSize {
-			e.fault(abi.FaultDoorbell, tail)
+		if !e.accept(tail) {
 			return false
-		}
-		e.tail = tail
-		if e.trace != nil {
-			e.trace.Record(trace.Event{Kind: trace.KindDoorbell, Start: e.dev.clock.Now(), Engine: e.id, Channel: e.channel, Arg: tail})
 		}
 	}
 	if e.stopRequested() {
 		return false // a stopping engine starts nothing new
 	}
-	e.job.load(e.ring[abi.SlotOffset(e.head, e.mask):][:abi.CommandSize], e.head)
-	e.head++
+	e.take()
+	return true
+}
+
+// accept checks a doorbell value of the channel being served and makes it
+// the tail, or faults the channel. The doorbell is input: a tail behind the
+// head, or more than a ring ahead of it, would make the engine replay stale
+// slots or run ~2^64 garbage ones. (tail-head wraps to a huge number for a
+// tail behind the head, so one comparison catches both.)
+func (e *Engine) accept(tail uint64) bool {
+	c := e.cur
+	if tail-c.head > e.ringSize {
+		e.fault(abi.FaultDoorbell, tail)
+		return false
+	}
+	c.tail = tail
+	if e.trace != nil {
+		e.trace.Record(trace.Event{Kind: trace.KindDoorbell, Start: e.dev.clock.Now(), Engine: e.id, Channel: c.id, Arg: tail})
+	}
+	return true
+}
+
+// take copies the command at the head of the channel being served into
+// the engine's job; the caller has checked that head is below the tail.
+func (e *Engine) take() {
+	c := e.cur
+	e.job.load(c.ring[abi.SlotOffset(c.head, e.mask):][:abi.CommandSize], c.head)
+	c.head++
 	if e.trace != nil {
 		e.job.start = e.dev.clock.Now()
 	}
-	return true
 }
 
 // complete publishes the status of the command fetch took into its
 // completion entry.
 func (e *Engine) complete(status abi.Status) {
 	e.record(status)
+	completions := e.cur.completions
 	w := abi.CompletionWord(e.job.seq, e.mask)
-	e.completions[w+1].Store(uint64(status))
+	completions[w+1].Store(uint64(status))
 	// This store publishes the status stored just above; the driver's
 	// loads of the entry's index pairs with it. It is made per command,
 	// not once per batch, so that a waiter returns as soon as its own
 	// command is done.
-	e.completions[w].Store(e.job.seq)
+	completions[w].Store(e.job.seq)
 }
 
 // ANCHOR_END: ring
@@ -129,7 +169,7 @@ func (e *Engine) record(status abi.Status) {
 	}
 	c := &e.job.cmd
 	e.trace.Record(trace.Event{Kind: trace.KindCommand, Start: e.job.start, End: e.dev.clock.Now(), Engine: e.id,
-		Channel: e.channel, Op: c.Op, Status: uint8(status), Seq: e.job.seq, Size: traceSize(c)})
+		Channel: e.cur.id, Op: c.Op, Status: uint8(status), Seq: e.job.seq, Size: traceSize(c)})
 }
 
 // traceSize is what a trace shows as a command's size: its bytes, or for

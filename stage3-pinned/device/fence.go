@@ -70,11 +70,11 @@ func (e *Engine) signal() {
 	regs := e.regs
 	// This store publishes the timeline. It pairs with the driver's loads
 	// of RegFence: in Fence.Signaled, and in the interrupt handler.
-	regs.Store(e.status+abi.RegFence, fence)
+	regs.Store(e.cur.status+abi.RegFence, fence)
 	// The stamp comes after the store, off the way from completion to
 	// waiter: a waiter woken by the interrupt finds it in place, since the
 	// line is raised after it.
-	regs.Store(e.status+abi.RegFenceCycles, e.dev.clock.Now())
+	regs.Store(e.cur.status+abi.RegFenceCycles, e.dev.clock.Now())
 	if flags&abi.FlagInterrupt == 0 {
 		return
 	}
@@ -84,11 +84,11 @@ func (e *Engine) signal() {
 	// at least one side sees the other's store: either this load sees the
 	// waiter's target and raises, or the waiter's load sees this fence and
 	// does not sleep.
-	switch regs.Load(e.doorbell + abi.RegIrqArm) {
+	switch regs.Load(e.cur.doorbell + abi.RegIrqArm) {
 	case abi.IrqEvery:
 		e.raiseFence()
 	case abi.IrqTarget:
-		if abi.Reached(fence, regs.Load(e.doorbell+abi.RegIrqTarget)) {
+		if abi.Reached(fence, regs.Load(e.cur.doorbell+abi.RegIrqTarget)) {
 			e.raiseFence()
 		}
 	}
@@ -100,11 +100,12 @@ func (e *Engine) signal() {
 // count, the channel's bit, the cause, then the line.
 func (e *Engine) raiseFence() {
 	regs := e.regs
-	regs.Store(e.status+abi.RegIrqCount, regs.Load(e.status+abi.RegIrqCount)+1) // the engine is its only writer
-	regs.Set(abi.RegIrqChannels, 1<<e.channel)
+	c := e.cur
+	regs.Store(c.status+abi.RegIrqCount, regs.Load(c.status+abi.RegIrqCount)+1) // the engine serving it is its only writer
+	regs.Set(abi.RegIrqChannels, 1<<c.id)
 	e.dev.raise(abi.IrqCauseFence)
 	if e.trace != nil {
-		e.trace.Record(trace.Event{Kind: trace.KindIRQRaise, Start: e.dev.clock.Now(), Engine: e.id, Channel: e.channel,
+		e.trace.Record(trace.Event{Kind: trace.KindIRQRaise, Start: e.dev.clock.Now(), Engine: e.id, Channel: c.id,
 			Arg: abi.IrqCauseFence})
 	}
 }

@@ -103,6 +103,10 @@ type Device struct {
 	rings       [abi.NumChannels][]byte
 	completions [abi.NumChannels][]atomic.Uint64
 
+	// chans[c] is channel c's state, which only the engine serving it
+	// touches (ring.go).
+	chans [abi.NumChannels]chanState
+
 	engines [abi.NumEngines]*Engine
 
 	hostTable // host memory registered for DMA (dma.go)

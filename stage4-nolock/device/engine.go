@@ -2,7 +2,6 @@ package device
 
 import (
 	"runtime"
-	"sync/atomic"
 
 	"softgpu/stage4-nolock/abi"
 	"softgpu/stage4-nolock/mmio"
@@ -20,31 +19,19 @@ type Engine struct {
 	statusPage uint64 // abi.EngineStatusPage(id)
 	held       uint64 // window entries the running command holds; RegDMAHeld follows it (private; see dma.go)
 
-	// The channel this engine serves: its pages in the register space
-	// and its rings.
-	channel     abi.Channel
-	doorbell    uint64          // abi.DoorbellPage(channel)
-	status      uint64          // abi.ChannelStatusPage(channel)
-	ring        []byte          // the submission ring, written by the driver
-	completions []atomic.Uint64 // the completion ring, written by this engine
-	ringSize    uint64
-	mask        uint64 // ringSize-1: index & mask is an entry
+	ringSize uint64
+	mask     uint64 // ringSize-1: index & mask is an entry
 
 	yieldEvery int // empty polls between yields; < 0 means never
 
 	// Private to the engine goroutine.
-	head    uint64 // the next index to run
-	tail    uint64 // the last doorbell value accepted
-	faulted bool   // the channel is faulted: RegChannelFault is set, and the engine no longer serves it
-	job     job    // the command being executed (execute.go)
+	cur *chanState // the engine's one channel: fetch, complete and signal work on it
+	job job        // the command being executed (execute.go)
 }
 
 func newEngine(d *Device, id abi.Engine) *Engine {
-	c := abi.DefaultChannel(id)
-	return &Engine{dev: d, id: id, regs: d.regs, trace: d.trace, statusPage: abi.EngineStatusPage(id), channel: c,
-		doorbell: abi.DoorbellPage(c), status: abi.ChannelStatusPage(c),
-		ring: d.rings[c], completions: d.completions[c], ringSize: d.cfg.RingSize, mask: d.cfg.RingSize - 1,
-		yieldEvery: d.cfg.YieldEvery, head: d.cfg.Start, tail: d.cfg.Start}
+	return &Engine{dev: d, id: id, regs: d.regs, trace: d.trace, statusPage: abi.EngineStatusPage(id),
+		ringSize: d.cfg.RingSize, mask: d.cfg.RingSize - 1, yieldEvery: d.cfg.YieldEvery, cur: &d.chans[abi.DefaultChannel(id)]}
 }
 
 // ANCHOR: pollloop
@@ -125,26 +112,27 @@ func (e *Engine) pause(polls int) {
 
 // ANCHOR_END: pause
 
-// fault stops serving the engine's channel: it publishes why (the value
+// fault stops serving the channel being served: it publishes why (the value
 // first, then the fault, which the driver polls), raises the interrupt
 // line for it, and never reads the channel's ring or doorbell again. The
 // other channels are not affected.
 func (e *Engine) fault(f abi.ChannelFault, value uint64) {
-	e.faulted = true
-	e.regs.Store(e.status+abi.RegChannelFaultValue, value)
+	c := e.cur
+	c.faulted = true
+	e.regs.Store(c.status+abi.RegChannelFaultValue, value)
 	// This store publishes the fault, and with it every completion and
 	// fence the engine wrote before it: the timeline is final. The
 	// driver's loads of RegChannelFault pair with it — in its waits, and
 	// in its interrupt handler, which runs after the raise below.
-	e.regs.Store(e.status+abi.RegChannelFault, uint64(f))
+	e.regs.Store(c.status+abi.RegChannelFault, uint64(f))
 	if e.trace != nil {
 		e.trace.Record(trace.Event{Kind: trace.KindFault, Start: e.dev.clock.Now(), Engine: e.id,
-			Channel: e.channel, Arg: uint64(f), Seq: value})
+			Channel: c.id, Arg: uint64(f), Seq: value})
 	}
 	// Tell the driver: its waiters for commands the channel will never run
 	// must stop waiting. Unlike a fence's, this interrupt is not gated by
 	// RegIrqArm: a waiter armed for a fence that will never come must hear
 	// of it.
-	e.regs.Set(abi.RegIrqChannels, 1<<e.channel)
+	e.regs.Set(abi.RegIrqChannels, 1<<c.id)
 	e.dev.raise(abi.IrqCauseChannel)
 }

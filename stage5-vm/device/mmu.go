@@ -163,7 +163,7 @@ func (e *Engine) lookup(va uint64, acc access) (tlbEntry, abi.Fault) {
 	}
 	t, f := e.walk(va)
 	if e.trace != nil {
-		e.trace.Record(trace.Event{Kind: trace.KindTLBMiss, Start: e.dev.clock.Now(), Engine: e.id, Channel: e.channel,
+		e.trace.Record(trace.Event{Kind: trace.KindTLBMiss, Start: e.dev.clock.Now(), Engine: e.id, Channel: e.cur.id,
 			Seq: va, Arg: uint64(f)})
 	}
 	if f != 0 {
@@ -359,7 +359,7 @@ func (e *Engine) pageFault(va uint64, f abi.Fault, acc access) abi.Status {
 	regs.Add(s+abi.RegCtxFaults, 1) // both engines may fault one context at once: an atomic add, not load and store
 	e.publishTLBCounters()
 	if e.trace != nil {
-		e.trace.Record(trace.Event{Kind: trace.KindPageFault, Start: e.dev.clock.Now(), Engine: e.id, Channel: e.channel,
+		e.trace.Record(trace.Event{Kind: trace.KindPageFault, Start: e.dev.clock.Now(), Engine: e.id, Channel: e.cur.id,
 			Seq: va, Arg: uint64(f)})
 	}
 	switch f &^ abi.FaultWrite {

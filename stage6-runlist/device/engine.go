@@ -20,8 +20,9 @@ type Engine struct {
 	statusPage  uint64 // abi.EngineStatusPage(id)
 	controlPage uint64 // abi.EngineControlPage(id)
 	held        uint64 // window entries the running command holds; RegDMAHeld follows it (private; see dma.go)
-	ringSize    uint64
-	mask        uint64 // ringSize-1: index & mask is an entry
+
+	ringSize uint64
+	mask     uint64 // ringSize-1: index & mask is an entry
 
 	yieldEvery int // empty polls between yields; < 0 means never
 

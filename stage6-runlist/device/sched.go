@@ -2,7 +2,6 @@ package device
 
 import (
 	"encoding/binary"
-	"sync/atomic"
 
 	"softgpu/stage6-runlist/abi"
 	"softgpu/stage6-runlist/trace"
@@ -58,32 +57,6 @@ const starveLimit = 1_000_000
 // another channel run; it is never a command's status (complete never
 // sees it), so it lies outside abi.Status's values.
 const preempted abi.Status = 1 << 31
-
-// chanState is one channel as the device keeps it: its pages and rings,
-// and the indices only the engine serving it touches. d.chans holds one per
-// channel; the engine whose runlist holds the channel owns it (d.owner),
-// and no other goroutine reads or writes it. Ownership moves only through
-// d.owner's atomic operations, which order one owner's last writes before
-// the next owner's first reads.
-type chanState struct {
-	id          abi.Channel
-	doorbell    uint64          // abi.DoorbellPage(id)
-	status      uint64          // abi.ChannelStatusPage(id)
-	ring        []byte          // the submission ring, written by the driver
-	completions []atomic.Uint64 // the completion ring, written by the engine
-	head, tail  uint64          // the next index to run; the last doorbell value accepted
-	faulted     bool            // RegChannelFault is set: the channel is not served again
-
-	// From its runlist entry, while it is on a runlist.
-	prio       uint8
-	privileged bool
-	ctx        abi.Context
-	slice      uint64 // cycles; 0: no slice
-	state      uint64 // PA of its state block; 0: not preemptible inside a command
-
-	saved     bool   // a preempted command waits in its state block
-	waitSince uint64 // when the scheduler first saw it waiting with work; 0 if it was not
-}
 
 // sched is an engine's scheduling state, private to the engine goroutine.
 type sched struct {

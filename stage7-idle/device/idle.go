@@ -116,7 +116,7 @@ func (e *Engine) sleep() {
 	// token the receive below gets, however late it parks). Stopping
 	// stores RegControl, then sends a token to every engine, so the same
 	// holds for a stop.
-	if regs.Load(e.doorbell+abi.RegDoorbell) == e.tail && !e.stopRequested() {
+	if regs.Load(e.cur.doorbell+abi.RegDoorbell) == e.cur.tail && !e.stopRequested() {
 		regs.Store(e.statusPage+abi.RegSleeps, regs.Load(e.statusPage+abi.RegSleeps)+1) // the engine is its only writer
 		regs.Store(e.statusPage+abi.RegEngineState, abi.EngineAsleep)
 		start := e.dev.clock.Now()
@@ -141,7 +141,7 @@ func (e *Engine) sleep() {
 		regs.Store(e.statusPage+abi.RegIdleBudgetNow, e.adaptive.budget)
 		if e.trace != nil {
 			e.trace.Record(trace.Event{Kind: trace.KindSleep, Start: start, End: woke, Engine: e.id,
-				Channel: e.channel, Arg: woke - e.wokenAt.Load()})
+				Channel: e.cur.id, Arg: woke - e.wokenAt.Load()})
 		}
 	}
 	// Awake: doorbells from here on need no wake-up call. A driver that

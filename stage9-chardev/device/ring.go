@@ -3,6 +3,7 @@ package device
 import (
 	"fmt"
 	"math/bits"
+	"sync/atomic"
 
 	"softgpu/stage9-chardev/abi"
 	"softgpu/stage9-chardev/trace"
@@ -48,6 +49,37 @@ func checkRingConfig(cfg *Config) error {
 	}
 	return nil
 }
+
+// ANCHOR: chanstate
+
+// chanState is one channel as the device keeps it: its pages and rings,
+// and the indices only the engine serving it touches. d.chans holds one per
+// channel; the engine whose runlist holds the channel owns it (d.owner),
+// and no other goroutine reads or writes it. Ownership moves only through
+// d.owner's atomic operations, which order one owner's last writes before
+// the next owner's first reads.
+type chanState struct {
+	id          abi.Channel
+	doorbell    uint64          // abi.DoorbellPage(id)
+	status      uint64          // abi.ChannelStatusPage(id)
+	ring        []byte          // the submission ring, written by the driver
+	completions []atomic.Uint64 // the completion ring, written by the engine
+	head, tail  uint64          // the next index to run; the last doorbell value accepted
+	faulted     bool            // RegChannelFault is set: the channel is not served again
+
+	// From its runlist entry, while it is on a runlist.
+	prio       uint8
+	privileged bool
+	ctx        abi.Context
+	slice      uint64 // cycles; 0: no slice
+	state      uint64 // PA of its state block; 0: not preemptible inside a command
+
+	saved     bool   // a preempted or stalled command waits in its state block
+	stalled   bool   // it waits for a replay: a replayable fault stopped it (fault.go)
+	waitSince uint64 // when the scheduler first saw it waiting with work; 0 if it was not
+}
+
+// ANCHOR_END: chanstate
 
 // resetRing gives channel c empty rings starting at cfg.Start, as a real
 // device comes out of reset: the doorbell at Start, and every completion
