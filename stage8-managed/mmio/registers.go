@@ -70,10 +70,21 @@ func (r *Registers) Size() uint64 { return uint64(len(r.words)) * 8 }
 // Offsets are constants of package abi plus bank offsets the caller
 // computed from an engine or channel it has already checked, so a bad one
 // is a bug in this program, never something input can cause: the panic
-// names the invariant.
+// names the invariant. The message is formatted only when the panic is
+// printed (offsetError), which keeps word small enough for the compiler
+// to inline: every register access of both sides goes through it, the
+// engine's polls included.
 func (r *Registers) word(off uint64) *atomic.Uint64 {
 	if off%8 != 0 || off/8 >= uint64(len(r.words)) {
-		panic(fmt.Sprintf("mmio: invariant broken: register offset %#x is not an aligned word inside the %#x-byte register space", off, r.Size()))
+		panic(offsetError{off, r.Size()})
 	}
 	return &r.words[off/8]
+}
+
+// offsetError is word's panic: a register offset outside a register space
+// of size bytes, or not a word.
+type offsetError struct{ off, size uint64 }
+
+func (e offsetError) Error() string {
+	return fmt.Sprintf("mmio: invariant broken: register offset %#x is not an aligned word inside the %#x-byte register space", e.off, e.size)
 }
