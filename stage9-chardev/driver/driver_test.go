@@ -19,6 +19,20 @@ func openTest(t testing.TB) *Driver {
 	return openWith(t, device.Config{MemorySize: 4 << 20}, Config{})
 }
 
+// openBare opens a 64 KiB device with no driver on it, for the tests of
+// what New makes of a device; it is closed when the test ends, and the
+// test fails if it leaves a goroutine behind.
+func openBare(t testing.TB) *device.Device {
+	t.Helper()
+	leakcheck.Check(t)
+	dev, err := device.Open(device.Config{MemorySize: 1 << 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	return dev
+}
+
 // openWith opens a device with dcfg (1 MiB of memory unless it says
 // otherwise) and a driver on it with cfg. Both are closed when the test
 // ends, and the test fails if it leaves a goroutine behind. Every test
@@ -320,12 +334,7 @@ func TestNewChecksTheRingSize(t *testing.T) {
 }
 
 func TestNewRejectsANonDevice(t *testing.T) {
-	leakcheck.Check(t)
-	dev, err := device.Open(device.Config{MemorySize: 1 << 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
+	dev := openBare(t)
 	dev.Registers().Store(abi.RegID, 0xdead)
 	if _, err := New(dev, Config{}); !errors.Is(err, ErrNoDevice) {
 		t.Errorf("New on registers reading 0xdead = %v; want ErrNoDevice", err)
@@ -401,12 +410,7 @@ func TestUndefinedFlagsAreRefusedBeforeSubmitting(t *testing.T) {
 // says so — a new driver never serves a channel the device has given up.
 func TestNewRefusesWhatItCannotDrive(t *testing.T) {
 	t.Run("stopped", func(t *testing.T) {
-		leakcheck.Check(t)
-		dev, err := device.Open(device.Config{MemorySize: 1 << 16})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer dev.Close()
+		dev := openBare(t)
 		first, err := New(dev, Config{})
 		if err != nil {
 			t.Fatal(err)
@@ -417,18 +421,13 @@ func TestNewRefusesWhatItCannotDrive(t *testing.T) {
 		}
 	})
 	t.Run("faulted", func(t *testing.T) {
-		leakcheck.Check(t)
-		dev, err := device.Open(device.Config{MemorySize: 1 << 16})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer dev.Close()
+		dev := openBare(t)
 		c := abi.DefaultChannel(abi.EngineCompute)
 		dev.Registers().Store(abi.DoorbellPage(c)+abi.RegDoorbell, 1<<40) // out of protocol
 		dev.Wake(c)                                                       // the engine may be asleep
 		status := abi.ChannelStatusPage(c)
 		waitUntil(t, "the channel faulted", func() bool { return dev.Registers().Load(status+abi.RegChannelFault) != 0 })
-		_, err = New(dev, Config{})
+		_, err := New(dev, Config{})
 		if !errors.Is(err, ErrChannelFaulted) || !errors.Is(err, abi.FaultDoorbell) {
 			t.Errorf("New on a device with a faulted channel = %v; want ErrChannelFaulted wrapping FaultDoorbell", err)
 		}
@@ -438,12 +437,7 @@ func TestNewRefusesWhatItCannotDrive(t *testing.T) {
 	// the channel is dead — New must read it, or it attaches to a channel
 	// the device will never serve again.
 	t.Run("faulted behind its head", func(t *testing.T) {
-		leakcheck.Check(t)
-		dev, err := device.Open(device.Config{MemorySize: 1 << 16})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer dev.Close()
+		dev := openBare(t)
 		first, err := New(dev, Config{})
 		if err != nil {
 			t.Fatal(err)
