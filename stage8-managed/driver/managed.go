@@ -138,6 +138,7 @@ type mpage struct {
 	moves     int           // moves to the device, each within thrashLapse of the last
 	lastMove  uint64        // device clock at its last move either way
 	pinnedTil uint64        // remote until then
+	changed   uint64        // device clock when where last changed: a fault recorded before it is stale
 }
 
 // Managed is an allocation of managed memory.
@@ -192,6 +193,7 @@ type ManagedStats struct {
 	Faults     uint64 // fault records read
 	Batches    uint64 // batches the handler served
 	Duplicates uint64 // records naming a page another record of the batch named
+	Stale      uint64 // records for a page that had moved since: the replay alone serves them
 	Polled     uint64 // batches found by the handler's poll, not an interrupt
 	ToDevice   uint64 // pages moved to the device, prefetched ones included
 	Prefetched uint64 // of those, pages no fault named
@@ -333,7 +335,7 @@ func (d *Driver) toDevice(m *Managed, first, n int) int {
 		copy(mem[frame:frame+1<<abi.PageShift], m.host.bytes[uint64(i)<<abi.PageShift:])
 		// The entry last: an engine that finds it valid reads a whole frame.
 		storePTE(d.vm.pool.mem, p.pte, abi.MakePage(frame, abi.PTEPage4K, true, false))
-		p.where, p.frame = pageDevice, frame
+		p.where, p.frame, p.changed = pageDevice, frame, now
 		p.lru = d.um.lru.PushBack(pageRef{m, i})
 		moved++
 	}
@@ -345,7 +347,7 @@ func (d *Driver) toDevice(m *Managed, first, n int) int {
 func (d *Driver) mapRemote(m *Managed, i int, now uint64) {
 	p := &m.pages[i]
 	storePTE(d.vm.pool.mem, p.pte, abi.MakePage(m.host.bus+uint64(i)<<abi.PageShift, abi.PTEPage4K, true, true))
-	p.where, p.pinnedTil = pageRemote, now+thrashPin
+	p.where, p.pinnedTil, p.changed = pageRemote, now+thrashPin, now
 	d.um.stats.Thrashing++
 }
 
@@ -388,7 +390,7 @@ func (d *Driver) toHost(m *Managed, first, n int, all bool) int {
 			p.lastMove = now
 			moved++
 		}
-		p.where = pageHost
+		p.where, p.changed = pageHost, now
 	}
 	d.um.stats.ToHost += uint64(moved)
 	return moved

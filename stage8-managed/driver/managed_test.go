@@ -609,6 +609,68 @@ func TestManagedBadInput(t *testing.T) {
 	}
 }
 
+// TestAStaleFaultRecordMovesNothing: a fault record the handler reads
+// only after its command has finished and the host has taken the page back
+// with Sync must not move the page to the device again. If it did, the
+// host's later writes would go to its copy while the device read a
+// snapshot. The test holds the handler's lock to make the record stale
+// deterministically: the SUM32 faults, the test moves the page over and
+// replays itself (as the handler would), waits for the command, brings the
+// page back as Sync does, and only then lets the handler read the record.
+// TestManagedStress met this interleaving once in CI, as a SUM32 that
+// disagreed with the host's sum.
+func TestAStaleFaultRecordMovesNothing(t *testing.T) {
+	d, c, _, cm := managedSetup(t, device.Config{MemorySize: 4 << 20}, Config{Prefetch: PrefetchOff})
+	m := allocManaged(t, c, 1<<abi.PageShift)
+	fillPattern(m.Bytes(), 3)
+	sumAt, err := c.Alloc(4096, abi.Page4K)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sumPA := paOf(t, c, sumAt)
+	before := d.ManagedStats()
+	put0, release := holdHandler(d)
+	defer release()
+	done := make(chan error, 1)
+	go func() {
+		done <- do(cm, c, abi.Command{Op: abi.OpSum32, Src: m.VA(), Dst: sumAt, Size: 1 << abi.PageShift})
+	}()
+	awaitRecords(t, d, put0, 1)
+	d.toDevice(m, 0, 1) // what the handler would do for the record, and
+	d.replay()          // its replay: the command finishes without it
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(managedWait):
+		t.Fatalf("the SUM32 did not finish after %v", managedWait)
+	}
+	d.toHost(m, 0, 1, false) // Sync's work; the test holds the lock Sync takes
+	release()                // the handler now reads a record for a page the host has
+	deadline := time.Now().Add(managedWait)
+	for d.ManagedStats().Batches == before.Batches {
+		if time.Now().After(deadline) {
+			t.Fatalf("the handler served no batch in %v", managedWait)
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+	if dev, remote := m.Resident(); dev != 0 || remote != 0 {
+		t.Fatalf("after a stale record, %d pages on the device and %d remote; want all on the host", dev, remote)
+	}
+	if s := d.ManagedStats(); s.Stale != before.Stale+1 {
+		t.Errorf("ManagedStats.Stale = %d; want %d, the one stale record", s.Stale, before.Stale+1)
+	}
+	// And the data path it protects: the host writes, the device sums.
+	fillPattern(m.Bytes(), 9)
+	if err := do(cm, c, abi.Command{Op: abi.OpSum32, Src: m.VA(), Dst: sumAt, Size: 1 << abi.PageShift}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := binary.LittleEndian.Uint64(readPA(d, sumPA, 8)), sum32(m.Bytes()); got != want {
+		t.Errorf("SUM32 after the host's writes = %#x; want %#x, the host's", got, want)
+	}
+}
+
 // TestManagedStress: the host and the device work on managed memory at
 // once, in two goroutines and two allocations, while a third prefetches
 // to the device under the faults. Goroutine A fills random page ranges of

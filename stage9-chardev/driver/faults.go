@@ -194,7 +194,7 @@ func (d *Driver) serveBatch(polled bool) bool {
 	})
 	u := &d.um
 	u.mu.Lock()
-	var pages, migrated, dups uint64
+	var pages, migrated, dups, stale uint64
 	for i, r := range recs {
 		if i > 0 && r.Context == recs[i-1].Context && r.VA>>abi.PageShift == recs[i-1].VA>>abi.PageShift {
 			dups++
@@ -206,6 +206,17 @@ func (d *Driver) serveBatch(polled bool) bool {
 			continue // freed since: the replay finds the entry cleared, and the command fails
 		}
 		idx := int((r.VA - m.va) >> abi.PageShift)
+		if r.Timestamp < m.pages[idx].changed {
+			// The page has moved since the engine recorded the fault: the
+			// record is stale. It may be one the handler reads only after
+			// its command finished and the host took the page back with
+			// Sync — moving the page now would put a snapshot on the
+			// device while the host goes on writing its own copy. A
+			// command still stalled on the page is not lost: the replay
+			// below resumes it, and it faults again if it must.
+			stale++
+			continue
+		}
 		faulting := m.pages[idx].where == pageHost
 		first, w := d.window(m, idx)
 		moved := d.toDevice(m, first, w)
@@ -218,6 +229,7 @@ func (d *Driver) serveBatch(polled bool) bool {
 	}
 	u.stats.Faults += uint64(len(recs))
 	u.stats.Duplicates += dups
+	u.stats.Stale += stale
 	u.stats.Batches++
 	if polled {
 		u.stats.Polled++
