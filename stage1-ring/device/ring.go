@@ -152,11 +152,17 @@ func (e *Engine) complete(status abi.Status) {
 	e.record(status)
 	completions := e.cur.completions
 	w := abi.CompletionWord(e.job.seq, e.mask)
-	completions[w+1].Store(uint64(status))
-	// This store publishes the status stored just above; the driver's
-	// loads of the entry's index pairs with it. It is made per command,
-	// not once per batch, so that a waiter returns as soon as its own
-	// command is done.
+	// The status word is stored only if it changes. An atomic store is a
+	// locked instruction here (XCHG on amd64), and most commands end as the
+	// one a lap before them in this entry did — StatusOK — so the load,
+	// of a line the engine wrote last, usually finds the value in place.
+	if completions[w+1].Load() != uint64(status) {
+		completions[w+1].Store(uint64(status))
+	}
+	// This store publishes the status word above, stored now or on an
+	// earlier lap; the driver's loads of the entry's index pair with it.
+	// It is made per command, not once per batch, so that a waiter
+	// returns as soon as its own command is done.
 	completions[w].Store(e.job.seq)
 }
 

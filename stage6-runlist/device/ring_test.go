@@ -125,6 +125,25 @@ func TestEngineFollowsTheWrap(t *testing.T) {
 	}
 }
 
+// TestEachCompletionHoldsItsOwnStatus runs, on a ring of two entries,
+// commands whose statuses change and repeat from lap to lap: the engine
+// skips the status store when the entry already holds the value, so an
+// entry must never show the status of the command a lap before.
+func TestEachCompletionHoldsItsOwnStatus(t *testing.T) {
+	d := openTest(t, Config{RingSize: 2})
+	good := abi.Command{Op: abi.OpFill, Dst: 0, Size: 8, Value: 1}
+	bad := abi.Command{Op: 0x7e} // no such opcode
+	for i, ok := range []bool{true, false, false, true, true, true, false, false, false, true, false, true} {
+		cmd, want := good, abi.StatusOK
+		if !ok {
+			cmd, want = bad, abi.StatusBadOpcode
+		}
+		if st := run(t, d, abi.EngineCopy, cmd); st != want {
+			t.Fatalf("command %d (entry %d) = %v; want %v", i, i%2, st, want)
+		}
+	}
+}
+
 // TestCloseLeavesTheRestUnstarted queues a long DELAY and a fill behind it:
 // Close cuts the delay short and the fill never runs.
 func TestCloseLeavesTheRestUnstarted(t *testing.T) {
