@@ -44,7 +44,17 @@ func (j *job) load(desc []byte, seq uint64) {
 // Whatever the outcome, the command's holds on the DMA window are released
 // on the way out (see dma.go).
 func (e *Engine) execute(j *job) abi.Status {
-	defer e.releaseDMA()
+	st := e.dispatch(j)
+	// A call, not a defer: dispatch has a return per check, more than Go
+	// compiles a defer inline for (returns × defers must not exceed 15),
+	// and a defer it cannot inline costs a runtime defer record on every
+	// command.
+	e.releaseDMA()
+	return st
+}
+
+// dispatch is execute without the release: the checks, then the operation.
+func (e *Engine) dispatch(j *job) abi.Status {
 	cmd := &j.cmd
 	if !cmd.Op.Defined() {
 		return abi.StatusBadOpcode
