@@ -46,7 +46,10 @@ import (
 // the entries before it translates anything. An engine that finds the
 // generation moved by more than one since it last looked (it slept through
 // several requests) drops everything: it cannot know what the missed ones
-// named.
+// named. So does one that finds it moved at all as it wakes: the driver,
+// done with the request that engine slept through, may be writing the
+// next one's registers while the engine reads them, and the engine would
+// drop the wrong range and keep the entries it was asked to drop.
 
 // maxRun is the most one run moves. Between runs the engine checks for
 // invalidation requests, so this bounds how long an Unmap waits for an
@@ -111,13 +114,21 @@ func (e *Engine) enterContext(c abi.Context) abi.Status {
 
 // checkInval handles a TLB invalidation request, if the driver has made one
 // since the engine last looked, and acknowledges it.
-func (e *Engine) checkInval() {
+func (e *Engine) checkInval() { e.answerInval(false) }
+
+// answerInval is checkInval; woke says the engine has just woken from a
+// sleep. The driver did not wait for a sleeping engine to acknowledge, so
+// it may already be writing its next request into RegInvalCtx, RegInvalVA
+// and RegInvalSize: those need not describe the request the generation
+// names any more. An engine that has just woken, or has missed more than
+// one request, drops everything.
+func (e *Engine) answerInval(woke bool) {
 	gen := e.regs.Load(abi.RegInvalGen) // pairs with the driver's store in invalidate
 	if gen == e.mmu.invalSeen {
 		return
 	}
-	if gen != e.mmu.invalSeen+1 {
-		e.flushTLB(func(*tlbEntry) bool { return true }) // slept through several: drop everything
+	if woke || gen != e.mmu.invalSeen+1 {
+		e.flushTLB(func(*tlbEntry) bool { return true })
 	} else {
 		ctx := abi.Context(e.regs.Load(abi.RegInvalCtx))
 		va, size := e.regs.Load(abi.RegInvalVA), e.regs.Load(abi.RegInvalSize)

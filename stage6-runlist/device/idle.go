@@ -132,7 +132,7 @@ func (e *Engine) sleep() {
 		// invalidate; checkInval's load of RegInvalGen comes after it
 		// (mmu.go has the argument).
 		regs.Store(e.statusPage+abi.RegEngineState, abi.EngineRunning)
-		e.checkInval()
+		e.answerInval(true)
 		since := e.idleSince // the budget's start, or, in sleep mode, the sleep's
 		if since == 0 {
 			since = start

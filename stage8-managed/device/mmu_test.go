@@ -286,6 +286,45 @@ func TestInvalidationDropsWhatTheTLBHolds(t *testing.T) {
 	}
 }
 
+// TestASleepingEngineDropsWhatItSleptThrough: the driver does not wait for
+// a sleeping engine to acknowledge an invalidation, so it may be writing
+// its next request into the request registers by the time the engine
+// wakes and reads them. Here the engine sleeps through request 1 (for the
+// page it has cached) and wakes while request 2's range — another page —
+// is in the registers and its generation not yet stored: it must not take
+// request 1 for request 2 and keep the stale entry.
+func TestASleepingEngineDropsWhatItSleptThrough(t *testing.T) {
+	const va, other = uint64(1) << 40, uint64(1)<<40 + 1<<30
+	d := openTest(t, Config{})
+	setIdle(d, abi.EngineCompute, abi.IdleSleep, 0)
+	tb, root := userTables(t, d)
+	tb.mapPage(t, root, va, 0x10000, abi.Page4K, true, false)
+	mem := data(d)
+	clear(mem)
+	fill := func(v uint64) {
+		t.Helper()
+		if st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Ctx: testCtx, Dst: va, Size: 8, Value: v}); st != abi.StatusOK {
+			t.Fatalf("FILL = %v", st)
+		}
+	}
+	fill(1) // cached now
+	tb.write(leafOf(tb, root, va), abi.MakePage(0x20000, abi.PTEPage4K, true, false))
+	setIdle(d, abi.EngineCopy, abi.IdleSleep, 0)
+	waitAsleep(t, d, abi.EngineCopy, abi.EngineCompute)
+	request := func(va uint64) {
+		d.regs.Store(abi.RegInvalCtx, uint64(testCtx))
+		d.regs.Store(abi.RegInvalVA, va)
+		d.regs.Store(abi.RegInvalSize, 4096)
+	}
+	request(va)
+	d.regs.Store(abi.RegInvalGen, 1) // request 1: the driver sees the engine asleep and moves on
+	request(other)                   // request 2, its generation still to come
+	fill(2)                          // wakes the engine
+	if mem[0x20000] != 2 || mem[0x10000] != 1 {
+		t.Fatalf("after sleeping through an invalidation of its entry: old frame %d, new frame %d; want the new frame written", mem[0x10000], mem[0x20000])
+	}
+}
+
 // TestStickyContextStopsAtItsFault: a sticky context fails every command
 // after its first fault with StatusCtxFaulted, without translating, until
 // the driver acknowledges the faults; a context that is not enabled, or

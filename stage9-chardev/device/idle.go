@@ -133,7 +133,7 @@ func (e *Engine) sleep() {
 		// (mmu.go has the argument).
 		regs.Store(e.statusPage+abi.RegEngineState, abi.EngineRunning)
 		regs.Store(e.statusPage+abi.RegSleptCycles, regs.Load(e.statusPage+abi.RegSleptCycles)+woke-start)
-		e.checkInval()
+		e.answerInval(true)
 		since := e.idleSince // the budget's start, or, in sleep mode, the sleep's
 		if since == 0 {
 			since = start
