@@ -80,15 +80,28 @@ func ExampleWaitAll() {
 
 // TestTraceShowsTheInterruptPath traces a wait that blocks: the trace must
 // show the DELAY, then the engine raising the line, then the driver's
-// interrupt thread handling it — the path a blocked waiter is woken by.
+// interrupt thread handling it — the path a blocked waiter is woken by. A
+// waiter that arms only after the DELAY is done never blocks (a loaded
+// machine can delay it that long), and nothing is raised for it; the test
+// then tries again with a DELAY four times as long.
 func TestTraceShowsTheInterruptPath(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "trace.json")
-	g, err := softgpu.Open(softgpu.Config{MemorySize: 1 << 20, Wait: softgpu.WaitBlock, Trace: path})
-	if err != nil {
-		t.Fatal(err)
+	var path string
+	for delay := uint64(200_000); ; delay *= 4 {
+		path = filepath.Join(t.TempDir(), "trace.json")
+		g, err := softgpu.Open(softgpu.Config{MemorySize: 1 << 20, Wait: softgpu.WaitBlock, Trace: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		must(t, g.Delay(softgpu.Compute, delay))
+		blocked := g.Stats().Wakeups > 0
+		must(t, g.Close())
+		if blocked {
+			break
+		}
+		if delay > 1e9 {
+			t.Fatalf("the waiter never blocked, even behind a DELAY of %d cycles", delay)
+		}
 	}
-	must(t, g.Delay(softgpu.Compute, 200_000))
-	must(t, g.Close())
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
