@@ -1,10 +1,10 @@
 package device
 
 import (
-	"runtime"
 	"sync/atomic"
 
 	"softgpu/stage8-managed/abi"
+	"softgpu/stage8-managed/internal/spin"
 	"softgpu/stage8-managed/mmio"
 	"softgpu/stage8-managed/trace"
 )
@@ -113,8 +113,9 @@ func (e *Engine) stop() {
 
 // ANCHOR: pause
 
-// pause is what a spinning engine does between empty polls: it yields the
-// P on every yieldEvery-th one. (Whether an idle engine spins at all is
+// pause is what a spinning engine does between empty polls: it yields on
+// every yieldEvery-th one — the P, and, once the spin has gone on for a
+// while, the CPU (spin.Yield). (Whether an idle engine spins at all is
 // idle's choice, in idle.go.)
 //
 // Two spinning engines and a host thread do not fit on a 2-core machine. An
@@ -127,7 +128,7 @@ func (e *Engine) stop() {
 // (~20 µs here), which is worse than not yielding at all.
 func (e *Engine) pause(polls int) {
 	if e.yieldEvery > 0 && polls%e.yieldEvery == 0 {
-		runtime.Gosched()
+		spin.Yield(polls)
 	}
 }
 

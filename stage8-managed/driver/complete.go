@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"softgpu/stage8-managed/abi"
+	"softgpu/stage8-managed/internal/spin"
 )
 
 // Completion: how the driver learns that a command is done, and how it
@@ -136,7 +137,7 @@ func (ch *Channel) spinFor(cond func() bool, budget uint64) error {
 		// below, so that a YieldEvery that is not a multiple of 64
 		// means what it says.
 		if ch.yieldEvery > 0 && polls%ch.yieldEvery == 0 {
-			runtime.Gosched()
+			spin.Yield(polls)
 		}
 		if polls%64 != 0 {
 			continue

@@ -4,10 +4,10 @@ import (
 	"container/heap"
 	"context"
 	"errors"
-	"runtime"
 	"sync"
 
 	"softgpu/stage9-chardev/abi"
+	"softgpu/stage9-chardev/internal/spin"
 )
 
 // This file is the driver's side of fences: the Fence a caller waits on,
@@ -162,7 +162,7 @@ func (f Fence) poll(ctx context.Context, budget uint64) error {
 		// below, so that a YieldEvery that is not a multiple of 64
 		// means what it says.
 		if ch.yieldEvery > 0 && polls%ch.yieldEvery == 0 {
-			runtime.Gosched()
+			spin.Yield(polls)
 		}
 		if polls%64 != 0 {
 			continue
