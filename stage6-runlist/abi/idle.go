@@ -83,11 +83,17 @@ func (m IdleMode) String() string {
 // would have cost the next command.
 const DefaultIdleBudget = 50_000
 
-// The reset values of the adaptive budget's bounds: it may shrink to
-// nothing (sleep at once) and grow to 200 µs.
+// The reset values of the adaptive budget's bounds: 25 µs to 60 µs, a
+// range around the hybrid default that the learning moves within. Both were
+// set by measurement (IdleMix, in the book's "What idle costs"). The floor:
+// an engine that polled before it slept answered the next command faster
+// than one that slept at once, so the adaptive engine never sleeps at once.
+// The ceiling: the engine learns a gap only after it has seen it, so on
+// gaps that keep growing it spins for the last gap's length and then sleeps
+// anyway; with 200 µs allowed, that cost it more CPU than the default.
 const (
-	DefaultIdleBudgetMin = 0
-	DefaultIdleBudgetMax = 200_000
+	DefaultIdleBudgetMin = 25_000
+	DefaultIdleBudgetMax = 60_000
 )
 
 // ANCHOR: idleregs

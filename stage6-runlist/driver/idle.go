@@ -95,7 +95,7 @@ type Idle struct {
 	Budget uint64
 	// BudgetMin and BudgetMax bound the adaptive budget, in cycles; zero
 	// for both means abi.DefaultIdleBudgetMin and abi.DefaultIdleBudgetMax
-	// (0 and 200 µs).
+	// (25 and 60 µs).
 	BudgetMin, BudgetMax uint64
 }
 

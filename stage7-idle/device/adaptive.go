@@ -32,11 +32,12 @@ import (
 // over the gaps seen, and the smallest of them spins least in a gap that is
 // longer than any of those.
 //
-// What it converges to, for a steady gap G: B = G if G < W — spin through
-// every gap, never wake — and otherwise B = the min: sleep at once, and pay
-// the wake a fixed budget would have paid anyway, without the spin. (A
-// steady gap just under W costs more spinning than the hybrid default
-// would; a steady gap over 50 µs costs less.) This is
+// What it converges to, for a steady gap G, within the bounds: B = G if
+// G < W — spin through every gap, never wake — and otherwise B = the min:
+// spin as little as it may, and pay the wake a fixed budget would have paid
+// anyway. With the default bounds (abi.DefaultIdleBudgetMin and Max, 25 and
+// 60 µs) that is: spin through steady gaps up to 60 µs, and poll 25 µs
+// before each longer one. This is
 // the ski-rental rule: rent (spin) while renting costs less than buying (a
 // wake), with the gaps it has seen standing in for the ones to come. For a
 // workload whose gaps change, it follows them within adaptiveHistory gaps.
