@@ -280,7 +280,11 @@ func TestTargetedWakeupsAreNeverFutile(t *testing.T) {
 					// 9 fenced completions (the gate and eight) each raise
 					// the line (the driver may take several raises at
 					// once); those after the waiter slept woke it, and
-					// only the last found its fence. An interrupt thread
+					// only the last can have found its fence — or none
+					// did: a waiter woken for nothing that re-arms just
+					// after its fence signalled returns without sleeping
+					// again (block's "signalled while arming"), and that
+					// return is no wake-up. An interrupt thread
 					// slower than the spacing of the fences (a loaded
 					// machine) takes them all at once, which is allowed:
 					// then no wake-up was futile, and the test tries
@@ -288,8 +292,8 @@ func TestTargetedWakeupsAreNeverFutile(t *testing.T) {
 					if wakeups == 1 && futile == 0 && attempt < 5 {
 						continue
 					}
-					if irqs < 2 || futile < 1 || wakeups != futile+1 {
-						t.Errorf("every: %d interrupts, %d wake-ups, %d futile; want ≥ 2, futile ≥ 1, wake-ups = futile+1", irqs, wakeups, futile)
+					if irqs < 2 || futile < 1 || (wakeups != futile+1 && wakeups != futile) {
+						t.Errorf("every: %d interrupts, %d wake-ups, %d futile; want ≥ 2, futile ≥ 1, wake-ups = futile or futile+1", irqs, wakeups, futile)
 					}
 				}
 				return
