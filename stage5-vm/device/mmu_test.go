@@ -242,6 +242,10 @@ func TestRunsFollowTheEntries(t *testing.T) {
 func TestInvalidationDropsWhatTheTLBHolds(t *testing.T) {
 	const va = uint64(1) << 40
 	d := openTest(t, Config{})
+	// The engine spins throughout: one that wakes from a sleep drops its
+	// whole TLB if a request came (TestASleepingEngineDropsWhatItSleptThrough),
+	// and this test is about what an awake engine drops.
+	setIdle(d, abi.EngineCopy, abi.IdleSpin, 0)
 	tb, root := userTables(t, d)
 	tb.mapPage(t, root, va, 0x10000, abi.Page4K, true, false)
 	mem := data(d)
