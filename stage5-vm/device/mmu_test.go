@@ -234,6 +234,28 @@ func TestRunsFollowTheEntries(t *testing.T) {
 	}
 }
 
+// staleTranslation maps va in the test context to frame 0x10000, fills 8
+// bytes through it with 1 so that the copy engine's TLB holds the
+// translation, then points the entry at 0x20000 without invalidating. It
+// returns the data memory and a fill of va on the copy engine: a fill that
+// lands in the old frame came through the TLB.
+func staleTranslation(t *testing.T, d *Device, va uint64) (mem []byte, fill func(v uint64)) {
+	t.Helper()
+	tb, root := userTables(t, d)
+	tb.mapPage(t, root, va, 0x10000, abi.Page4K, true, false)
+	mem = data(d)
+	clear(mem)
+	fill = func(v uint64) {
+		t.Helper()
+		if st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Ctx: testCtx, Dst: va, Size: 8, Value: v}); st != abi.StatusOK {
+			t.Fatalf("FILL = %v", st)
+		}
+	}
+	fill(1) // cached now
+	tb.write(leafOf(tb, root, va), abi.MakePage(0x20000, abi.PTEPage4K, true, false))
+	return mem, fill
+}
+
 // TestInvalidationDropsWhatTheTLBHolds: a translation the TLB holds
 // outlives a change to its entry — that is what a TLB is — until the
 // driver's invalidation request names it; the engine acknowledges the
@@ -246,18 +268,7 @@ func TestInvalidationDropsWhatTheTLBHolds(t *testing.T) {
 	// whole TLB if a request came (TestASleepingEngineDropsWhatItSleptThrough),
 	// and this test is about what an awake engine drops.
 	setIdle(d, abi.EngineCopy, abi.IdleSpin, 0)
-	tb, root := userTables(t, d)
-	tb.mapPage(t, root, va, 0x10000, abi.Page4K, true, false)
-	mem := data(d)
-	clear(mem)
-	fill := func(v uint64) {
-		t.Helper()
-		if st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Ctx: testCtx, Dst: va, Size: 8, Value: v}); st != abi.StatusOK {
-			t.Fatalf("FILL = %v", st)
-		}
-	}
-	fill(1) // cached now
-	tb.write(leafOf(tb, root, va), abi.MakePage(0x20000, abi.PTEPage4K, true, false))
+	mem, fill := staleTranslation(t, d, va)
 	fill(2)
 	if mem[0x10000] != 2 || mem[0x20000] != 0 {
 		t.Fatalf("after the entry changed, without invalidation: old frame %d, new frame %d; want the TLB's frame written", mem[0x10000], mem[0x20000])
@@ -301,18 +312,7 @@ func TestASleepingEngineDropsWhatItSleptThrough(t *testing.T) {
 	const va, other = uint64(1) << 40, uint64(1)<<40 + 1<<30
 	d := openTest(t, Config{})
 	setIdle(d, abi.EngineCompute, abi.IdleSleep, 0)
-	tb, root := userTables(t, d)
-	tb.mapPage(t, root, va, 0x10000, abi.Page4K, true, false)
-	mem := data(d)
-	clear(mem)
-	fill := func(v uint64) {
-		t.Helper()
-		if st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Ctx: testCtx, Dst: va, Size: 8, Value: v}); st != abi.StatusOK {
-			t.Fatalf("FILL = %v", st)
-		}
-	}
-	fill(1) // cached now
-	tb.write(leafOf(tb, root, va), abi.MakePage(0x20000, abi.PTEPage4K, true, false))
+	mem, fill := staleTranslation(t, d, va)
 	setIdle(d, abi.EngineCopy, abi.IdleSleep, 0)
 	waitAsleep(t, d, abi.EngineCopy, abi.EngineCompute)
 	request := func(va uint64) {
