@@ -103,11 +103,14 @@ func (e *Engine) raiseFence() {
 	c := e.cur
 	regs.Store(c.status+abi.RegIrqCount, regs.Load(c.status+abi.RegIrqCount)+1) // the engine serving it is its only writer
 	regs.Set(abi.RegIrqChannels, 1<<c.id)
-	e.dev.raise(abi.IrqCauseFence)
+	// The event is recorded before the line is raised: once the token is
+	// sent, the driver's thread may handle it and record that before this
+	// thread runs again, and a trace must not show the handling first.
 	if e.trace != nil {
 		e.trace.Record(trace.Event{Kind: trace.KindIRQRaise, Start: e.dev.clock.Now(), Engine: e.id, Channel: c.id,
 			Arg: abi.IrqCauseFence})
 	}
+	e.dev.raise(abi.IrqCauseFence)
 }
 
 // ANCHOR: raise
