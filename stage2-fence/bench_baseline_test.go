@@ -1,7 +1,6 @@
 package softgpu_test
 
 import (
-	"runtime"
 	"testing"
 )
 
@@ -12,38 +11,13 @@ func BenchmarkBaseline(b *testing.B) {
 	// pingpong: two goroutines bounce one cache line, pure spin — the
 	// floor under any round trip between a host and an engine thread.
 	b.Run("pingpong", func(b *testing.B) {
-		var ball paddedWord
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			for polls := 1; ; polls++ {
-				v := ball.v.Load()
-				if v == ^uint64(0) {
-					return
-				}
-				if v%2 == 1 {
-					ball.v.Store(v + 1)
-				}
-				if polls%(1<<12) == 0 { // only matters with GOMAXPROCS=1
-					runtime.Gosched()
-				}
-			}
-		}()
+		pp := startPingPong()
 		m := startMeter()
-		var v uint64
 		for b.Loop() {
-			v += 2
-			ball.v.Store(v - 1) // serve: odd
-			// The partner returns it: even.
-			for polls := 1; ball.v.Load() != v; polls++ {
-				if polls%(1<<12) == 0 {
-					runtime.Gosched()
-				}
-			}
+			pp.serve()
 		}
 		m.report(b)
-		ball.v.Store(^uint64(0))
-		<-done
+		pp.stop()
 	})
 	// memmove: a plain copy between two Go slices, the ceiling for any
 	// copy the CPU does on the device's behalf — measured as the copy

@@ -43,42 +43,67 @@ func withCanary(b *testing.B) {
 // round trip between two goroutines: a millisecond or two of the machine's
 // own latency, with no device open.
 func canaryNs() float64 {
-	var ball paddedWord
-	done := make(chan struct{})
+	pp := startPingPong()
+	var bursts []float64
+	for range 5 {
+		start := time.Now()
+		for range 2000 {
+			pp.serve()
+		}
+		bursts = append(bursts, float64(time.Since(start).Nanoseconds())/2000)
+	}
+	pp.stop()
+	slices.Sort(bursts)
+	return bursts[len(bursts)/2]
+}
+
+// pingPong is one cache line bounced between two goroutines: the caller
+// serves an odd value, and a partner goroutine, spinning on the line,
+// returns the next even one. Both sides yield every 4,096 polls, which only
+// matters with GOMAXPROCS=1.
+type pingPong struct {
+	ball paddedWord
+	v    uint64        // the value the partner returns last
+	done chan struct{} // closed when the partner has stopped
+}
+
+// startPingPong starts the partner goroutine.
+func startPingPong() *pingPong {
+	pp := &pingPong{done: make(chan struct{})}
 	go func() {
-		defer close(done)
+		defer close(pp.done)
 		for polls := 1; ; polls++ {
-			v := ball.v.Load()
+			v := pp.ball.v.Load()
 			if v == ^uint64(0) {
 				return
 			}
 			if v%2 == 1 {
-				ball.v.Store(v + 1)
+				pp.ball.v.Store(v + 1)
 			}
 			if polls%(1<<12) == 0 {
 				runtime.Gosched()
 			}
 		}
 	}()
-	var bursts []float64
-	var v uint64
-	for range 5 {
-		start := time.Now()
-		for range 2000 {
-			v += 2
-			ball.v.Store(v - 1)
-			for polls := 1; ball.v.Load() != v; polls++ {
-				if polls%(1<<12) == 0 {
-					runtime.Gosched()
-				}
-			}
+	return pp
+}
+
+// serve is one round trip: the line to the partner and back.
+func (pp *pingPong) serve() {
+	pp.v += 2
+	pp.ball.v.Store(pp.v - 1) // serve: odd
+	// The partner returns it: even.
+	for polls := 1; pp.ball.v.Load() != pp.v; polls++ {
+		if polls%(1<<12) == 0 {
+			runtime.Gosched()
 		}
-		bursts = append(bursts, float64(time.Since(start).Nanoseconds())/2000)
 	}
-	ball.v.Store(^uint64(0))
-	<-done
-	slices.Sort(bursts)
-	return bursts[len(bursts)/2]
+}
+
+// stop ends the partner and waits for it.
+func (pp *pingPong) stop() {
+	pp.ball.v.Store(^uint64(0))
+	<-pp.done
 }
 
 // paddedWord is a word on a cache line of its own.
