@@ -23,6 +23,27 @@ import (
 // costs the application it serves: engines that spin take cores the host
 // would have used. ns/op is per checksum, across all goroutines.
 func BenchmarkHostBeside(b *testing.B) {
+	besideDevice(b, func(b *testing.B) {
+		b.SetBytes(64 << 10)
+		var total atomic.Uint32
+		m := startMeter()
+		b.RunParallel(func(pb *testing.PB) {
+			buf := touched(64 << 10)
+			produce(buf, 0x5a)
+			var sum uint32
+			for pb.Next() {
+				sum += crc32.ChecksumIEEE(buf)
+			}
+			total.Add(sum)
+		})
+		m.report(b)
+		sink += uint64(total.Load())
+	})
+}
+
+// besideDevice runs bench twice: as device=none, with no device open, and
+// as device=idle, with a device open and idle for the whole run.
+func besideDevice(b *testing.B, bench func(b *testing.B)) {
 	for _, open := range []bool{false, true} {
 		name := "device=none"
 		if open {
@@ -33,20 +54,7 @@ func BenchmarkHostBeside(b *testing.B) {
 				g := openBench(b, softgpu.Config{})
 				defer g.Close()
 			}
-			b.SetBytes(64 << 10)
-			var total atomic.Uint32
-			m := startMeter()
-			b.RunParallel(func(pb *testing.PB) {
-				buf := touched(64 << 10)
-				produce(buf, 0x5a)
-				var sum uint32
-				for pb.Next() {
-					sum += crc32.ChecksumIEEE(buf)
-				}
-				total.Add(sum)
-			})
-			m.report(b)
-			sink += uint64(total.Load())
+			bench(b)
 		})
 	}
 }
@@ -63,31 +71,21 @@ func BenchmarkHostBeside(b *testing.B) {
 // per checksum, timed inside the worker (its start-up is not counted);
 // cores is this process's: what the idle device burned meanwhile.
 func BenchmarkHostProcess(b *testing.B) {
-	for _, open := range []bool{false, true} {
-		name := "device=none"
-		if open {
-			name = "device=idle"
+	besideDevice(b, func(b *testing.B) {
+		m := startMeter()
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), hostWorkerEnv+"="+strconv.Itoa(b.N))
+		out, err := cmd.Output()
+		if err != nil {
+			b.Fatalf("the host worker: %v", err)
 		}
-		b.Run(name, func(b *testing.B) {
-			if open {
-				g := openBench(b, softgpu.Config{})
-				defer g.Close()
-			}
-			m := startMeter()
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), hostWorkerEnv+"="+strconv.Itoa(b.N))
-			out, err := cmd.Output()
-			if err != nil {
-				b.Fatalf("the host worker: %v", err)
-			}
-			var ns int64
-			if _, err := fmt.Sscanf(string(out), "host-worker-ns %d", &ns); err != nil {
-				b.Fatalf("the host worker said %q: %v", out, err)
-			}
-			m.report(b)
-			b.ReportMetric(float64(ns)/float64(b.N), "ns/op")
-		})
-	}
+		var ns int64
+		if _, err := fmt.Sscanf(string(out), "host-worker-ns %d", &ns); err != nil {
+			b.Fatalf("the host worker said %q: %v", out, err)
+		}
+		m.report(b)
+		b.ReportMetric(float64(ns)/float64(b.N), "ns/op")
+	})
 }
 
 // hostWorkerEnv, set in its environment, makes the test binary
