@@ -2,11 +2,9 @@ package softgpu_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -115,17 +113,9 @@ func TestTraceShowsWalksAndFaults(t *testing.T) {
 	}
 	must(t, ctx.Close())
 	must(t, g.Close())
-	b, err := os.ReadFile(path)
-	must(t, err)
-	var f struct {
-		TraceEvents []struct {
-			Name string         `json:"name"`
-			Args map[string]any `json:"args"`
-		} `json:"traceEvents"`
-	}
-	must(t, json.Unmarshal(b, &f))
+	events := readTrace(t, path)
 	var misses, faults int
-	for _, ev := range f.TraceEvents {
+	for _, ev := range events {
 		switch ev.Name {
 		case "tlb miss":
 			misses++

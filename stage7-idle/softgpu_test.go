@@ -106,25 +106,13 @@ func TestTraceIsWrittenOnClose(t *testing.T) {
 		t.Error("WriteTrace before Close = nil; want an error")
 	}
 	must(t, g.Close())
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var f struct {
-		TraceEvents []struct {
-			Name string `json:"name"`
-			Ph   string `json:"ph"`
-		} `json:"traceEvents"`
-	}
-	if err := json.Unmarshal(b, &f); err != nil {
-		t.Fatalf("trace is not JSON: %v", err)
-	}
+	events := readTrace(t, path)
 	found := false
-	for _, ev := range f.TraceEvents {
+	for _, ev := range events {
 		found = found || (ev.Name == "FILL" && ev.Ph == "X")
 	}
 	if !found {
-		t.Errorf("trace has no FILL command:\n%s", b)
+		t.Errorf("trace has no FILL command among its %d events", len(events))
 	}
 }
 
@@ -157,4 +145,33 @@ func TestErrorsNeedNoOtherImport(t *testing.T) {
 	if _, err := softgpu.Open(softgpu.Config{MemorySize: 1 << 40}); !errors.Is(err, softgpu.ErrConfig) {
 		t.Errorf("Open with 1 TiB = %v; want ErrConfig", err)
 	}
+}
+
+// traceEvent is one event of a trace file (trace/json.go), with the fields
+// the tests look at.
+type traceEvent struct {
+	Name string         `json:"name"`
+	Cat  string         `json:"cat"`
+	Ph   string         `json:"ph"`
+	Tid  int            `json:"tid"`
+	Ts   float64        `json:"ts"`
+	Dur  float64        `json:"dur"`
+	Args map[string]any `json:"args"`
+}
+
+// readTrace reads the trace file at path and returns its events in the
+// file's order.
+func readTrace(t testing.TB, path string) []traceEvent {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		TraceEvents []traceEvent `json:"traceEvents"`
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatalf("trace %s is not JSON: %v", path, err)
+	}
+	return f.TraceEvents
 }

@@ -1,9 +1,7 @@
 package softgpu_test
 
 import (
-	"encoding/json"
 	"errors"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -82,17 +80,9 @@ func TestTraceShowsPreemption(t *testing.T) {
 	if !preempted {
 		t.Skip("the copy always finished before the fill arrived: nothing to see")
 	}
-	b, err := os.ReadFile(path)
-	must(t, err)
-	var f struct {
-		TraceEvents []struct {
-			Name string `json:"name"`
-			Cat  string `json:"cat"`
-		} `json:"traceEvents"`
-	}
-	must(t, json.Unmarshal(b, &f))
+	events := readTrace(t, path)
 	var slices, switches int
-	for _, ev := range f.TraceEvents {
+	for _, ev := range events {
 		switch {
 		case ev.Name == "COPY (preempted)":
 			slices++

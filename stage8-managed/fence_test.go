@@ -2,11 +2,9 @@ package softgpu_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -102,22 +100,9 @@ func TestTraceShowsTheInterruptPath(t *testing.T) {
 			t.Fatalf("the waiter never blocked, even behind a DELAY of %d cycles", delay)
 		}
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var f struct {
-		TraceEvents []struct {
-			Name string  `json:"name"`
-			Ph   string  `json:"ph"`
-			Ts   float64 `json:"ts"`
-		} `json:"traceEvents"`
-	}
-	if err := json.Unmarshal(b, &f); err != nil {
-		t.Fatal(err)
-	}
+	events := readTrace(t, path)
 	var order []string
-	for _, ev := range f.TraceEvents {
+	for _, ev := range events {
 		switch ev.Name {
 		case "DELAY", "irq raise", "irq handled":
 			order = append(order, ev.Name)

@@ -2,11 +2,9 @@ package softgpu_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -115,17 +113,9 @@ func TestTraceShowsWalksAndFaults(t *testing.T) {
 	}
 	must(t, ctx.Close())
 	must(t, g.Close())
-	b, err := os.ReadFile(path)
-	must(t, err)
-	var f struct {
-		TraceEvents []struct {
-			Name string         `json:"name"`
-			Args map[string]any `json:"args"`
-		} `json:"traceEvents"`
-	}
-	must(t, json.Unmarshal(b, &f))
+	events := readTrace(t, path)
 	var misses, faults int
-	for _, ev := range f.TraceEvents {
+	for _, ev := range events {
 		switch ev.Name {
 		case "tlb miss":
 			misses++
@@ -162,20 +152,11 @@ func TestTraceShowsFaultsAndReplays(t *testing.T) {
 	must(t, ch.Close())
 	must(t, ctx.Close())
 	must(t, g.Close())
-	b, err := os.ReadFile(path)
-	must(t, err)
-	var f struct {
-		TraceEvents []struct {
-			Name string         `json:"name"`
-			Ts   float64        `json:"ts"`
-			Args map[string]any `json:"args"`
-		} `json:"traceEvents"`
-	}
-	must(t, json.Unmarshal(b, &f))
+	events := readTrace(t, path)
 	first := map[string]float64{}
 	count := map[string]int{}
 	var migrated float64
-	for _, ev := range f.TraceEvents {
+	for _, ev := range events {
 		switch ev.Name {
 		case "stall", "fault batch", "replay", "migrate to host":
 			if count[ev.Name] == 0 {
