@@ -30,6 +30,26 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 	}
 }
 
+// badDoorbell is a sequence of tails a driver stores into a channel's
+// doorbell, for a ring of a given size: every tail but the last is one the
+// protocol allows (its commands run), and the last is one it forbids.
+type badDoorbell struct {
+	name  string
+	rings []uint64 // tails stored in turn; the last one faults
+}
+
+// badDoorbells are the tails the protocol forbids, for a ring of size
+// slots: more than a ring ahead of the head, behind it, and a wrap.
+func badDoorbells(size uint64) []badDoorbell {
+	return []badDoorbell{
+		{"a ring and one ahead", []uint64{size + 1}},
+		{"four rings ahead", []uint64{4 * size}},
+		{"goes back", []uint64{2, 1}},
+		{"goes back to zero after a lap", []uint64{size, 0}},
+		{"wraps", []uint64{1<<64 - 1}},
+	}
+}
+
 // TestDoorbellOutOfProtocolFaultsItsChannel rings channels with tails the
 // ring protocol forbids — one more than a ring ahead of the head, one that
 // moves back behind it, a huge jump — and checks that the channel faults
@@ -37,17 +57,7 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 // replayed, no garbage one), and that the other channel is still served.
 func TestDoorbellOutOfProtocolFaultsItsChannel(t *testing.T) {
 	const size = 8
-	tests := []struct {
-		name  string
-		rings []uint64 // tails stored in turn; the last one faults
-	}{
-		{"a ring and one ahead", []uint64{size + 1}},
-		{"four rings ahead", []uint64{4 * size}},
-		{"goes back", []uint64{2, 1}},
-		{"goes back to zero after a lap", []uint64{size, 0}},
-		{"wraps", []uint64{1<<64 - 1}},
-	}
-	for _, tt := range tests {
+	for _, tt := range badDoorbells(size) {
 		t.Run(tt.name, func(t *testing.T) {
 			d := openTest(t, Config{RingSize: size})
 			regs := d.Registers()
