@@ -103,16 +103,7 @@ func TestDoorbellOutOfProtocolFaultsItsChannel(t *testing.T) {
 // more than a lap of its ring after the fault — and never faults.
 func TestABadDoorbellFaultsOnlyItsChannel(t *testing.T) {
 	const size = 8
-	tests := []struct {
-		name  string
-		rings []uint64 // tails stored in turn; the last one faults
-	}{
-		{"a ring and one ahead", []uint64{size + 1}},
-		{"four rings ahead", []uint64{4 * size}},
-		{"goes back", []uint64{2, 1}},
-		{"wraps", []uint64{1<<64 - 1}},
-	}
-	for _, tt := range tests {
+	for _, tt := range badDoorbells(size) {
 		t.Run(tt.name, func(t *testing.T) {
 			d := openTest(t, Config{RingSize: size})
 			regs := d.Registers()
