@@ -179,23 +179,11 @@ func sitePages(site string, only *regexp.Regexp) ([]string, error) {
 // prepareOut empties the screenshot folder, refusing one this tool did not
 // make, so that a mistyped -out cannot delete someone's files.
 func prepareOut(dir string) error {
-	entries, err := os.ReadDir(dir)
-	switch {
-	case os.IsNotExist(err):
+	switch cleared, err := cli.ClearDir(dir, outMarker); {
 	case err != nil:
 		return err
-	case len(entries) > 0:
-		if _, err := os.Stat(filepath.Join(dir, outMarker)); err != nil {
-			return fmt.Errorf("%s is not empty and was not written by bookcheck (no %s); refusing to replace it", dir, outMarker)
-		}
-		for _, e := range entries {
-			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-				return err
-			}
-		}
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+	case !cleared:
+		return fmt.Errorf("%s is not empty and was not written by bookcheck (no %s); refusing to replace it", dir, outMarker)
 	}
 	return os.WriteFile(filepath.Join(dir, outMarker), []byte("screenshots by go run ./tools/cmd/bookcheck; cleared on every run\n"), 0o644)
 }

@@ -16,12 +16,7 @@ const allStages = "stage0-mailbox, stage1-ring, stage2-fence, stage3-pinned, sta
 // TestRunUsage checks every misuse is refused before anything is built,
 // with exit 2 and one line naming the bad input.
 func TestRunUsage(t *testing.T) {
-	root := fixture.Repo(t, "stage0-mailbox", "stage1-ring")
-	file := filepath.Join(root, "a-file")
-	if err := os.WriteFile(file, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Chdir(root)
+	root, file := fixture.MisuseRepo(t, "stage0-mailbox", "stage1-ring")
 	tests := []struct {
 		name       string
 		args       []string
@@ -52,11 +47,7 @@ func TestRunUsage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var stdout, stderr strings.Builder
-			code := run(context.Background(), tt.args, &stdout, &stderr)
-			if code != cli.ExitUsage || stderr.String() != tt.wantStderr+"\n" {
-				t.Errorf("compare %q = exit %d, stderr\n%q\nwant exit %d and\n%q", tt.args, code, stderr.String(), cli.ExitUsage, tt.wantStderr+"\n")
-			}
+			fixture.CheckMisuse(t, "compare", run, tt.args, tt.wantStderr)
 		})
 	}
 }

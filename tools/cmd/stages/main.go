@@ -46,71 +46,43 @@ Flags may come before or after the arguments. Run "stages COMMAND -h" for a comm
 `
 
 // subcommands, in the order the usage lists them.
-var subcommands = []struct {
-	name  string
-	usage string
-	run   func(*command, []string) int
-}{
-	{"list", `usage: go run ./tools/cmd/stages list
+var subcommands = []cli.Subcommand{
+	{Name: "list", Usage: `usage: go run ./tools/cmd/stages list
 
 Prints the ten stages in build order, each with its predecessor and whether
 its directory exists.
-`, (*command).list},
-	{"diff", `usage: go run ./tools/cmd/stages diff [-stat] [-path PATH]... [A] B [PATH...]
+`, Run: withCommand((*command).list)},
+	{Name: "diff", Usage: `usage: go run ./tools/cmd/stages diff [-stat] [-path PATH]... [A] B [PATH...]
 
 Prints the diff from stage A to stage B (A defaults to B's predecessor in
 build order), each stage's module path set aside so that only the mechanism
 shows. PATHs (with -path, or after the stages) limit it to those files or
 directories, relative to the stage: "driver", "README.md". It refuses to run
 while either stage holds a file git neither tracks nor ignores.
-`, (*command).diff},
-	{"new", `usage: go run ./tools/cmd/stages new STAGE
+`, Run: withCommand((*command).diff)},
+	{Name: "new", Usage: `usage: go run ./tools/cmd/stages new STAGE
 
 Creates STAGE as a copy of its predecessor in build order, with the module
 path renamed everywhere and the README's title naming STAGE, and adds it to
 go.work.
-`, (*command).newStage},
-	{"forward", `usage: go run ./tools/cmd/stages forward [-check] STAGE
+`, Run: withCommand((*command).newStage)},
+	{Name: "forward", Usage: `usage: go run ./tools/cmd/stages forward [-check] STAGE
 
 Applies STAGE's uncommitted change (git diff HEAD; add new files with git add
 or git add -N) to every later existing stage in build order, each with its own
 module path. Hunks that do not apply are listed and left in .rej files. It
 refuses to run while STAGE holds a file git neither tracks nor ignores.
-`, (*command).forward},
-	{"check", `usage: go run ./tools/cmd/stages check
+`, Run: withCommand((*command).forward)},
+	{Name: "check", Usage: `usage: go run ./tools/cmd/stages check
 
 Checks the rules CI enforces: every stage's go.mod stands alone, go.work
 uses every stage, and every benchmark name of a stage exists in its
 successor.
-`, (*command).check},
-}
-
-func subcommandNames() string {
-	var names []string
-	for _, s := range subcommands {
-		names = append(names, s.name)
-	}
-	return strings.Join(names, ", ")
+`, Run: withCommand((*command).check)},
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	top := cli.NewCommand("stages", usageText, stdout, stderr)
-	if len(args) == 0 {
-		return top.Misuse("no command given; want one of %s", subcommandNames())
-	}
-	name, args := args[0], args[1:]
-	switch name {
-	case "-h", "-help", "--help", "help":
-		top.PrintUsage(stdout)
-		return cli.ExitOK
-	}
-	for _, sub := range subcommands {
-		if sub.name == name {
-			c := &command{Command: cli.NewCommand("stages "+name, sub.usage, stdout, stderr), ctx: ctx}
-			return sub.run(c, args)
-		}
-	}
-	return top.Misuse("unknown command %q; want one of %s", name, subcommandNames())
+	return cli.RunSubcommand(ctx, "stages", usageText, subcommands, args, stdout, stderr)
 }
 
 // command is one sub-command being run.
@@ -118,6 +90,14 @@ type command struct {
 	*cli.Command
 	ctx  context.Context
 	root string
+}
+
+// withCommand turns a sub-command's method into a cli.Subcommand's Run,
+// giving it the command with its context.
+func withCommand(run func(*command, []string) int) func(context.Context, *cli.Command, []string) int {
+	return func(ctx context.Context, c *cli.Command, args []string) int {
+		return run(&command{Command: c, ctx: ctx}, args)
+	}
 }
 
 // parse parses the sub-command's flags (defined on c.Flags beforehand),

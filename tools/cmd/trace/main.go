@@ -45,31 +45,27 @@ Flags may come before or after the arguments. Run "trace COMMAND -h" for a comma
 `
 
 // subcommands, in the order the usage lists them.
-var subcommands = []struct {
-	name  string
-	usage string
-	run   func(ctx context.Context, c *cli.Command, args []string) int
-}{
-	{"summary", `usage: go run ./tools/cmd/trace summary FILE.json
+var subcommands = []cli.Subcommand{
+	{Name: "summary", Usage: `usage: go run ./tools/cmd/trace summary FILE.json
 
 Prints, for each engine, its busy time (commands), time asleep and time
 awake with nothing to run, over the trace's span; its commands by opcode and
 status; the wake latency of its sleeps (p50, p99, max); then each track's
 doorbells and interrupts, and every event counted by category and name.
-`, summary},
-	{"check", `usage: go run ./tools/cmd/trace check FILE.json
+`, Run: summary},
+	{Name: "check", Usage: `usage: go run ./tools/cmd/trace check FILE.json
 
 Checks FILE.json against the trace-event format's documented fields and
 softgpu's contract (events sorted by ts, slices nested on each track). Exits
 0 if it is valid, 1 listing every problem by event index and field.
-`, check},
-	{"svg", `usage: go run ./tools/cmd/trace svg [-from US] [-to US] [-first US] [-title T] [-caption C] FILE.json > out.svg
+`, Run: check},
+	{Name: "svg", Usage: `usage: go run ./tools/cmd/trace svg [-from US] [-to US] [-first US] [-title T] [-caption C] FILE.json > out.svg
 
 Draws FILE.json as an SVG timeline, one lane per track, on stdout. The
 window is in µs of device time; by default the whole trace. The caption
 defaults to the provenance in NAME.meta.json beside the trace, if there is one.
-`, svg},
-	{"make", `usage: go run ./tools/cmd/trace make -stage STAGE -bench REGEXP -name NAME [flags]
+`, Run: svg},
+	{Name: "make", Usage: `usage: go run ./tools/cmd/trace make -stage STAGE -bench REGEXP -name NAME [flags]
 
 Runs go test -run '^$' -bench REGEXP -benchtime T . in the stage's directory
 with SOFTGPU_TRACE set, checks the trace the stage wrote, and writes it to
@@ -78,34 +74,11 @@ machine). Every device writes its trace when it closes and the last one
 wins: make REGEXP match one leaf benchmark, such as
 '^BenchmarkGap/idle=sleep/gap=100us$'. A work tree with uncommitted changes
 is refused unless -allow-dirty.
-`, makeTrace},
-}
-
-func subcommandNames() string {
-	var names []string
-	for _, s := range subcommands {
-		names = append(names, s.name)
-	}
-	return strings.Join(names, ", ")
+`, Run: makeTrace},
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	top := cli.NewCommand("trace", usageText, stdout, stderr)
-	if len(args) == 0 {
-		return top.Misuse("no command given; want one of %s", subcommandNames())
-	}
-	name, args := args[0], args[1:]
-	switch name {
-	case "-h", "-help", "--help", "help":
-		top.PrintUsage(stdout)
-		return cli.ExitOK
-	}
-	for _, sub := range subcommands {
-		if sub.name == name {
-			return sub.run(ctx, cli.NewCommand("trace "+name, sub.usage, stdout, stderr), args)
-		}
-	}
-	return top.Misuse("unknown command %q; want one of %s", name, subcommandNames())
+	return cli.RunSubcommand(ctx, "trace", usageText, subcommands, args, stdout, stderr)
 }
 
 // parseFile parses a command's flags and takes its one FILE.json. When

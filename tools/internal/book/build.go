@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"softgpu/tools/internal/cli"
 	"softgpu/tools/internal/records"
 )
 
@@ -389,23 +390,11 @@ func Build(cfg Config) (string, error) {
 // directory that has files but was not written by this tool, so a mistyped
 // -o cannot delete someone's work.
 func WriteSite(dir string, files map[string][]byte) error {
-	entries, err := os.ReadDir(dir)
-	switch {
-	case os.IsNotExist(err):
+	switch cleared, err := cli.ClearDir(dir, siteMarker); {
 	case err != nil:
 		return err
-	case len(entries) > 0:
-		if _, err := os.Stat(filepath.Join(dir, siteMarker)); err != nil {
-			return fmt.Errorf("book: %s is not empty and was not written by the book tool (no %s); refusing to replace it", dir, siteMarker)
-		}
-		for _, e := range entries {
-			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-				return err
-			}
-		}
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+	case !cleared:
+		return fmt.Errorf("book: %s is not empty and was not written by the book tool (no %s); refusing to replace it", dir, siteMarker)
 	}
 	names := make([]string, 0, len(files))
 	for name := range files {

@@ -51,6 +51,23 @@ type operand struct {
 	fig   figure
 }
 
+// operandArgs reads what {{#ratio}} and {{#claim}} take besides their
+// operands: record=, the record a= comes from (and b= unless record_b=
+// says otherwise); unit=, the metric both are read in; and stat=, the
+// figure taken of each.
+func operandArgs(d directive) (record, unit, stat string, err error) {
+	if record, err = d.require("record"); err != nil {
+		return "", "", "", err
+	}
+	if unit, err = d.require("unit"); err != nil {
+		return "", "", "", err
+	}
+	if stat, err = parseValueStat(d); err != nil {
+		return "", "", "", err
+	}
+	return record, unit, stat, nil
+}
+
 // lookupOperand reads key=STAGE:BENCH from d and finds its figure in record recName.
 func (b *builder) lookupOperand(d directive, key, recName, unit, stat string) (operand, error) {
 	arg, err := d.require(key)
@@ -138,15 +155,7 @@ func (b *builder) claim(d directive) (inlineValue, error) {
 	if err := d.allow("record", "record_b", "a", "b", "unit", "op", "ratio", "value", "stat", "show"); err != nil {
 		return inlineValue{}, err
 	}
-	recA, err := d.require("record")
-	if err != nil {
-		return inlineValue{}, err
-	}
-	unit, err := d.require("unit")
-	if err != nil {
-		return inlineValue{}, err
-	}
-	stat, err := parseValueStat(d)
+	recA, unit, stat, err := operandArgs(d)
 	if err != nil {
 		return inlineValue{}, err
 	}

@@ -54,6 +54,29 @@ func expandOK(t testing.TB, b *builder, src string) (md, blocks string) {
 	return string(x.Markdown), strings.Join(x.Blocks, "\n")
 }
 
+// checkBlocks expands src and checks what came of it: with wantErr, one
+// error and that containing wantErr; without, no error and every string of
+// want in the blocks' HTML. what names the directive in failures.
+func checkBlocks(t *testing.T, b *builder, src string, want []string, wantErr, what string) {
+	t.Helper()
+	x := expand(t, b, src)
+	if wantErr != "" {
+		if len(x.Errs) != 1 || !strings.Contains(x.Errs[0].Error(), wantErr) {
+			t.Fatalf("errors = %v; want one containing %q", x.Errs, wantErr)
+		}
+		return
+	}
+	for _, err := range x.Errs {
+		t.Fatal(err)
+	}
+	html := strings.Join(x.Blocks, "")
+	for _, w := range want {
+		if !strings.Contains(html, w) {
+			t.Errorf("%s lacks %q:\n%s", what, w, html[:min(len(html), 3000)])
+		}
+	}
+}
+
 // writeBook writes files (path → contents) into a new book directory and
 // returns a config building it against the fixture repository.
 func writeBook(t testing.TB, files map[string]string) Config {

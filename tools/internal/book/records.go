@@ -382,15 +382,7 @@ func (b *builder) ratio(d directive) (inlineValue, error) {
 	if err := d.allow("record", "a", "b", "unit", "stat", "record_b"); err != nil {
 		return inlineValue{}, err
 	}
-	recA, err := d.require("record")
-	if err != nil {
-		return inlineValue{}, err
-	}
-	unit, err := d.require("unit")
-	if err != nil {
-		return inlineValue{}, err
-	}
-	stat, err := parseValueStat(d)
+	recA, unit, stat, err := operandArgs(d)
 	if err != nil {
 		return inlineValue{}, err
 	}

@@ -128,22 +128,7 @@ func TestDiagram(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			x := expand(t, b, tt.src+"\n")
-			if tt.wantErr != "" {
-				if len(x.Errs) != 1 || !strings.Contains(x.Errs[0].Error(), tt.wantErr) {
-					t.Fatalf("errors = %v; want one containing %q", x.Errs, tt.wantErr)
-				}
-				return
-			}
-			for _, err := range x.Errs {
-				t.Fatal(err)
-			}
-			html := strings.Join(x.Blocks, "")
-			for _, w := range tt.want {
-				if !strings.Contains(html, w) {
-					t.Errorf("diagram lacks %q:\n%s", w, html)
-				}
-			}
+			checkBlocks(t, b, tt.src+"\n", tt.want, tt.wantErr, "diagram")
 		})
 	}
 }
@@ -170,22 +155,7 @@ func TestTimeline(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := newTestBuilder(t)
-			x := expand(t, b, tt.src+"\n")
-			if tt.wantErr != "" {
-				if len(x.Errs) != 1 || !strings.Contains(x.Errs[0].Error(), tt.wantErr) {
-					t.Fatalf("errors = %v; want one containing %q", x.Errs, tt.wantErr)
-				}
-				return
-			}
-			for _, err := range x.Errs {
-				t.Fatal(err)
-			}
-			html := strings.Join(x.Blocks, "")
-			for _, w := range tt.want {
-				if !strings.Contains(html, w) {
-					t.Errorf("timeline lacks %q:\n%s", w, html[:min(len(html), 3000)])
-				}
-			}
+			checkBlocks(t, b, tt.src+"\n", tt.want, tt.wantErr, "timeline")
 		})
 	}
 

@@ -10,6 +10,11 @@
 //     command's context, which kills its children's process groups
 //     (ExecGroup); a tool started by `go run` also stops when the go
 //     command is killed;
+//   - sub-commands (RunSubcommand): stages and trace choose one by their
+//     first argument, list them on misuse and print their help alike;
+//   - output directories (ClearDir): the book's site and bookcheck's
+//     screenshots are emptied on every run, but only where a marker file
+//     shows the command wrote them;
 //   - the repeatable -env flag and the shell-quoted command line a record
 //     keeps.
 package cli

@@ -46,11 +46,11 @@ func killPid(pid int) {
 	}
 }
 
-// TestExecGroupKillsGrandchildren starts a shell that starts a sleep, ends
-// the context, and checks the sleep died with the shell.
-func TestExecGroupKillsGrandchildren(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := ExecGroup(ctx, "sh", "-c", "sleep 60 & echo $!; wait")
+// startForPid starts cmd and returns the process id it prints as the
+// first line of its stdout: that of the process a test watches, which cmd
+// starts or is.
+func startForPid(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -62,10 +62,19 @@ func TestExecGroupKillsGrandchildren(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sleepPid, err := strconv.Atoi(strings.TrimSpace(line))
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s said %q; want a process id", cmd.Path, line)
 	}
+	return pid
+}
+
+// TestExecGroupKillsGrandchildren starts a shell that starts a sleep, ends
+// the context, and checks the sleep died with the shell.
+func TestExecGroupKillsGrandchildren(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := ExecGroup(ctx, "sh", "-c", "sleep 60 & echo $!; wait")
+	sleepPid := startForPid(t, cmd)
 	start := time.Now()
 	cancel()
 	if err := cmd.Wait(); err == nil {
@@ -102,21 +111,7 @@ func TestFollowGoRun(t *testing.T) {
 			}
 			cmd := exec.Command(script, os.Args[0], "-test.run=^TestFollowGoRun$")
 			cmd.Env = append(os.Environ(), "CLI_TEST_HELPER=follow")
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			line, err := bufio.NewReader(out).ReadString('\n')
-			if err != nil {
-				t.Fatal(err)
-			}
-			helper, err := strconv.Atoi(strings.TrimSpace(line))
-			if err != nil {
-				t.Fatalf("helper said %q", line)
-			}
+			helper := startForPid(t, cmd)
 			defer killPid(helper)
 			cmd.Process.Kill() // the parent, as `kill $!` kills the go command
 			cmd.Wait()

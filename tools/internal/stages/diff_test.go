@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"softgpu/tools/internal/fixture"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata")
@@ -35,7 +37,7 @@ func TestRename(t *testing.T) {
 }
 
 func TestDiffStagesFiles(t *testing.T) {
-	root := copyTree(t, "testdata/tree")
+	root := fixture.CopyTree(t, "testdata/tree")
 	// Ignored by the fixture's .gitignore: must not show up.
 	writeFile(t, root, "stage0-mailbox/softgpu.test", "old binary")
 	writeFile(t, root, "stage1-ring/softgpu.test", "new binary")
@@ -64,7 +66,7 @@ func TestDiffStagesFiles(t *testing.T) {
 }
 
 func TestDiffStagesIdentical(t *testing.T) {
-	root := copyTree(t, "testdata/tree")
+	root := fixture.CopyTree(t, "testdata/tree")
 	d, err := DiffStages(root, "stage0-mailbox", "stage0-mailbox")
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +80,7 @@ func TestDiffStagesIdentical(t *testing.T) {
 }
 
 func TestDiffStagesMissing(t *testing.T) {
-	root := copyTree(t, "testdata/tree")
+	root := fixture.CopyTree(t, "testdata/tree")
 	if _, err := DiffStages(root, "stage0-mailbox", "stage2-fence"); err == nil {
 		t.Errorf("DiffStages(stage0-mailbox, stage2-fence) = nil error; want one for the missing directory")
 	}
@@ -90,7 +92,7 @@ func TestDiffStagesApplies(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git not installed")
 	}
-	root := copyTree(t, "testdata/tree")
+	root := fixture.CopyTree(t, "testdata/tree")
 	d, err := DiffStages(root, "stage0-mailbox", "stage1-ring")
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +159,7 @@ func golden(t *testing.T, path, got string) {
 }
 
 func TestDiffPaths(t *testing.T) {
-	root := copyTree(t, "testdata/tree")
+	root := fixture.CopyTree(t, "testdata/tree")
 	tests := []struct {
 		name      string
 		paths     []string

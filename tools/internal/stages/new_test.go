@@ -8,10 +8,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"softgpu/tools/internal/fixture"
 )
 
 func TestNewStage(t *testing.T) {
-	root := copyTree(t, "testdata/tree")
+	root := fixture.CopyTree(t, "testdata/tree")
 	if err := os.RemoveAll(filepath.Join(root, "stage1-ring")); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +70,7 @@ func TestNewStageErrors(t *testing.T) {
 		{"already exists", "stage1-ring"},
 		{"predecessor missing", "stage3-pinned"},
 	}
-	root := copyTree(t, "testdata/tree")
+	root := fixture.CopyTree(t, "testdata/tree")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := NewStage(context.Background(), root, tt.dir)

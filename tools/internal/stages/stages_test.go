@@ -7,10 +7,12 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"softgpu/tools/internal/fixture"
 )
 
 func TestSelect(t *testing.T) {
-	root := copyTree(t, "testdata/tree")
+	root := fixture.CopyTree(t, "testdata/tree")
 	tests := []struct {
 		name     string
 		list     string
@@ -44,7 +46,7 @@ func TestUntracked(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git not installed")
 	}
-	root := copyTree(t, "testdata/tree")
+	root := fixture.CopyTree(t, "testdata/tree")
 	ctx := context.Background()
 	if files, err := Untracked(ctx, root, "stage0-mailbox"); err != nil || files != nil {
 		t.Errorf("Untracked outside a git work tree = %q, %v; want none", files, err)

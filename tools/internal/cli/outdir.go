@@ -1,0 +1,34 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+)
+
+// ClearDir empties dir, making it if it does not exist, so that a command
+// can write its output there afresh. A dir that holds files but not
+// marker, the file the command leaves in every directory it writes, is
+// someone else's: ClearDir leaves it as it is and returns false, so that a
+// mistyped flag cannot delete anyone's work. The caller says why it
+// refuses, in its own words, and writes marker again.
+func ClearDir(dir, marker string) (cleared bool, err error) {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case os.IsNotExist(err):
+	case err != nil:
+		return false, err
+	case len(entries) > 0:
+		if _, err := os.Stat(filepath.Join(dir, marker)); err != nil {
+			return false, nil
+		}
+		for _, e := range entries {
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+				return false, err
+			}
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return false, err
+	}
+	return true, nil
+}
