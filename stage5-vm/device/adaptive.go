@@ -60,6 +60,32 @@ type adaptive struct {
 	budget uint64                  // cycles
 	gaps   [adaptiveHistory]uint64 // the last gaps, in cycles; gaps[i%len] is gap number i
 	n      int                     // gaps recorded so far
+	noted  uint64                  // a gap measured but not yet recorded (note, learn)
+	isNew  bool                    // noted holds one
+}
+
+// note keeps a gap's length until the engine is idle enough to learn from
+// it (learn).
+func (a *adaptive) note(gap uint64) { a.noted, a.isNew = gap, true }
+
+// learn records the gap noted last, if there is one and the engine is
+// adaptive, chooses the budget for the next gap and publishes it in
+// RegIdleBudgetNow. The engine calls it only when idle — at its first
+// empty poll after a command, and on its way to sleep — never between a
+// doorbell and its command: the choice weighs every candidate budget over
+// the last gaps, and a gap that ended in a sleep ends with a command
+// waiting.
+func (e *Engine) learn() {
+	a := &e.adaptive
+	if !a.isNew {
+		return
+	}
+	a.isNew = false
+	if abi.IdleMode(e.regs.Load(e.controlPage+abi.RegIdleMode)) != abi.IdleAdaptive {
+		return
+	}
+	a.record(a.noted, e.regs, e.controlPage)
+	e.regs.Store(e.statusPage+abi.RegIdleBudgetNow, a.budget)
 }
 
 // record notes a gap of gap cycles and picks the budget for the next one,

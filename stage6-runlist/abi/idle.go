@@ -105,8 +105,9 @@ const (
 const (
 	// RegNeedWakeup is 1 while the engine is asleep or on its way there
 	// (see the handshake above). RegSleeps counts the times it has gone to
-	// sleep. RegIdleBudgetNow is the budget it is spinning with: the
-	// hybrid budget, or what the adaptive one has learnt.
+	// sleep. RegIdleBudgetNow is the budget an adaptive engine has
+	// learnt, published each time it learns (DefaultIdleBudget until
+	// then); a hybrid engine spins for RegIdleBudget.
 	RegNeedWakeup    = 0x080
 	RegSleeps        = 0x088
 	RegIdleBudgetNow = 0x090

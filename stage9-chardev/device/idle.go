@@ -73,15 +73,17 @@ func (e *Engine) idle(polls int) {
 	default: // abi.IdleHybrid; an undefined mode is never stored (the driver checks)
 		budget = e.regs.Load(e.controlPage + abi.RegIdleBudget)
 	}
-	if polls == 1 && e.idleSince != 0 {
-		// The last gap ended in a command while the engine spun: an
-		// adaptive engine notes how long it was (adaptive.go). The clock
-		// is read now, after the command ran, not between its doorbell
-		// and its start.
-		if abi.IdleMode(e.regs.Load(e.controlPage+abi.RegIdleMode)) == abi.IdleAdaptive {
-			e.adaptive.record(e.dev.clock.Now()-e.idleSince, e.regs, e.controlPage)
+	if polls == 1 {
+		// The last gap ended in the command just run. If the engine
+		// spun through it, an adaptive engine measures it now — the
+		// clock is read after the command ran, not between its doorbell
+		// and its start; if it ended in a sleep, sleep noted it. Either
+		// way the next budget is chosen now (adaptive.go, learn).
+		if e.idleSince != 0 && abi.IdleMode(e.regs.Load(e.controlPage+abi.RegIdleMode)) == abi.IdleAdaptive {
+			e.adaptive.note(e.dev.clock.Now() - e.idleSince)
 		}
 		e.idleSince = 0
+		e.learn()
 	}
 	if polls%budgetCheckEvery == 0 {
 		now := e.dev.clock.Now()
@@ -107,6 +109,7 @@ func (e *Engine) idle(polls int) {
 // command).
 func (e *Engine) sleep() {
 	regs := e.regs
+	e.learn() // a gap noted at the last wake, if that wake found nothing to run
 	// Announce the sleep before the last look at the doorbell. This store
 	// pairs with the driver's load of RegNeedWakeup in wakeIfIdle.
 	regs.Store(e.statusPage+abi.RegNeedWakeup, 1)
@@ -145,11 +148,10 @@ func (e *Engine) sleep() {
 		if called := e.wokenAt.Load(); called >= start && called <= woke {
 			end = called
 		}
-		if abi.IdleMode(regs.Load(e.controlPage+abi.RegIdleMode)) == abi.IdleAdaptive {
-			e.adaptive.record(end-since, e.regs, e.controlPage) // adaptive.go
-		}
+		// Noted, not yet learnt from: the choice of the next budget
+		// waits until the command that ended the gap has run.
+		e.adaptive.note(end - since)
 		e.idleSince = 0
-		regs.Store(e.statusPage+abi.RegIdleBudgetNow, e.adaptive.budget)
 		if e.trace != nil {
 			e.trace.Record(trace.Event{Kind: trace.KindSleep, Start: start, End: woke, Engine: e.id,
 				Channel: e.cur.id, Arg: woke - e.wokenAt.Load()})

@@ -240,3 +240,46 @@ func TestAdaptiveBudgetConverges(t *testing.T) {
 		}
 	}
 }
+
+// TestAdaptiveLearnsAfterTheCommand: an adaptive engine chooses its next
+// budget from a gap that ended in a sleep only once the command that ended
+// it has run — the choice weighs every candidate budget over the last gaps,
+// work the command must not wait for. The bounds pin the budget (min =
+// max), so each choice shows in RegIdleBudgetNow: first 30 µs; then, with
+// the bounds moved to 40 µs, the engine sleeps and a long DELAY wakes it.
+// While the DELAY runs the engine has not chosen yet (30 µs); once it is
+// done and the engine idles, it has (40 µs).
+func TestAdaptiveLearnsAfterTheCommand(t *testing.T) {
+	d := openTest(t, Config{})
+	regs := d.Registers()
+	const e = abi.EngineCompute
+	c := abi.DefaultChannel(e)
+	control, status := abi.EngineControlPage(e), abi.EngineStatusPage(e)
+	bounds := func(b uint64) {
+		regs.Store(control+abi.RegIdleBudgetMin, b)
+		regs.Store(control+abi.RegIdleBudgetMax, b)
+	}
+	budgetIs := func(b uint64) func() bool {
+		return func() bool { return regs.Load(status+abi.RegIdleBudgetNow) == b }
+	}
+	setIdle(d, abi.EngineCopy, abi.IdleSpin, 0)
+	bounds(30_000)
+	setIdle(d, e, abi.IdleAdaptive, 0)
+	waitAsleep(t, d, e)
+	if st := run(t, d, e, abi.Command{Op: abi.OpNop}); st != abi.StatusOK {
+		t.Fatalf("NOP = %v", st)
+	}
+	waitFor(t, "the budget chosen within bounds of 30 µs", budgetIs(30_000))
+	bounds(40_000)
+	waitAsleep(t, d, e)
+	index := regs.Load(abi.DoorbellPage(c) + abi.RegDoorbell)
+	(&abi.Command{Op: abi.OpDelay, Value: 200_000_000, Seq: index}).Encode(slot(d, c, index)) // 200 ms
+	ringDoorbell(d, c, index+1)
+	waitFor(t, "the engine awake", func() bool { return !asleep(d, e) })
+	time.Sleep(20 * time.Millisecond) // well inside the DELAY
+	if got := regs.Load(status + abi.RegIdleBudgetNow); got != 30_000 {
+		t.Errorf("RegIdleBudgetNow while the DELAY that ended the gap runs = %d; want 30000 (the next budget is chosen after the command)", got)
+	}
+	waitCompleted(t, d, c, index)
+	waitFor(t, "the budget chosen within bounds of 40 µs after the DELAY", budgetIs(40_000))
+}
