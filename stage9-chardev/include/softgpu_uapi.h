@@ -626,8 +626,9 @@ _Static_assert(sizeof(struct softgpu_managed_resident) == 16, "struct softgpu_ma
 /*
  * RegNeedWakeup is 1 while the engine is asleep or on its way there
  * (see the handshake above). RegSleeps counts the times it has gone to
- * sleep. RegIdleBudgetNow is the budget it is spinning with: the
- * hybrid budget, or what the adaptive one has learnt.
+ * sleep. RegIdleBudgetNow is the budget an adaptive engine has
+ * learnt, published each time it learns (DefaultIdleBudget until
+ * then); a hybrid engine spins for RegIdleBudget.
  */
 #define SOFTGPU_REG_NEED_WAKEUP 0x80
 #define SOFTGPU_REG_SLEEPS 0x88
