@@ -132,7 +132,11 @@ func openTarget(b *testing.B, path string) *target {
 	}
 	withCanary(b)
 	node := startDaemon(b)
-	g, err := client.Dial(node)
+	budget, err := pollBudgetEnv()
+	if err != nil {
+		b.Fatal(err)
+	}
+	g, err := client.DialConfig(client.Config{Node: node, PollBudget: budget})
 	if err != nil {
 		b.Fatal(err)
 	}
