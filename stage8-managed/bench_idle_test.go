@@ -233,3 +233,105 @@ func BenchmarkIdleMix(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkIdleMixPaired is IdleMix for the two configurations the choice
+// of a default is between — hybrid50us and adaptive — on the mixes whose
+// gaps change, measured in turns within one run, so that whatever state
+// the machine is in falls on both alike. IdleMix measures each
+// configuration in its own row, seconds apart, and on this machine a
+// row's 99th percentile can move by ×2 and more from one pass to the next
+// while the configuration stays the same.
+//
+// Both devices are open at once. The host takes pairedBlock gaps on one,
+// then pairedBlock on the other, and so on; each device sees the mix's own
+// sequence of gaps, continued from block to block (one full drift ramp per
+// block). Between blocks the host sleeps pairedSettle, untimed, so that the
+// device it leaves has spun out its budget and sleeps before the other's
+// block is billed; the first fill of each block, which wakes a device that
+// has slept through the other's block, is not counted. To each adaptive
+// engine that sleep is one long gap in every pairedBlock+1, a small tilt
+// towards sleeping that IdleMix does not have.
+//
+// Reported, per configuration: the median and 99th percentile of the fill
+// after a gap (hybrid50us-ns, hybrid50us-p99-ns, adaptive-ns,
+// adaptive-p99-ns) and its bill (hybrid50us-cores, adaptive-cores: process
+// CPU over the wall time of its own blocks; the other device is asleep
+// throughout). ns/op is go test's own, the wall time per gap with the
+// settles: how long the row took, not a latency.
+func BenchmarkIdleMixPaired(b *testing.B) {
+	configs := [2]struct {
+		name   string
+		mode   softgpu.IdleMode
+		budget uint64
+	}{{"hybrid50us", softgpu.IdleHybrid, 50_000}, {"adaptive", softgpu.IdleAdaptive, 0}}
+	for _, mix := range mixes {
+		if mix.name != "bimodal" && mix.name != "drift" {
+			continue
+		}
+		b.Run("mix="+mix.name, func(b *testing.B) {
+			type side struct {
+				g         *softgpu.GPU
+				p         softgpu.Ptr
+				rng       *rand.Rand
+				i         int // the next gap's number in the mix's sequence
+				lat       latencies
+				cpu, wall time.Duration // the bill of its blocks
+			}
+			var sides [2]side
+			for k, c := range configs {
+				g := openIdle(b, c.mode, c.budget)
+				defer g.Close()
+				sides[k] = side{g: g, p: mustAlloc(b, g, 64), rng: rand.New(rand.NewPCG(7, 7))}
+			}
+			cur, inBlock := 0, 0 // the side whose block it is, and the gaps taken in it
+			blockCPU, blockWall := cpuTime(), time.Now()
+			endBlock := func() {
+				sides[cur].cpu += cpuTime() - blockCPU
+				sides[cur].wall += time.Since(blockWall)
+			}
+			for b.Loop() {
+				if inBlock == pairedBlock {
+					endBlock()
+					cur, inBlock = 1-cur, 0
+					sleepFor(pairedSettle)
+					blockCPU, blockWall = cpuTime(), time.Now()
+				}
+				s := &sides[cur]
+				sleepFor(mix.gap(s.i, s.rng))
+				s.i++
+				start := time.Now()
+				if err := s.g.Fill(s.p, 64, 1); err != nil {
+					b.Fatal(err)
+				}
+				// A block's first fill woke a device that slept through
+				// the other's block — except the very first, whose gap
+				// is the mix's own.
+				if took := time.Since(start); inBlock > 0 || s.i == 1 {
+					s.lat = append(s.lat, took)
+				}
+				inBlock++
+			}
+			endBlock()
+			for k, c := range configs {
+				s := &sides[k]
+				if len(s.lat) == 0 {
+					continue // a run too short to reach this side
+				}
+				b.ReportMetric(s.lat.percentile(0.50), c.name+"-ns")
+				b.ReportMetric(s.lat.percentile(0.99), c.name+"-p99-ns")
+				if s.wall >= minMeterWindow {
+					b.ReportMetric(float64(s.cpu)/float64(s.wall), c.name+"-cores")
+				}
+			}
+		})
+	}
+}
+
+// pairedBlock is how many gaps IdleMixPaired takes on one device before it
+// turns to the other: one period of the drift mix.
+const pairedBlock = 64
+
+// pairedSettle is IdleMixPaired's pause between blocks: far longer than any
+// budget, so that the device left behind is asleep when the next block
+// starts.
+const pairedSettle = 2 * time.Millisecond
