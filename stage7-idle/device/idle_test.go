@@ -207,9 +207,9 @@ func TestAdaptiveBudgetStaysInBounds(t *testing.T) {
 }
 
 // TestAdaptiveBudgetConverges: for a steady gap under the wake cost the
-// budget covers it (spin through, never wake); for a steady gap over it,
-// the budget is the min (sleep at once); for a mix of the two it covers
-// the short ones.
+// budget covers it with half again to spare (spin through, never wake);
+// for a steady gap over it, the budget is the min (sleep at once); for a
+// mix of the two it covers the short ones.
 func TestAdaptiveBudgetConverges(t *testing.T) {
 	const lo, hi = 0, 200_000
 	steady := func(g uint64) []uint64 {
@@ -224,15 +224,41 @@ func TestAdaptiveBudgetConverges(t *testing.T) {
 		gaps []uint64
 		want uint64
 	}{
-		{"steady 3 us", steady(3_000), 3_000},
-		{"steady 30 us", steady(30_000), 30_000},
-		{"steady 90 us, under the wake cost", steady(90_000), 90_000},
+		{"steady 3 us", steady(3_000), 4_500},
+		{"steady 30 us", steady(30_000), 45_000},
+		{"steady 90 us, under the wake cost", steady(90_000), 135_000},
 		{"steady 150 us, over the wake cost", steady(150_000), lo},
 		{"steady 1 ms, over the max", steady(1_000_000), lo},
-		{"bimodal 20 us and 1 ms", []uint64{20_000, 1_000_000, 20_000, 1_000_000, 21_000, 1_000_000}, 21_000},
+		{"bimodal 20 us and 1 ms", []uint64{20_000, 1_000_000, 20_000, 1_000_000, 21_000, 1_000_000}, 31_500},
 	} {
 		if got := bestBudget(tt.gaps, lo, hi); got != tt.want {
 			t.Errorf("%s: budget %d; want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestAdaptiveBudgetHasHeadroom: on gaps that lengthen steadily — each 5%
+// longer than the last, a workload slowing down — the budget learnt from
+// the last 16 covers the next gap too, and a budget near the max stops at
+// it. Without headroom the budget was the last gap, and every next gap
+// missed it by 5% and paid a wake.
+func TestAdaptiveBudgetHasHeadroom(t *testing.T) {
+	const lo, hi = 25_000, 60_000
+	var gaps []uint64
+	g := 10_000.0
+	for range 40 {
+		gaps = append(gaps, uint64(g))
+		if len(gaps) > adaptiveHistory {
+			gaps = gaps[1:]
+		}
+		g *= 1.05
+		next := uint64(g)
+		budget := bestBudget(gaps, lo, hi)
+		if budget > hi {
+			t.Fatalf("after gaps %v: budget %d over the max %d", gaps, budget, hi)
+		}
+		if next <= hi && budget < next {
+			t.Fatalf("after gaps %v: budget %d misses the next gap, %d", gaps, budget, next)
 		}
 	}
 }
