@@ -256,8 +256,10 @@ func BenchmarkIdleMix(b *testing.B) {
 // after a gap (hybrid50us-ns, hybrid50us-p99-ns, adaptive-ns,
 // adaptive-p99-ns) and its bill (hybrid50us-cores, adaptive-cores: process
 // CPU over the wall time of its own blocks; the other device is asleep
-// throughout). ns/op is go test's own, the wall time per gap with the
-// settles: how long the row took, not a latency.
+// throughout), and adaptive's figure over the default's (p99-ratio,
+// cores-ratio: under 1 is adaptive's better). ns/op is go test's own, the
+// wall time per gap with the settles: how long the row took, not a
+// latency.
 func BenchmarkIdleMixPaired(b *testing.B) {
 	configs := [2]struct {
 		name   string
@@ -312,16 +314,23 @@ func BenchmarkIdleMixPaired(b *testing.B) {
 				inBlock++
 			}
 			endBlock()
+			var p99, cores [2]float64
 			for k, c := range configs {
 				s := &sides[k]
 				if len(s.lat) == 0 {
-					continue // a run too short to reach this side
+					return // a run too short to reach both sides: no figures
 				}
+				p99[k] = s.lat.percentile(0.99)
 				b.ReportMetric(s.lat.percentile(0.50), c.name+"-ns")
-				b.ReportMetric(s.lat.percentile(0.99), c.name+"-p99-ns")
+				b.ReportMetric(p99[k], c.name+"-p99-ns")
 				if s.wall >= minMeterWindow {
-					b.ReportMetric(float64(s.cpu)/float64(s.wall), c.name+"-cores")
+					cores[k] = float64(s.cpu) / float64(s.wall)
+					b.ReportMetric(cores[k], c.name+"-cores")
 				}
+			}
+			b.ReportMetric(p99[1]/p99[0], "p99-ratio")
+			if cores[0] > 0 && cores[1] > 0 {
+				b.ReportMetric(cores[1]/cores[0], "cores-ratio")
 			}
 		})
 	}
