@@ -2,6 +2,8 @@ package softgpu_test
 
 import (
 	"encoding/binary"
+	"os"
+	"strconv"
 	"testing"
 
 	softgpu "softgpu/stage5-vm"
@@ -14,11 +16,12 @@ import (
 // "cores", the CPU the whole process burned per wall second.
 
 // openBench opens a device for one benchmark, in the idle configuration
-// the environment names, if any, and bracketed by the canary when the
-// environment asks for it (canary_test.go). SOFTGPU_TRACE traces it, as it
-// does any Open.
+// and with the hybrid wait's poll budget the environment names, if any, and
+// bracketed by the canary when the environment asks for it
+// (canary_test.go). SOFTGPU_TRACE traces it, as it does any Open.
 func openBench(b *testing.B, cfg softgpu.Config) *softgpu.GPU {
 	b.Helper()
+	pollBudgetFromEnv(b, &cfg)
 	idleFromEnv(b, &cfg) // SOFTGPU_IDLE, SOFTGPU_IDLE_BUDGET (bench_idle_test.go)
 	withCanary(b)
 	g, err := softgpu.Open(cfg)
@@ -29,6 +32,24 @@ func openBench(b *testing.B, cfg softgpu.Config) *softgpu.GPU {
 }
 
 var engines = []softgpu.Engine{softgpu.Copy, softgpu.Compute}
+
+// pollBudgetFromEnv sets cfg's poll budget — how long a hybrid wait polls
+// before it blocks — from SOFTGPU_POLL_BUDGET (cycles), if it is set, so
+// that a record can be made with waits that poll longer than the default
+// 50 µs: a wait that outlasts its budget pays a wake-up, and a copy of a
+// megabyte outlasts 50 µs here.
+func pollBudgetFromEnv(b *testing.B, cfg *softgpu.Config) {
+	b.Helper()
+	v := os.Getenv("SOFTGPU_POLL_BUDGET")
+	if v == "" {
+		return
+	}
+	budget, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || budget == 0 {
+		b.Fatalf("SOFTGPU_POLL_BUDGET=%q; want a positive number of cycles", v)
+	}
+	cfg.PollBudget = budget
+}
 
 // touched returns n bytes whose pages have all been written once, so that a
 // benchmark times copies, not the kernel's first-touch page faults.

@@ -19,13 +19,12 @@ import (
 // themselves, whatever the environment.
 
 // idleFromEnv lets the environment choose the idle configuration of every
-// benchmark that opens its device with openBench, and how long its host's
-// waits poll, so that records can be made per choice:
+// benchmark that opens its device with openBench, so that records can be
+// made per mode (SOFTGPU_POLL_BUDGET, how long the host's waits poll, is
+// read beside it: pollBudgetFromEnv):
 //
 //	SOFTGPU_IDLE=spin|sleep|hybrid|adaptive   the mode (default hybrid)
 //	SOFTGPU_IDLE_BUDGET=<cycles>              the hybrid budget (default 50000)
-//	SOFTGPU_POLL_BUDGET=<cycles>              the host's hybrid wait: how long it
-//	                                          polls before it blocks (default 50000)
 func idleFromEnv(b *testing.B, cfg *softgpu.Config) {
 	b.Helper()
 	if v := os.Getenv("SOFTGPU_IDLE"); v != "" {
@@ -43,24 +42,6 @@ func idleFromEnv(b *testing.B, cfg *softgpu.Config) {
 		}
 		cfg.IdleBudget = budget
 	}
-	if budget := pollBudgetFromEnv(b); budget != 0 {
-		cfg.PollBudget = budget
-	}
-}
-
-// pollBudgetFromEnv returns SOFTGPU_POLL_BUDGET, or 0 (the default) when it
-// is not set.
-func pollBudgetFromEnv(b *testing.B) uint64 {
-	b.Helper()
-	v := os.Getenv("SOFTGPU_POLL_BUDGET")
-	if v == "" {
-		return 0
-	}
-	budget, err := strconv.ParseUint(v, 10, 64)
-	if err != nil || budget == 0 {
-		b.Fatalf("SOFTGPU_POLL_BUDGET=%q; want a positive number of cycles", v)
-	}
-	return budget
 }
 
 // idleModes are the configurations of the IdleGap and IdleQuiet families.

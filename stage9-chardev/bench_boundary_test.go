@@ -132,11 +132,9 @@ func openTarget(b *testing.B, path string) *target {
 	}
 	withCanary(b)
 	node := startDaemon(b)
-	budget, err := pollBudgetEnv()
-	if err != nil {
-		b.Fatal(err)
-	}
-	g, err := client.DialConfig(client.Config{Node: node, PollBudget: budget})
+	var cfg softgpu.Config
+	pollBudgetFromEnv(b, &cfg) // the client's waits poll as the in-process host's do
+	g, err := client.DialConfig(client.Config{Node: node, PollBudget: cfg.PollBudget})
 	if err != nil {
 		b.Fatal(err)
 	}

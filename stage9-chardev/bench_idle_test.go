@@ -20,13 +20,12 @@ import (
 // themselves, whatever the environment.
 
 // idleFromEnv lets the environment choose the idle configuration of every
-// benchmark that opens its device with openBench, and how long its host's
-// waits poll, so that records can be made per choice:
+// benchmark that opens its device with openBench, so that records can be
+// made per mode (SOFTGPU_POLL_BUDGET, how long the host's waits poll, is
+// read beside it: pollBudgetFromEnv):
 //
 //	SOFTGPU_IDLE=spin|sleep|hybrid|adaptive   the mode (default hybrid)
 //	SOFTGPU_IDLE_BUDGET=<cycles>              the hybrid budget (default 50000)
-//	SOFTGPU_POLL_BUDGET=<cycles>              the host's hybrid wait: how long it
-//	                                          polls before it blocks (default 50000)
 func idleFromEnv(b *testing.B, cfg *softgpu.Config) {
 	b.Helper()
 	if err := idleEnv(cfg); err != nil {
@@ -34,8 +33,8 @@ func idleFromEnv(b *testing.B, cfg *softgpu.Config) {
 	}
 }
 
-// idleEnv sets cfg's idle mode and budget, and its host's poll budget, from
-// SOFTGPU_IDLE, SOFTGPU_IDLE_BUDGET and SOFTGPU_POLL_BUDGET, if set.
+// idleEnv sets cfg's idle mode and budget from SOFTGPU_IDLE and
+// SOFTGPU_IDLE_BUDGET, if set.
 func idleEnv(cfg *softgpu.Config) error {
 	if v := os.Getenv("SOFTGPU_IDLE"); v != "" {
 		mode, ok := map[string]softgpu.IdleMode{"spin": softgpu.IdleSpin, "sleep": softgpu.IdleSleep,
@@ -52,29 +51,7 @@ func idleEnv(cfg *softgpu.Config) error {
 		}
 		cfg.IdleBudget = budget
 	}
-	budget, err := pollBudgetEnv()
-	if err != nil {
-		return err
-	}
-	if budget != 0 {
-		cfg.PollBudget = budget
-	}
 	return nil
-}
-
-// pollBudgetEnv returns SOFTGPU_POLL_BUDGET, or 0 (the default) when it is
-// not set. A client across the boundary takes it too (openTarget): its
-// waits are the host's.
-func pollBudgetEnv() (uint64, error) {
-	v := os.Getenv("SOFTGPU_POLL_BUDGET")
-	if v == "" {
-		return 0, nil
-	}
-	budget, err := strconv.ParseUint(v, 10, 64)
-	if err != nil || budget == 0 {
-		return 0, fmt.Errorf("SOFTGPU_POLL_BUDGET=%q; want a positive number of cycles", v)
-	}
-	return budget, nil
 }
 
 // idleModes are the configurations of the IdleGap and IdleQuiet families.
