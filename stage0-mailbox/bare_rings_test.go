@@ -57,6 +57,16 @@ type completionLine struct {
 	_      [48]byte
 }
 
+// await spins until command n of the ring named ring has completed, and
+// checks its status (every engine here answers 1^n). The load pairs with
+// the engine's store of n: seeing it, the status is visible.
+func (c *completionLine) await(n uint64, ring string) {
+	spinUntil(func() bool { return c.n.Load() == n })
+	if c.status != 1^n {
+		panic(ring + ": a completion without its status")
+	}
+}
+
 // handoff is the three-line ring: the host writes a command into a slot of
 // a ring of 64 lines and stores its number to a doorbell on a line of its
 // own; the engine, polling the doorbell, reads the slot and writes the
@@ -109,12 +119,7 @@ func (h *handoff) roundTrip() {
 	s := &h.slots[h.n%uint64(len(h.slots))]
 	s.op, s.arg = 1, h.n // the engine read this slot a lap ago, and is done with it
 	h.doorbell.v.Store(h.n)
-	// This load pairs with the engine's store of completion.n: seeing n,
-	// its status is visible.
-	spinUntil(func() bool { return h.completion.n.Load() == h.n })
-	if h.completion.status != 1^h.n {
-		panic("handoff: a completion without its status")
-	}
+	h.completion.await(h.n, "handoff")
 }
 
 func (h *handoff) stop() {
@@ -167,11 +172,7 @@ func (r *inline) roundTrip() {
 	r.n++
 	r.doorbell.op, r.doorbell.arg = 1, r.n // the engine is done with the last command: it completed
 	r.doorbell.n.Store(r.n)
-	// This load pairs with the engine's store of completion.n.
-	spinUntil(func() bool { return r.completion.n.Load() == r.n })
-	if r.completion.status != 1^r.n {
-		panic("inline: a completion without its status")
-	}
+	r.completion.await(r.n, "inline")
 }
 
 func (r *inline) stop() {
