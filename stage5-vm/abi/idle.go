@@ -89,8 +89,10 @@ const DefaultIdleBudget = 50_000
 // an engine that polled before it slept answered the next command faster
 // than one that slept at once, so the adaptive engine never sleeps at once.
 // The ceiling: the engine learns a gap only after it has seen it, so on
-// gaps that keep growing it spins for the last gap's length and then sleeps
-// anyway; with 200 µs allowed, that cost it more CPU than the default.
+// gaps that keep growing it spins about as long as the last gap (half as
+// long again, with adaptive.go's headroom) and then sleeps anyway; with
+// 200 µs allowed, before the headroom, that cost it more CPU than the
+// default.
 const (
 	DefaultIdleBudgetMin = 25_000
 	DefaultIdleBudgetMax = 60_000

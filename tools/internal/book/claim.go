@@ -104,7 +104,11 @@ func pairedRatio(a, b operand, unit string) (ratio float64, how string, err erro
 		if b.fig.Value == 0 {
 			return 0, "", fmt.Errorf("b= is zero: the ratio is undefined")
 		}
-		return a.fig.Value / b.fig.Value, "ratio of the " + statPhrase(a.fig.Stat, a.fig.Passes) + "s", nil
+		each := "each the " + statPhrase(a.fig.Stat, a.fig.Passes)
+		if a.fig.Passes <= 1 {
+			each = "each from one pass"
+		}
+		return a.fig.Value / b.fig.Value, "ratio of the two figures, " + each, nil
 	}
 	canA, canB := rowCanaries(a.row), rowCanaries(b.row)
 	if a.rec != b.rec || a.fig.Stat != "median" || len(canA) == 0 || len(canB) == 0 {
