@@ -14,7 +14,8 @@
 // by the same code (driver.Channel): stores into the ring, a store to the
 // doorbell, and, only if the engine said it is asleep, a write to the kick
 // eventfd. A wait polls the fence in the mapped status page and then
-// blocks on the irq eventfd. Neither sends a message. Allocation, host
+// sleeps on it, in the kernel, until the engine wakes it (a futex on the
+// fence word). Neither sends a message. Allocation, host
 // memory registration and channels are control calls, one message each
 // way.
 //

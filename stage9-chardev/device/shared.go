@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"softgpu/stage9-chardev/abi"
+	"softgpu/stage9-chardev/internal/futex"
 	"softgpu/stage9-chardev/mmio"
 )
 
@@ -163,9 +164,10 @@ var errNotShared = fmt.Errorf("%w: the device was opened without Config.Shared",
 // interrupt of c calls it instead of raising the device's line, as an
 // MSI-X vector routed to an eventfd (KVM's irqfd, vhost's call fd) reaches
 // the process that waits without passing through the driver. The daemon
-// passes a write to the client's eventfd. It is called on the engine's
-// goroutine and must not block. (A fault of the channel still raises the
-// line: the daemon's driver must hear of that.)
+// passes FenceVector(c), which wakes the client's waiters where they
+// sleep. It is called on the engine's goroutine and must not block. (A
+// fault of the channel still raises the line: the daemon's driver must
+// hear of that.)
 func (d *Device) Share(c abi.Channel, vector func()) (ChannelFiles, error) {
 	if d.shm == nil {
 		return ChannelFiles{}, errNotShared
@@ -225,6 +227,24 @@ func (d *Device) Share(c abi.Channel, vector func()) (ChannelFiles, error) {
 }
 
 // ANCHOR_END: share
+
+// ANCHOR: fencevector
+
+// FenceVector returns the vector for channel c that wakes every thread
+// sleeping on c's fence word — RegFence in its status page — in any
+// process that maps the page: a client's blocked waiter sleeps there,
+// in the kernel, on the very word the engine has just stored (package
+// futex), so the engine's one system call is the whole way from the
+// fence to the waiter, with no thread of either process in between.
+// The engine calls it only after storing the fence and finding the
+// channel armed, the order the waiter's side of the handshake relies on
+// (driver/fence.go, sleep).
+func (d *Device) FenceVector(c abi.Channel) func() {
+	word := d.regs.Word(abi.ChannelStatusPage(c) + abi.RegFence)
+	return func() { futex.Wake(word) }
+}
+
+// ANCHOR_END: fencevector
 
 // Unshare gives channel c private pages again, after the client that held
 // it is done with it: it has left its runlist (the driver's Close returned),

@@ -205,8 +205,8 @@ func TestUnsharingCutsTheClientOff(t *testing.T) {
 }
 
 // TestASharedChannelsInterruptGoesToItsVector: a fence interrupt of a
-// channel shared with a vector calls the vector — the client's eventfd, in
-// the daemon — and leaves the device's line and the channel's bit in
+// channel shared with a vector calls the vector — in the daemon, a futex
+// wake of the client's waiters (FenceVector) — and leaves the device's line and the channel's bit in
 // RegIrqChannels alone; the interrupt count still counts it.
 func TestASharedChannelsInterruptGoesToItsVector(t *testing.T) {
 	d := openTest(t, Config{Shared: true})

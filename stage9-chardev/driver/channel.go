@@ -54,6 +54,9 @@ type Channel struct {
 	notify  func()
 	closer  func() error
 	unshare func(abi.Channel)
+	// fenceWord, in a client, is the channel's RegFence: its blocked
+	// waiters sleep on it (client.go, sleep); nil in the daemon's driver.
+	fenceWord *atomic.Uint64
 
 	// Idle gating (idle.go): the engine's status page, where it says it
 	// needs waking, and the call that wakes it.

@@ -1,11 +1,14 @@
 package driver
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"softgpu/stage9-chardev/abi"
+	"softgpu/stage9-chardev/internal/futex"
 )
 
 // A Client is the driver's channel half, running in a process that does
@@ -18,16 +21,22 @@ import (
 // and the doorbell, Wait polls the fence and then blocks, and nothing on
 // that path calls the daemon.
 //
-// What differs is where a blocked waiter's wake-up comes from. In-process
+// What differs is how a blocked waiter sleeps and what wakes it. In-process
 // the interrupt handler reads the device's interrupt status and signals
-// the channels it names. A client cannot read that status — it is in the
-// privileged control page — so the daemon's handler, finding one of the
-// client's channels in it, tells the client (Notify, an eventfd write),
-// and the client's Hardware turns that into a token on its Interrupts
-// line. The client's handler then signals every channel it has: each
-// signal reads the channel's fence and wakes the waiters it reached,
-// exactly as in-process, and a channel that faulted or a device that
-// stopped wakes them all, to settle.
+// the channels it names, waking each waiter through a Go channel. Here a
+// waiter that has armed the interrupt sleeps in the kernel on its
+// channel's fence word itself (sleep, below), and the engine, which in
+// the daemon calls the channel's vector instead of raising the line,
+// wakes it with a futex wake on that word: one system call from the
+// fence to the waiter, with no thread of either process in between.
+//
+// The rest still travels as interrupts. A client cannot read the
+// device's interrupt status — it is in the privileged control page — so
+// the daemon's handler, finding one of the client's channels in it (a
+// fault, or the device stopping), tells the client (Notify, an eventfd
+// write), and the client's Hardware turns that into a token on its
+// Interrupts line. The client's handler then wakes the sleepers of every
+// channel it has, and each looks at its channel for itself.
 type Client struct {
 	env channelEnv
 
@@ -73,6 +82,7 @@ func (cl *Client) Attach(id abi.Channel, e abi.Engine, ctx abi.Context, closer f
 		return nil, err
 	}
 	ch.ctxID, ch.closer = ctx, closer
+	ch.fenceWord = ch.regs.Word(ch.status + abi.RegFence)
 	if cl.env.wake == WakeEvery {
 		ch.regs.Store(ch.doorbell+abi.RegIrqArm, abi.IrqEvery)
 	}
@@ -134,19 +144,79 @@ func (cl *Client) Done() <-chan struct{} { return cl.done }
 // daemon's notifications).
 func (cl *Client) Stats() Stats {
 	return Stats{IRQs: cl.stats.irqs.Load(), Wakeups: cl.stats.wakeups.Load(),
-		FutileWakeups: cl.stats.futileWakeups.Load(), EngineWakes: cl.stats.engineWakes.Load()}
+		FutileWakeups: cl.stats.futileWakeups.Load(), EngineWakes: cl.stats.engineWakes.Load(),
+		SleepTimeouts: cl.stats.sleepTimeouts.Load()}
 }
 
 // Doorbells returns how many doorbell stores the client has made.
 func (cl *Client) Doorbells() uint64 { return cl.doorbells.Load() }
 
+// ANCHOR: sleep
+
+// sleep is block for a channel attached in a client: the waiter arms the
+// interrupt for its fence, as in-process, and then sleeps on the fence
+// word until the engine's vector wakes it (device.FenceVector).
+//
+// No wake-up is lost. The waiter stores the target and the arm, then
+// loads RegFence (add, and seen below) and sleeps only while the word
+// still holds what it loaded; the engine stores RegFence, then loads the
+// arm and wakes the word. Either the engine's load sees the arm — its
+// wake then comes after its store, and the kernel either finds the
+// waiter asleep or refuses it the sleep because the word has moved — or
+// the waiter's load sees the store, and it does not sleep. A sleep that
+// ends without its fence — another waiter's fence, a cancelled ctx, the
+// timeout — is futile: the waiter re-arms and sleeps again.
+//
+// The timeout (sleepTimeout) bounds what no wake reaches: a ctx that ends
+// between the check below and the sleep, a word that moved by a multiple
+// of 2^32 between the load and the sleep (futex compares 32 bits), a
+// channel closed under a waiter about to sleep.
+func (f Fence) sleep(ctx context.Context) error {
+	ch := f.ch
+	tl := &ch.timeline
+	w := &waiter{target: f.value} // no wake channel: signal and wakeAll wake the word
+	stop := context.AfterFunc(ctx, func() { futex.Wake(ch.fenceWord) })
+	defer stop()
+	for {
+		if tl.add(w) {
+			return f.settleEnded() // signalled while arming, or ended
+		}
+		// This load pairs with the engine's store of RegFence (see above).
+		if seen := ch.fenceWord.Load(); !abi.Reached(seen, f.value) && ctx.Err() == nil {
+			if futex.Wait(ch.fenceWord, seen, sleepTimeout) {
+				ch.stats.sleepTimeouts.Add(1)
+			}
+		}
+		tl.remove(w)
+		ch.stats.wakeups.Add(1)
+		if f.Signaled() {
+			return nil
+		}
+		if ch.endedErr() != nil {
+			return f.settleEnded()
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		ch.stats.futileWakeups.Add(1)
+	}
+}
+
+// sleepTimeout is the longest a client's waiter sleeps without looking at
+// its fence: long against any wake-up (tens of microseconds), short against
+// a wait a person would notice.
+const sleepTimeout = 10 * time.Millisecond
+
+// ANCHOR_END: sleep
+
 // ANCHOR: clientirq
 
 // interruptLoop is the client's interrupt handler: a token is a
 // notification from the daemon that some channel of this client has
-// something for its waiters. A signal that finds nothing reached costs a
-// lock and a load; a channel that faulted, or a device that stopped,
-// wakes every waiter to settle.
+// something for its waiters — a fault, the device stopping. It wakes the
+// sleepers of every channel (a channel that faulted, or a device that
+// stopped, wakes every waiter to settle; signal wakes them too), and each
+// waiter looks at its channel for itself.
 func (cl *Client) interruptLoop(line <-chan struct{}) {
 	defer close(cl.done)
 	for range line {

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"softgpu/stage9-chardev/abi"
+	"softgpu/stage9-chardev/internal/futex"
 	"softgpu/stage9-chardev/internal/spin"
 )
 
@@ -192,6 +193,9 @@ func (f Fence) poll(ctx context.Context, budget uint64) error {
 // device stopped, or the channel faulted or was closed, settles the wait.
 func (f Fence) block(ctx context.Context) error {
 	ch := f.ch
+	if ch.fenceWord != nil {
+		return f.sleep(ctx) // a channel attached in a client (client.go)
+	}
 	tl := &ch.timeline
 	w := &waiter{target: f.value, wake: make(chan struct{}, 1)}
 	for {
@@ -325,6 +329,10 @@ func (tl *timeline) signal() {
 		n() // the waiters are in another process; the arm registers are theirs
 		return
 	}
+	if w := tl.ch.fenceWord; w != nil {
+		futex.Wake(w) // the waiters sleep on the fence word and look for themselves (client.go)
+		return
+	}
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	// This load pairs with the engine's store of RegFence.
@@ -343,6 +351,10 @@ func (tl *timeline) signal() {
 func (tl *timeline) wakeAll() {
 	if n := tl.ch.notify; n != nil {
 		n()
+		return
+	}
+	if w := tl.ch.fenceWord; w != nil {
+		futex.Wake(w)
 		return
 	}
 	tl.mu.Lock()

@@ -82,12 +82,14 @@ type Stats struct {
 	Wakeups       uint64 // times a blocked waiter was woken
 	FutileWakeups uint64 // wake-ups whose fence had not signalled
 	EngineWakes   uint64 // doorbells that found their engine asleep and woke it
+	SleepTimeouts uint64 // a client's sleeps on a fence word that no wake ended (client.go)
 }
 
 // stats is Stats as the driver keeps it; channels share the driver's.
 type stats struct {
 	irqs, wakeups, futileWakeups atomic.Uint64
 	engineWakes                  atomic.Uint64
+	sleepTimeouts                atomic.Uint64
 }
 
 // Stats returns the interrupt counters.

@@ -411,9 +411,11 @@ _Static_assert(sizeof(struct softgpu_managed_resident) == 16, "struct softgpu_ma
 #define SOFTGPU_ATTACH_FD_KICK 1
 /*
  * AttachFDIrq is an eventfd the daemon writes when one of the
- * client's channels has an interrupt: a fence it armed, or a fault.
- * The client reads it to consume the count, then looks at its
- * channels' status pages.
+ * client's channels has an interrupt that is not a fence — a fault,
+ * or the device stopping. (A fence the client armed reaches it as a
+ * futex wake of the channel's RegFence word, from the engine.) The
+ * client reads it to consume the count, then looks at its channels'
+ * status pages.
  */
 #define SOFTGPU_ATTACH_FD_IRQ 2
 /*

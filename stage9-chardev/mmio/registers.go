@@ -63,6 +63,11 @@ func (r *Registers) Add(off, delta uint64) { r.word(off).Add(delta) }
 // the device raises a cause in an interrupt status register.
 func (r *Registers) Set(off, v uint64) { r.word(off).Or(v) }
 
+// Word returns the stored word of the register at byte offset off, for a
+// caller that must name its address: a futex on it (package futex). Every
+// access to the value still goes through Load and Store.
+func (r *Registers) Word(off uint64) *atomic.Uint64 { return r.word(off) }
+
 // Size returns the size of the register space in bytes.
 func (r *Registers) Size() uint64 { return uint64(len(r.words)) * 8 }
 

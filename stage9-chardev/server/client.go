@@ -269,7 +269,7 @@ func (c *client) openChannel(a *uapi.ChannelOpen) (send []int, closeAfter []*os.
 		Priority: uint8(a.Priority), Timeslice: a.Timeslice, Notify: c.notify,
 		Share: func(id abi.Channel) error {
 			var err error
-			files, err = c.s.dev.Share(id, c.notify) // its fence interrupts: straight to the client's eventfd
+			files, err = c.s.dev.Share(id, c.s.dev.FenceVector(id)) // its fence interrupts: straight to the client's sleeping waiters
 			return err
 		},
 		Unshare: func(id abi.Channel) {

@@ -21,13 +21,13 @@
 // Control calls are messages (package uapi); the data path is not. A
 // client submits by stores into memory the engines read and waits by
 // loads of memory the engines write, with the daemon's driver on neither
-// path. The daemon hears from a client on the data path only through two
-// eventfds, each written only when the other side said it needs it: the
-// client kicks when an engine it rang was asleep (RegNeedWakeup, idle
-// gating), and the daemon writes the irq eventfd when the device
-// interrupted for one of the client's channels — which it does only when a
-// waiter of the client's armed the channel's interrupt before blocking
-// (RegIrqArm).
+// path. The two sides wake each other on the data path only when the
+// other said it needs it: the client writes its kick eventfd when an
+// engine it rang was asleep (RegNeedWakeup, idle gating), and an engine
+// that completes a fence a waiter of the client armed (RegIrqArm) wakes
+// that waiter with a futex wake of the fence word, where it sleeps
+// (device.FenceVector). The irq eventfd carries the rest: a channel's
+// fault, the device stopping.
 //
 // Nothing a client sends or stores is trusted. A call is decoded by
 // uapi.DecodeCall, which rejects every malformed message with an errno; a
