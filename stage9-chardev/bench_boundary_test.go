@@ -18,6 +18,10 @@ import (
 //	op=fillstream256   64-byte fills, 256 in flight (FillStream's loop)
 //	op=h2d1MiB         1 MiB the host just wrote, copied by one COPY from
 //	                   registered host memory (H2D/mem=pinned's loop)
+//	op=wake3ms         one NOP submitted after the host slept 3 ms, so the
+//	                   engine is asleep (Gap/gap=3ms's loop, with a NOP):
+//	                   what waking an engine costs on each side. ns/op is
+//	                   the median of the NOPs alone, with percentiles
 //
 // path=inproc is an in-process device; path=node is a daemon in another
 // process (this binary again, in its daemon role) and a client in this
@@ -51,6 +55,20 @@ func BenchmarkBoundary(b *testing.B) {
 		{"fillstream256", func(b *testing.B, t *target) func(b *testing.B) {
 			dst := t.alloc(b, 64*256)
 			return func(b *testing.B) { streamFills(b, t.batch(), dst, 256, t.doorbells) }
+		}},
+		{"wake3ms", func(b *testing.B, t *target) func(b *testing.B) {
+			return func(b *testing.B) {
+				var lat latencies
+				for b.Loop() {
+					sleepFor(3 * time.Millisecond)
+					start := time.Now()
+					if err := t.nop(); err != nil {
+						b.Fatal(err)
+					}
+					lat = append(lat, time.Since(start))
+				}
+				lat.report(b)
+			}
 		}},
 		{"h2d1MiB", func(b *testing.B, t *target) func(b *testing.B) {
 			const n = 1 << 20

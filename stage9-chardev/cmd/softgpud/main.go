@@ -16,7 +16,9 @@ import (
 	"os/signal"
 	"strconv"
 	"syscall"
+	"time"
 
+	"softgpu/stage9-chardev/driver"
 	"softgpu/stage9-chardev/server"
 	"softgpu/stage9-chardev/uapi"
 )
@@ -26,6 +28,7 @@ func main() {
 	mode := flag.String("mode", "0600", "the node's permission bits, in octal: who may connect")
 	mem := flag.Uint64("mem", 0, "bytes of device memory (0: the device's default, 64 MiB)")
 	verbose := flag.Bool("v", false, "log every refused call")
+	idle := flag.Duration("idle-budget", server.DefaultIdleBudget*time.Nanosecond, "how long an idle engine spins before it sleeps (0: sleep at once)")
 	traceFile := flag.String("trace", "", "write the device's trace to this file when the daemon stops (Chrome trace-event JSON; open it in ui.perfetto.dev)")
 	flag.Parse()
 	perm, err := strconv.ParseUint(*mode, 8, 32)
@@ -40,6 +43,14 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	cfg := server.Config{Node: *node, Mode: os.FileMode(perm), Log: log, Trace: *traceFile}
 	cfg.Device.MemorySize = *mem
+	if *idle < 0 {
+		fmt.Fprintf(os.Stderr, "softgpud: -idle-budget %v is negative\n", *idle)
+		os.Exit(2)
+	}
+	cfg.Driver.Idle = driver.Idle{Mode: driver.IdleHybrid, Budget: uint64(idle.Nanoseconds())}
+	if *idle == 0 {
+		cfg.Driver.Idle.Mode = driver.IdleSleep
+	}
 	s, err := server.New(cfg)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "softgpud: %v\n", err)
