@@ -25,7 +25,7 @@ import (
 // read beside it: pollBudgetFromEnv):
 //
 //	SOFTGPU_IDLE=spin|sleep|hybrid|adaptive   the mode (default hybrid)
-//	SOFTGPU_IDLE_BUDGET=<cycles>              the hybrid budget (default 50000)
+//	SOFTGPU_IDLE_BUDGET=<cycles>              the hybrid budget (default 50000; 100000 in the daemon role)
 func idleFromEnv(b *testing.B, cfg *softgpu.Config) {
 	b.Helper()
 	if err := idleEnv(cfg); err != nil {

@@ -32,6 +32,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -67,10 +68,12 @@ var ErrGone = fmt.Errorf("softgpu: device gone (the daemon closed the connection
 type Config struct {
 	// Node is the daemon's node; uapi.DefaultNode() if empty.
 	Node string
-	// How waits wait, as in softgpu.Config.
-	Wait       driver.WaitMode
-	PollBudget uint64
-	Wake       driver.Wake
+	// How waits wait, as in softgpu.Config; SleepTimeout as in
+	// driver.Config (zero: 10 ms).
+	Wait         driver.WaitMode
+	PollBudget   uint64
+	Wake         driver.Wake
+	SleepTimeout time.Duration
 	// Staging is the size of the registered buffer Write and Read copy
 	// through; zero means 1 MiB.
 	Staging uint64
@@ -154,7 +157,8 @@ func (g *GPU) open(cfg Config) error {
 		return err
 	}
 	g.context = abi.Context(at.Context)
-	g.cl, err = driver.NewClient(g.hw, driver.Config{Wait: cfg.Wait, PollBudget: cfg.PollBudget, Wake: cfg.Wake})
+	g.cl, err = driver.NewClient(g.hw, driver.Config{Wait: cfg.Wait, PollBudget: cfg.PollBudget, Wake: cfg.Wake,
+		SleepTimeout: cfg.SleepTimeout})
 	if err != nil {
 		return err
 	}

@@ -12,13 +12,13 @@ import (
 	"softgpu/stage9-chardev/server"
 )
 
-// dialBlocking connects a client whose every wait blocks at once: each
-// sleeps on its channel's fence word (driver/client.go, sleep) until the
-// engine's vector wakes it.
-func dialBlocking(t *testing.T) *GPU {
+// dialBlocking connects a client whose every wait blocks at once, each
+// sleeping on its channel's fence word or queued behind the waiter that
+// does (driver/client.go, sleep), with a sleep timeout of sleepFor.
+func dialBlocking(t *testing.T, sleepFor time.Duration) *GPU {
 	t.Helper()
 	s := servetest.Serve(t, server.Config{})
-	g, err := DialConfig(Config{Node: s.Node(), Wait: driver.WaitBlock})
+	g, err := DialConfig(Config{Node: s.Node(), Wait: driver.WaitBlock, SleepTimeout: sleepFor})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,65 +26,80 @@ func dialBlocking(t *testing.T) *GPU {
 	return g
 }
 
-// TestBlockedWaitersAreWokenByTheirFences: waiters in several goroutines
-// sleep on one channel's fence word for fences the engine reaches one
-// after another. Every wait must end with its fence, and by a wake, not by
-// the sleep's timeout: a lost wake-up — a vector that wakes the wrong
-// word, a waiter that sleeps after the fence moved, remaining waiters left
-// unarmed — would end each of those sleeps only at the timeout, which the
-// client counts. (A stalled machine may make a wake late now and then;
-// a lost one makes every sleep time out.)
+// TestBlockedWaitersAreWokenByTheirFences: eight goroutines wait on eight
+// successive fences of one channel, each behind a 2 ms DELAY, so all are
+// blocked before the first fence comes. Every wait must end with its own
+// fence, and by a wake, not by the sleep's timeout — a vector that wakes
+// the wrong word, a sleeper that sleeps after the fence moved, a queue
+// left without a sleeper would each end waits only at the timeout, which
+// is a minute here (and the test's contexts end them at 10 s). And a fence must wake the waiters it reached, not all
+// of them: with every waiter asleep on the word, each fence would wake
+// all the rest, 28 futile wake-ups a round for 8 waiters; with one
+// sleeper for the queue, about one a fence (the sleeper's own, while the
+// fences before its own come, and a hand-over's).
 func TestBlockedWaitersAreWokenByTheirFences(t *testing.T) {
-	g := dialBlocking(t)
-	const size = 256 << 10
-	buf, err := g.Alloc(4 * size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const rounds, waiters = 50, 4
+	g := dialBlocking(t, time.Minute)
+	const rounds, waiters = 10, 8
 	for r := range rounds {
 		pending := make([]*driver.Pending, waiters)
 		for i := range pending {
-			// A quarter of a MiB each: tens of microseconds of copying,
-			// long enough that every waiter is asleep before its fence.
-			if pending[i], err = g.FillAsync(buf+Ptr(i*size), size, byte(r+i)); err != nil {
+			b := g.NewBatch(Copy)
+			b.Delay(uint64(2 * time.Millisecond))
+			var err error
+			if pending[i], err = b.Submit(); err != nil {
 				t.Fatal(err)
 			}
 		}
 		var wg sync.WaitGroup
 		errs := make([]error, waiters)
-		for i := waiters - 1; i >= 0; i-- { // the latest fence first: the others' waiters arm below it
-			wg.Go(func() { errs[i] = pending[i].Wait() })
+		wait := func(i int) {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				errs[i] = pending[i].WaitContext(ctx)
+			})
+		}
+		// The waiter that comes first sleeps on the word; it is a
+		// different one each round, so that most rounds it leaves before
+		// the others and must hand the word on.
+		first := r % waiters
+		wait(first)
+		time.Sleep(200 * time.Microsecond)
+		for i := range pending {
+			if i != first {
+				wait(i)
+			}
 		}
 		wg.Wait()
 		if err := errors.Join(errs...); err != nil {
 			t.Fatalf("round %d: %v", r, err)
 		}
-	}
-	got := make([]byte, 4*size)
-	if err := g.Read(got, buf); err != nil {
-		t.Fatal(err)
-	}
-	for i := range waiters {
-		if b := got[i*size+size-1]; b != byte(rounds-1+i) {
-			t.Fatalf("fill %d of the last round left %#x; want %#x", i, b, byte(rounds-1+i))
+		for i, p := range pending {
+			if !p.Fence().Signaled() {
+				t.Fatalf("round %d: waiter %d returned before its fence", r, i)
+			}
 		}
 	}
 	st := g.cl.Stats()
 	t.Logf("wake-ups %d (futile %d), sleeps that timed out %d", st.Wakeups, st.FutileWakeups, st.SleepTimeouts)
-	if st.Wakeups < rounds {
-		t.Fatalf("%d wake-ups in %d rounds of blocked waits: the waiters did not sleep", st.Wakeups, rounds)
+	if st.SleepTimeouts != 0 {
+		t.Fatalf("%d sleeps ended at their one-minute timeout, not woken", st.SleepTimeouts)
 	}
-	if st.SleepTimeouts*4 > st.Wakeups {
-		t.Fatalf("%d of %d sleeps ended at their timeout, not woken by the engine", st.SleepTimeouts, st.Wakeups)
+	if st.Wakeups < rounds*waiters/2 {
+		t.Fatalf("%d wake-ups in %d rounds of %d blocked waits: the waiters did not block", st.Wakeups, rounds, waiters)
+	}
+	if st.FutileWakeups > 2*rounds*waiters {
+		t.Fatalf("%d futile wake-ups in %d rounds of %d waiters: fences wake waiters they did not reach", st.FutileWakeups, rounds, waiters)
 	}
 }
 
 // TestASleepingWaitEndsWithItsContext: a waiter asleep on a fence the
-// engine will not reach for seconds returns its context's error when the
-// context ends, and the channel serves the next command as before.
+// engine will not reach for two seconds returns its context's error when
+// the context ends — woken for it, since its sleep timeout is a minute —
+// and a second waiter queued behind it then takes the word and gets its
+// fence.
 func TestASleepingWaitEndsWithItsContext(t *testing.T) {
-	g := dialBlocking(t)
+	g := dialBlocking(t, time.Minute)
 	b := g.NewBatch(Copy)
 	b.Delay(uint64(2 * time.Second))
 	p, err := b.Submit()
@@ -93,15 +108,25 @@ func TestASleepingWaitEndsWithItsContext(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
+	other := make(chan error, 1)
+	go func() {
+		time.Sleep(10 * time.Millisecond) // queue behind the first
+		other <- p.Wait()
+	}()
 	start := time.Now()
 	if err := p.WaitContext(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a wait whose context ended returned %v; want %v", err, context.DeadlineExceeded)
 	}
 	if d := time.Since(start); d >= time.Second {
-		t.Fatalf("the wait returned after %v, when the DELAY ended, not its context", d)
+		t.Fatalf("the wait returned after %v, when the DELAY ended, not when its context did", d)
 	}
-	if err := p.Wait(); err != nil { // the DELAY, then
-		t.Fatal(err)
+	select {
+	case err := <-other:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waiter queued behind a cancelled sleeper never got its fence")
 	}
 	if err := g.Nop(Copy); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package driver
 import (
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"softgpu/stage9-chardev/abi"
 	"softgpu/stage9-chardev/mmio"
@@ -54,9 +55,11 @@ type Channel struct {
 	notify  func()
 	closer  func() error
 	unshare func(abi.Channel)
-	// fenceWord, in a client, is the channel's RegFence: its blocked
-	// waiters sleep on it (client.go, sleep); nil in the daemon's driver.
+	// fenceWord, in a client, is the channel's RegFence: one blocked
+	// waiter at a time sleeps on it (client.go, sleep), for at most
+	// sleepFor; nil in the daemon's driver.
 	fenceWord *atomic.Uint64
+	sleepFor  time.Duration
 
 	// Idle gating (idle.go): the engine's status page, where it says it
 	// needs waking, and the call that wakes it.
@@ -107,6 +110,7 @@ type channelEnv struct {
 	pollBudget uint64
 	wake       Wake
 	stats      *stats
+	sleepFor   time.Duration // a client's sleep timeout
 }
 
 func (d *Driver) env() channelEnv {
@@ -136,7 +140,7 @@ func (env channelEnv) channel(c abi.Channel, e abi.Engine) (*Channel, error) {
 		slots: slots, completions: completions, size: size, mask: size - 1,
 		yieldEvery: env.yieldEvery, closed: env.closed, hooks: env.hooks, doorbells: env.doorbells,
 		engineStatus: abi.EngineStatusPage(e), wakeEngine: env.hw.Wake,
-		waitMode: env.waitMode, pollBudget: env.pollBudget, wake: env.wake, stats: env.stats,
+		waitMode: env.waitMode, pollBudget: env.pollBudget, wake: env.wake, stats: env.stats, sleepFor: env.sleepFor,
 		owner: make([]atomic.Pointer[request], size), freeFor: make([]atomic.Uint64, size),
 		written: make([]atomic.Uint64, size),
 	}

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"container/heap"
 	"context"
 	"fmt"
 	"sync"
@@ -61,7 +62,8 @@ func NewClient(hw Hardware, cfg Config) (*Client, error) {
 	}
 	cl := &Client{chans: map[abi.Channel]*Channel{}, done: make(chan struct{})}
 	cl.env = channelEnv{hw: hw, regs: hw.Registers(), yieldEvery: cfg.YieldEvery, closed: &cl.closed, hooks: &cl.hooks,
-		doorbells: &cl.doorbells, waitMode: cfg.Wait, pollBudget: cfg.PollBudget, wake: cfg.Wake, stats: &cl.stats}
+		doorbells: &cl.doorbells, waitMode: cfg.Wait, pollBudget: cfg.PollBudget, wake: cfg.Wake, stats: &cl.stats,
+		sleepFor: cfg.SleepTimeout}
 	go cl.interruptLoop(hw.Interrupts())
 	return cl, nil
 }
@@ -96,8 +98,12 @@ func (cl *Client) Attach(id abi.Channel, e abi.Engine, ctx abi.Context, closer f
 }
 
 // closeAttached is Close for an attached channel: the daemon takes it off
-// its engine (the engine completes what it leaves with StatusRemoved),
-// and every waiter settles.
+// its engine (the engine completes what it leaves with StatusRemoved,
+// writing their fences, which wakes the waiter asleep on the fence word),
+// and every waiter settles. The closer has unmapped the channel's pages
+// by the time wakeAll runs, so its wake of the word reaches no one; a
+// sleeper that had not yet slept when the engine's last fence came sees
+// the channel gone at its sleep's timeout.
 func (ch *Channel) closeAttached() error {
 	if ch.gone.Swap(true) {
 		return nil
@@ -153,42 +159,70 @@ func (cl *Client) Doorbells() uint64 { return cl.doorbells.Load() }
 
 // ANCHOR: sleep
 
-// sleep is block for a channel attached in a client: the waiter arms the
-// interrupt for its fence, as in-process, and then sleeps on the fence
-// word until the engine's vector wakes it (device.FenceVector).
+// sleep is block for a channel attached in a client. Its waiters arm the
+// interrupt and queue as in-process, but no interrupt thread of this
+// process will wake them: instead one of them, the sleeper, sleeps in the
+// kernel on the fence word for all of them, and the engine's vector wakes
+// it (device.FenceVector). The sleeper then does the interrupt handler's
+// work — wakes the queued waiters whose fences were reached, each on its
+// Go channel — and sleeps again, until its own fence comes; as it leaves,
+// it hands the word to the least waiter left. So one thread per channel
+// is in the kernel, however many goroutines wait, and a fence wakes the
+// waiters it reached, not all of them.
 //
-// No wake-up is lost. The waiter stores the target and the arm, then
-// loads RegFence (add, and seen below) and sleeps only while the word
-// still holds what it loaded; the engine stores RegFence, then loads the
-// arm and wakes the word. Either the engine's load sees the arm — its
-// wake then comes after its store, and the kernel either finds the
-// waiter asleep or refuses it the sleep because the word has moved — or
-// the waiter's load sees the store, and it does not sleep. A sleep that
-// ends without its fence — another waiter's fence, a cancelled ctx, the
-// timeout — is futile: the waiter re-arms and sleeps again.
+// No wake-up is lost on the word. The sleeper stores the target and the
+// arm (add), then loads RegFence and sleeps only while the word still
+// holds what it loaded; the engine stores RegFence, then loads the arm
+// and wakes the word. Either the engine's load sees the arm — its wake
+// comes after its store, and the kernel either finds the sleeper asleep
+// or refuses it the sleep because the word has moved — or the sleeper's
+// load sees the store and it does not sleep. The armed target is the
+// least of every queued waiter's, so the word is woken for the first
+// fence any of them waits for. Nor is one lost in the queue: the sleeper
+// leaves only after waking the least waiter left, which re-arms and
+// takes the word.
 //
-// The timeout (sleepTimeout) bounds what no wake reaches: a ctx that ends
-// between the check below and the sleep, a word that moved by a multiple
-// of 2^32 between the load and the sleep (futex compares 32 bits), a
-// channel closed under a waiter about to sleep.
+// A fault, the device stopping or the daemon going do not move the
+// word, so their wake (wakeAll) reaches a sleeper only if it is already
+// asleep; one about to sleep notices them at its timeout (sleepFor, 10
+// ms by default). The timeout also bounds a ctx that ends between the
+// check below and the sleep, and a word that moved by a multiple of 2^32
+// between the load and the sleep (a futex compares 32 bits).
 func (f Fence) sleep(ctx context.Context) error {
 	ch := f.ch
 	tl := &ch.timeline
-	w := &waiter{target: f.value} // no wake channel: signal and wakeAll wake the word
-	stop := context.AfterFunc(ctx, func() { futex.Wake(ch.fenceWord) })
-	defer stop()
+	w := &waiter{target: f.value, wake: make(chan struct{}, 1)}
+	defer tl.leave(w)
 	for {
 		if tl.add(w) {
-			return f.settleEnded() // signalled while arming, or ended
+			return f.settleEnded() // signalled while arming, or ended: no sleep
 		}
-		// This load pairs with the engine's store of RegFence (see above).
-		if seen := ch.fenceWord.Load(); !abi.Reached(seen, f.value) && ctx.Err() == nil {
-			if futex.Wait(ch.fenceWord, seen, sleepTimeout) {
-				ch.stats.sleepTimeouts.Add(1)
+		if tl.lead(w) {
+			// This load pairs with the engine's store of RegFence (see above).
+			seen := ch.regs.Load(ch.status + abi.RegFence)
+			if !abi.Reached(seen, f.value) && ctx.Err() == nil {
+				stop := context.AfterFunc(ctx, func() { futex.Wake(ch.fenceWord) })
+				if futex.Wait(ch.fenceWord, seen, ch.sleepFor) {
+					ch.stats.sleepTimeouts.Add(1)
+				}
+				stop()
+				ch.stats.wakeups.Add(1)
+			}
+			tl.remove(w)
+			select { // a token sent while w was queued: w is out of the queue now, and looks for itself
+			case <-w.wake:
+			default:
+			}
+			tl.wakeReached() // the others whose fences came, as the handler would
+		} else {
+			select {
+			case <-w.wake:
+				ch.stats.wakeups.Add(1)
+			case <-ctx.Done():
+				tl.remove(w)
+				return ctx.Err()
 			}
 		}
-		tl.remove(w)
-		ch.stats.wakeups.Add(1)
 		if f.Signaled() {
 			return nil
 		}
@@ -202,10 +236,40 @@ func (f Fence) sleep(ctx context.Context) error {
 	}
 }
 
-// sleepTimeout is the longest a client's waiter sleeps without looking at
-// its fence: long against any wake-up (tens of microseconds), short against
-// a wait a person would notice.
-const sleepTimeout = 10 * time.Millisecond
+// lead makes w the sleeper if there is none, and reports whether w is it.
+func (tl *timeline) lead(w *waiter) bool {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	if tl.sleeper == nil {
+		tl.sleeper = w
+	}
+	return tl.sleeper == w
+}
+
+// leave gives up the word if w holds it, and hands it to the least waiter
+// left: woken on its Go channel, it re-arms and sleeps on the word in w's
+// place.
+func (tl *timeline) leave(w *waiter) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	if tl.sleeper != w {
+		return
+	}
+	tl.sleeper = nil
+	if len(tl.waiters) > 0 {
+		next := heap.Pop(&tl.waiters).(*waiter)
+		select {
+		case next.wake <- struct{}{}:
+		default: // woken already: it will look
+		}
+		tl.armLocked()
+	}
+}
+
+// defaultSleepTimeout is the longest a client's waiter sleeps without
+// looking at its fence: long against any wake-up (tens of microseconds),
+// short against a wait a person would notice.
+const defaultSleepTimeout = 10 * time.Millisecond
 
 // ANCHOR_END: sleep
 
@@ -213,10 +277,10 @@ const sleepTimeout = 10 * time.Millisecond
 
 // interruptLoop is the client's interrupt handler: a token is a
 // notification from the daemon that some channel of this client has
-// something for its waiters — a fault, the device stopping. It wakes the
-// sleepers of every channel (a channel that faulted, or a device that
-// stopped, wakes every waiter to settle; signal wakes them too), and each
-// waiter looks at its channel for itself.
+// something for its waiters — a fault, the device stopping. A channel
+// that faulted, or a device that stopped, wakes every waiter to settle;
+// any other signals its timeline, waking the waiters whose fences came.
+// Either also wakes the waiter asleep on the channel's fence word.
 func (cl *Client) interruptLoop(line <-chan struct{}) {
 	defer close(cl.done)
 	for range line {

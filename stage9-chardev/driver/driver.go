@@ -27,6 +27,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"softgpu/stage9-chardev/abi"
 	"softgpu/stage9-chardev/mmio"
@@ -45,6 +46,9 @@ type Config struct {
 	PollBudget uint64   // cycles a hybrid wait polls before it blocks; zero means DefaultPollBudget
 	Delivery   Delivery // default IRQDirect
 	Wake       Wake     // default WakeTargeted
+	// SleepTimeout bounds how long a client's blocked waiter sleeps on its
+	// fence word before it looks again (client.go); zero means 10 ms.
+	SleepTimeout time.Duration
 
 	// The ring of pinned bounce buffers that copies of ordinary slices go
 	// through (bounce.go). Zero means DefaultBounceChunk bytes per buffer,
@@ -82,6 +86,9 @@ func (cfg *Config) check() error {
 	}
 	if cfg.PollBudget == 0 {
 		cfg.PollBudget = DefaultPollBudget
+	}
+	if cfg.SleepTimeout <= 0 {
+		cfg.SleepTimeout = defaultSleepTimeout
 	}
 	if cfg.PrefetchPages == 0 {
 		cfg.PrefetchPages = DefaultPrefetchPages

@@ -38,9 +38,10 @@ import (
 //   - waiters is a min-heap by target, compared wrap-safely;
 //   - in targeted mode, RegIrqArm is IrqTarget with RegIrqTarget the least
 //     target exactly when waiters is not empty, and IrqOff otherwise;
-//   - a waiter is in waiters only while its goroutine is in block, between
-//     add and its wake, its context's end, the device stopping, or its
-//     channel faulting.
+//   - a waiter is in waiters only while its goroutine is in block (or, in
+//     a client, sleep), between add and its wake, its context's end, the
+//     device stopping, or its channel faulting;
+//   - in a client, sleeper is one of the waiters, or nil (client.go).
 
 // WaitMode is how a wait waits.
 type WaitMode int
@@ -53,7 +54,8 @@ const (
 	// WaitPoll spins until the command completes.
 	WaitPoll
 	// WaitBlock publishes the fence as an interrupt target and sleeps until
-	// the interrupt handler wakes it.
+	// the interrupt handler wakes it (in a client, until the engine wakes
+	// the fence word, or the sleeper on it wakes this waiter: client.go).
 	WaitBlock
 )
 
@@ -251,6 +253,9 @@ type timeline struct {
 	// it take it.
 	mu      sync.Mutex
 	waiters waiterHeap
+	// sleeper, in a client, is the one waiter asleep on the fence word
+	// for all of them (client.go, sleep), or nil.
+	sleeper *waiter
 }
 
 // ANCHOR: arm
@@ -266,7 +271,9 @@ type timeline struct {
 // then, under mu, wakes every waiter (irq.go, handleInterrupt). If it took
 // mu after the push below, it finds w there and wakes it; if before, then
 // the load below comes after the handler's, which saw the fault, and sees
-// it too.
+// it too. (In a client, the waiter asleep on the fence word is the
+// exception: a fault does not move the word, so it may see the fault only
+// at its sleep's timeout; client.go, sleep.)
 func (tl *timeline) add(w *waiter) bool {
 	tl.mu.Lock()
 	heap.Push(&tl.waiters, w)
@@ -330,9 +337,16 @@ func (tl *timeline) signal() {
 		return
 	}
 	if w := tl.ch.fenceWord; w != nil {
-		futex.Wake(w) // the waiters sleep on the fence word and look for themselves (client.go)
-		return
+		futex.Wake(w) // the waiter asleep on the fence word, in a client (client.go); then the rest
 	}
+	tl.wakeReached()
+}
+
+// ANCHOR_END: signal
+
+// wakeReached is signal's work on this side of the process boundary:
+// wake the waiters whose fences have signalled, and re-arm.
+func (tl *timeline) wakeReached() {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	// This load pairs with the engine's store of RegFence.
@@ -344,8 +358,6 @@ func (tl *timeline) signal() {
 	tl.armLocked()
 }
 
-// ANCHOR_END: signal
-
 // wakeAll wakes every waiter, whatever its fence: the device has stopped,
 // or the channel faulted or was closed, and each must settle its wait.
 func (tl *timeline) wakeAll() {
@@ -355,7 +367,6 @@ func (tl *timeline) wakeAll() {
 	}
 	if w := tl.ch.fenceWord; w != nil {
 		futex.Wake(w)
-		return
 	}
 	tl.mu.Lock()
 	defer tl.mu.Unlock()

@@ -53,9 +53,11 @@ type ChannelOptions struct {
 	// listed, while no engine reads its pages: the daemon moves them into
 	// memory the client maps (device.Share). Notify stands in for the
 	// channel's waiters, which live in the client: wherever the driver
-	// would signal them — a fence interrupt, a fault, the device stopping
-	// — it calls Notify instead and touches nothing of the channel's user
-	// page, which is the client's to write. Unshare is called when the
+	// would signal them — a fault, the device stopping, and a fence
+	// interrupt if the device raised one on the line rather than on the
+	// channel's own vector (device.Share) — it calls Notify instead and
+	// touches nothing of the channel's user page, which is the client's to
+	// write. Unshare is called when the
 	// channel has left its runlist, before its id is free for another:
 	// the daemon gives its pages back to private memory there, so that no
 	// NewChannel can pick the id while they are still the client's. All

@@ -384,7 +384,7 @@ _Static_assert(sizeof(struct softgpu_managed_resident) == 16, "struct softgpu_ma
 #define SOFTGPU_IOCTL_MANAGED_RESIDENT_FDS_OUT 0
 
 /* Versions and capabilities (uapi/args.go) */
-#define SOFTGPU_VERSION_MAJOR 1
+#define SOFTGPU_VERSION_MAJOR 2
 #define SOFTGPU_VERSION_MINOR 0
 /* managed memory: allocations whose pages migrate on device faults */
 #define SOFTGPU_CAP_MANAGED 0x1
@@ -412,10 +412,21 @@ _Static_assert(sizeof(struct softgpu_managed_resident) == 16, "struct softgpu_ma
 /*
  * AttachFDIrq is an eventfd the daemon writes when one of the
  * client's channels has an interrupt that is not a fence — a fault,
- * or the device stopping. (A fence the client armed reaches it as a
- * futex wake of the channel's RegFence word, from the engine.) The
- * client reads it to consume the count, then looks at its channels'
- * status pages.
+ * or the device stopping. The client reads it to consume the count,
+ * then looks at its channels' status pages.
+ *
+ * A fence reaches a blocked client another way. A waiter stores its
+ * fence value to RegIrqTarget and IrqTarget to RegIrqArm (its doorbell
+ * page), loads RegFence (its status page) and, if the fence has not
+ * been reached, sleeps with FUTEX_WAIT on RegFence's address, passing
+ * the low 32 bits of the value it loaded. The engine, after storing a
+ * fence, reads the arm and, if it is reached, wakes every thread
+ * sleeping on that word with FUTEX_WAKE. Three rules: the futex is
+ * shared (no FUTEX_PRIVATE_FLAG: the daemon wakes it through its own
+ * mapping of the page); it is the word's low half, at the word's own
+ * address on this little-endian ABI; and a waiter re-checks RegFence
+ * and the channel's fault on every return, and sleeps with a timeout,
+ * since a fault does not change the word.
  */
 #define SOFTGPU_ATTACH_FD_IRQ 2
 /*

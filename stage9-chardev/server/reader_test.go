@@ -80,8 +80,9 @@ func TestAClientThatNeverReadsStallsNoOther(t *testing.T) {
 }
 
 // TestAClientThatNeverReapsStallsNoOther: a client fills both its rings
-// with commands that each raise an interrupt, arms every interrupt, and
-// then never looks at a completion or its irq eventfd again.
+// with commands that each raise an interrupt, arms every interrupt (each
+// a futex wake of a word no one sleeps on), and then never looks at a
+// completion or its irq eventfd again.
 func TestAClientThatNeverReapsStallsNoOther(t *testing.T) {
 	s := serve(t, server.Config{})
 	ctl := control(t, s.Node())

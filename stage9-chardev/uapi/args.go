@@ -48,8 +48,13 @@ const (
 // The version of this package's ABI. A daemon and a client of the same
 // major version understand each other: a minor version adds calls, caps
 // or meanings of reserved fields, and never changes what existed.
+//
+// 2.0 changed how an armed fence reaches a blocked client: 1.0 wrote the
+// irq eventfd, 2.0 wakes the channel's fence word (AttachFDIrq says how
+// to sleep on it). A 1.0 client that blocked on the eventfd for a fence
+// would wait forever on a 2.0 daemon, so the major moved.
 const (
-	VersionMajor = 1
+	VersionMajor = 2
 	VersionMinor = 0
 )
 
@@ -80,10 +85,21 @@ const (
 	AttachFDKick = 1
 	// AttachFDIrq is an eventfd the daemon writes when one of the
 	// client's channels has an interrupt that is not a fence — a fault,
-	// or the device stopping. (A fence the client armed reaches it as a
-	// futex wake of the channel's RegFence word, from the engine.) The
-	// client reads it to consume the count, then looks at its channels'
-	// status pages.
+	// or the device stopping. The client reads it to consume the count,
+	// then looks at its channels' status pages.
+	//
+	// A fence reaches a blocked client another way. A waiter stores its
+	// fence value to RegIrqTarget and IrqTarget to RegIrqArm (its doorbell
+	// page), loads RegFence (its status page) and, if the fence has not
+	// been reached, sleeps with FUTEX_WAIT on RegFence's address, passing
+	// the low 32 bits of the value it loaded. The engine, after storing a
+	// fence, reads the arm and, if it is reached, wakes every thread
+	// sleeping on that word with FUTEX_WAKE. Three rules: the futex is
+	// shared (no FUTEX_PRIVATE_FLAG: the daemon wakes it through its own
+	// mapping of the page); it is the word's low half, at the word's own
+	// address on this little-endian ABI; and a waiter re-checks RegFence
+	// and the channel's fault on every return, and sleeps with a timeout,
+	// since a fault does not change the word.
 	AttachFDIrq = 2
 )
 

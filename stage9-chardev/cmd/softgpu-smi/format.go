@@ -9,7 +9,7 @@ import (
 
 // writeText prints the report of cur, with rates since prev, for a person:
 //
-//	softgpu  uapi 1.0.0  node /run/user/1000/softgpu/card0
+//	softgpu  uapi 2.0.0  node /run/user/1000/softgpu/card0
 //	memory 1.0 MiB / 16.0 MiB used  interrupts 3  faults 0  migrations 0  messages 9  connections 2
 //
 //	ENGINE   IDLE    STATE    CMDS/S  ASLEEP  SLEEPS  CHANNELS

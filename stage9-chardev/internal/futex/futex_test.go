@@ -1,41 +1,44 @@
+//go:build amd64 || arm64 || 386 || arm || riscv64 || loong64 || ppc64le || mipsle || mips64le
+
 package futex
 
 import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
-// A sleeper on an unchanged word stays asleep until Wake: it must not
-// return before the store that precedes the wake.
+// TestWakeEndsWait: a sleeper on an unchanged word sleeps until Wake, and
+// returns only after the store that precedes the wake.
 func TestWakeEndsWait(t *testing.T) {
 	var w atomic.Uint64
 	w.Store(7)
 	var stored atomic.Bool
 	done := make(chan bool)
 	go func() {
-		for w.Load() == 7 {
-			Wait(&w, 7, 10*time.Second)
-		}
-		done <- stored.Load()
+		timedOut := Wait(&w, 7, 10*time.Second) // once: a return before the store fails the test
+		done <- stored.Load() && !timedOut
 	}()
-	time.Sleep(20 * time.Millisecond) // let it sleep
+	time.Sleep(50 * time.Millisecond) // let it sleep
 	stored.Store(true)
 	w.Store(8)
 	Wake(&w)
 	select {
-	case sawStore := <-done:
-		if !sawStore {
-			t.Fatal("the waiter returned before the store")
+	case ok := <-done:
+		if !ok {
+			t.Fatal("the waiter returned before the store, or at its timeout")
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Wake did not end the Wait")
 	}
 }
 
-// A word that no longer holds what the caller saw does not sleep — the
-// check the lost-wake-up argument rests on — and only the low half is
-// compared.
+// TestWaitComparesTheLowHalf: a word that no longer holds what the caller
+// saw does not sleep — the check the lost-wake-up argument rests on — and
+// only the low half is compared.
 func TestWaitComparesTheLowHalf(t *testing.T) {
 	var w atomic.Uint64
 	w.Store(5)
@@ -46,5 +49,45 @@ func TestWaitComparesTheLowHalf(t *testing.T) {
 	start := time.Now()
 	if !Wait(&w, 5, 50*time.Millisecond) { // the low halves agree: sleeps out the timeout
 		t.Fatalf("Wait returned after %v without timing out; the low halves are equal, so it should sleep", time.Since(start))
+	}
+}
+
+// TestTwoMappingsNameOneFutex is the premise of the client's waits: a
+// thread asleep on a word in a read-only mapping of a memfd is woken by a
+// Wake on the same word through another, read-write mapping of it — a
+// shared futex is keyed by the file and the offset, not the address.
+func TestTwoMappingsNameOneFutex(t *testing.T) {
+	fd, err := unix.MemfdCreate("futex-test", unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Ftruncate(fd, 4096); err != nil {
+		t.Fatal(err)
+	}
+	rw, err := unix.Mmap(fd, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(rw)
+	ro, err := unix.Mmap(fd, 0, 4096, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(ro)
+	writer := (*atomic.Uint64)(unsafe.Pointer(&rw[64]))
+	reader := (*atomic.Uint64)(unsafe.Pointer(&ro[64]))
+	done := make(chan bool)
+	go func() { done <- Wait(reader, 0, 10*time.Second) }()
+	time.Sleep(50 * time.Millisecond) // let it sleep
+	writer.Store(1)
+	Wake(writer)
+	select {
+	case timedOut := <-done:
+		if timedOut {
+			t.Fatal("the sleeper on the read-only mapping slept out its timeout")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a Wake through the read-write mapping did not reach the sleeper on the read-only one")
 	}
 }

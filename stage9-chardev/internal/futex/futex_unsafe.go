@@ -1,3 +1,5 @@
+//go:build amd64 || arm64 || 386 || arm || riscv64 || loong64 || ppc64le || mipsle || mips64le
+
 // Package futex is the Linux futex on a register word that two processes
 // map: one thread sleeps in the kernel while the word still holds what it
 // last saw, and any thread of any process mapping the same page wakes it.
@@ -9,6 +11,10 @@
 // 2^32 between that load and the sleep would look unchanged, so every
 // sleep here has a timeout, and a caller re-checks its condition on every
 // return.
+//
+// The build constraint above lists the little-endian architectures: on
+// a big-endian one the low half is not at the word's address, and the
+// package does not build rather than compare the wrong half.
 //
 // The futexes are not FUTEX_PRIVATE: the key is the page of the shared
 // file and the offset in it, so the daemon's mapping and a client's name
