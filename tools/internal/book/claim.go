@@ -202,7 +202,7 @@ func (b *builder) claim(d directive) (inlineValue, error) {
 		if got, how, err = pairedRatio(a, bo, unit); err != nil {
 			return inlineValue{}, d.errorf("%v", err)
 		}
-		gotText, wantText = formatRatio(got), strings.TrimSuffix(ratioArg, "x")+"×"
+		gotText, wantText = claimRatioText(got, want, op.holds), strings.TrimSuffix(ratioArg, "x")+"×"
 		compared = fmt.Sprintf("%s ÷ %s", a.describe(unit), bo.describe(unit))
 		switch show := d.arg("show", "ratio"); show {
 		case "ratio":

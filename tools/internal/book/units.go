@@ -161,6 +161,23 @@ func trimZeros(s string) string {
 	return strings.TrimSuffix(s, ".")
 }
 
+// claimRatioText is formatRatio with as many more significant figures as
+// it takes for the figure shown to satisfy the claim as well: a ratio of
+// 1.089 claimed below 1.1 reads "1.09×", not "1.1×".
+func claimRatioText(got, want float64, holds func(x, y float64) bool) string {
+	text := formatRatio(got)
+	if !holds(got, want) {
+		return text // the claim fails; its error shows the figure as prose would
+	}
+	for n := 3; n <= 6; n++ {
+		if v, err := strconv.ParseFloat(strings.TrimSuffix(text, "×"), 64); err == nil && holds(v, want) {
+			return text
+		}
+		text = sigFigs(got, n) + "×"
+	}
+	return text
+}
+
 // formatRatio formats a/b for prose: "3.2×", "0.84×", "12×".
 func formatRatio(r float64) string {
 	if math.Abs(r) >= 10 {

@@ -83,3 +83,27 @@ func TestTableCell(t *testing.T) {
 		}
 	}
 }
+
+// A claim's figure is shown with as many significant figures as it takes
+// to satisfy the claim on the page too: a ratio of 1.089 claimed below
+// 1.1 must not read "1.1× < 1.1×".
+func TestClaimRatioText(t *testing.T) {
+	lt := func(x, y float64) bool { return x < y }
+	gt := func(x, y float64) bool { return x > y }
+	for _, tt := range []struct {
+		got, want float64
+		holds     func(x, y float64) bool
+		text      string
+	}{
+		{1.089, 1.1, lt, "1.09×"},
+		{1.0996, 1.1, lt, "1.0996×"},
+		{0.93, 0.9, gt, "0.93×"},
+		{0.9012, 0.9, gt, "0.901×"},
+		{0.88, 0.9, gt, "0.88×"}, // fails: shown as prose would
+		{12.6, 5, gt, "13×"},
+	} {
+		if got := claimRatioText(tt.got, tt.want, tt.holds); got != tt.text {
+			t.Errorf("claimRatioText(%g, %g) = %q; want %q", tt.got, tt.want, got, tt.text)
+		}
+	}
+}
