@@ -130,9 +130,10 @@ var ErrNodeBusy = errors.New("softgpu: a daemon is already serving this node")
 // a little more spinning would have saved. In-process, the wake is the
 // driver handing its thread to the engine; here it is a client's kick,
 // an eventfd write that a parked thread of the daemon must be woken for,
-// and on the measured machine that costs 70–100 µs on average
-// (Boundary/op=wake3ms/path=node's mean in the chardev records; about 7 µs
-// in-process), with a long tail; 100 µs is that, rounded up. A client whose commands come 60 µs apart — the time it
+// and on the measured machine that costs about 80 µs on average
+// (Boundary/op=wake3ms/path=node's mean-ns in book/records/chardev.json),
+// against under 10 µs in-process, with a long tail; 100 µs is that,
+// rounded up. A client whose commands come 60 µs apart — the time it
 // takes to write a megabyte and be woken for the last copy — would find
 // the engine asleep at many of them with the in-process 50 µs.
 const DefaultIdleBudget = 100_000
