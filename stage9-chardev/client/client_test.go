@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"softgpu/stage9-chardev/client"
 	"softgpu/stage9-chardev/internal/servetest"
@@ -151,4 +152,33 @@ func TestClientsOpenAndCloseChannelsAtOnce(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestAClosedChannelsPendingsReadWhatTheDeviceWrote: a batch submitted on
+// a new channel, which is closed at once — before the engine ran it, or
+// while it ran. Its Wait may report success only if its fence signalled:
+// the closed channel's completions and fence must still read what the
+// device last wrote there, not zeroes, which say "command 0 completed,
+// StatusOK" and "fence 0".
+func TestAClosedChannelsPendingsReadWhatTheDeviceWrote(t *testing.T) {
+	s := serve(t, server.Config{})
+	g := dial(t, s)
+	for r := range 20 {
+		ch, err := g.NewChannel(client.Copy, client.ChannelOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := ch.NewBatch()
+		b.Delay(uint64(300 * time.Millisecond))
+		p, err := b.Submit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ch.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Wait(); err == nil && !p.Fence().Signaled() {
+			t.Fatalf("round %d: the DELAY of a channel closed at once reports success, and its fence has not signalled", r)
+		}
+	}
 }

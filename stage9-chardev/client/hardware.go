@@ -144,12 +144,19 @@ func (h *hardware) mapChannel(c abi.Channel, user, status *os.File, ringSize uin
 
 // ANCHOR_END: mapchannel
 
-// unmapChannel forgets closed channel c. Its pages become private zero
-// pages rather than holes: a Pending of the closed channel may still look
-// at its completion or fence, and must read "not done" there, not fault;
-// and a waiter settling as the channel closes still stores its arm
-// registers, into memory no one else reads. The ring mappings are kept
-// until the client closes, for the same reason.
+// unmapChannel forgets closed channel c, which has left its engine: the
+// daemon has taken it off its runlist — the engine completed what it left
+// with StatusRemoved — and handed the device private pages in place of
+// its memfds. What the client wrote, the doorbell page and the submission
+// ring, becomes private zero pages rather than holes: a waiter settling
+// as the channel closes still stores its arm registers there, into memory
+// no one reads. What the device wrote, the status page and the completion
+// ring, stays mapped as it is — memfds the device no longer writes,
+// holding their final state — so a Pending of the closed channel reads
+// what became of its commands: a completion with its status, a fence that
+// signalled, or "not yet", never the zeroes that read "command 0
+// completed, StatusOK". The ring mappings are kept until the client
+// closes, for the same reason.
 func (h *hardware) unmapChannel(c abi.Channel) {
 	h.mu.Lock()
 	r, ok := h.rings[c]
@@ -160,12 +167,13 @@ func (h *hardware) unmapChannel(c abi.Channel) {
 	h.mu.Unlock()
 	if ok {
 		zeroOver(r.slots[:cap(r.slots)])
-		zeroOver(r.compl)
 	}
-	h.unmapPages(c)
+	bell := abi.DoorbellPage(c)
+	zeroOver(h.space[bell : bell+abi.RegPageSize])
 }
 
-// unmapPages puts zero pages over channel c's two register pages.
+// unmapPages puts zero pages over channel c's two register pages: a
+// channel whose mapping failed part way, whose pages hold nothing yet.
 func (h *hardware) unmapPages(c abi.Channel) {
 	bell, stat := abi.DoorbellPage(c), abi.ChannelStatusPage(c)
 	zeroOver(h.space[bell : bell+abi.RegPageSize])
