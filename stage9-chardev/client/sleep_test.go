@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -130,5 +131,47 @@ func TestASleepingWaitEndsWithItsContext(t *testing.T) {
 	}
 	if err := g.Nop(Copy); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTheWordIsHandedOnWhenItsHeirLeaves: the sleeper's context ends and
+// it hands the word to the least queued waiter, whose context ends at the
+// same moment; that waiter leaves without ever sleeping, and must hand the
+// word on in turn, or the third waiter, queued behind both, is left with
+// no one on the word — its fence comes, and nothing wakes it.
+func TestTheWordIsHandedOnWhenItsHeirLeaves(t *testing.T) {
+	g := dialBlocking(t, time.Minute)
+	submit := func(d time.Duration) *driver.Pending {
+		b := g.NewBatch(Copy)
+		b.Delay(uint64(d))
+		p, err := b.Submit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for r := range 30 {
+		first, heir, third := submit(20*time.Millisecond), submit(time.Millisecond), submit(time.Millisecond)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 3)
+		go func() { done <- first.WaitContext(ctx) }() // the sleeper
+		time.Sleep(time.Millisecond)
+		go func() { done <- heir.WaitContext(ctx) }() // queued; the least after the first
+		go func() {
+			c, stop := context.WithTimeout(context.Background(), 5*time.Second)
+			defer stop()
+			if err := third.WaitContext(c); err != nil {
+				done <- fmt.Errorf("the third waiter: %w (its fence signalled: %v)", err, third.Fence().Signaled())
+				return
+			}
+			done <- nil
+		}()
+		time.Sleep(2 * time.Millisecond)
+		cancel()
+		for range 3 {
+			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+				t.Fatalf("round %d: %v", r, err)
+			}
+		}
 	}
 }

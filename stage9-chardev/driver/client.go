@@ -100,10 +100,9 @@ func (cl *Client) Attach(id abi.Channel, e abi.Engine, ctx abi.Context, closer f
 // closeAttached is Close for an attached channel: the daemon takes it off
 // its engine (the engine completes what it leaves with StatusRemoved,
 // writing their fences, which wakes the waiter asleep on the fence word),
-// and every waiter settles. The closer has unmapped the channel's pages
-// by the time wakeAll runs, so its wake of the word reaches no one; a
-// sleeper that had not yet slept when the engine's last fence came sees
-// the channel gone at its sleep's timeout.
+// and every waiter settles: wakeAll wakes the word again — the status
+// page stays mapped, final, after the closer (client/hardware.go,
+// unmapChannel) — and the queued waiters.
 func (ch *Channel) closeAttached() error {
 	if ch.gone.Swap(true) {
 		return nil
@@ -236,19 +235,25 @@ func (f Fence) sleep(ctx context.Context) error {
 	}
 }
 
-// lead makes w the sleeper if there is none, and reports whether w is it.
+// lead makes w the sleeper if there is none, and reports whether w is to
+// sleep on the word now: not if it was taken out of the queue since its
+// add — a token waits on its Go channel, and with it perhaps the word
+// (leave), which w then keeps until it sleeps or leaves.
 func (tl *timeline) lead(w *waiter) bool {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	if tl.sleeper == nil {
 		tl.sleeper = w
 	}
-	return tl.sleeper == w
+	return tl.sleeper == w && w.index >= 0
 }
 
 // leave gives up the word if w holds it, and hands it to the least waiter
-// left: woken on its Go channel, it re-arms and sleeps on the word in w's
-// place.
+// left: that waiter holds it from here — woken on its Go channel, it
+// re-arms and sleeps on the word in w's place, or, if it has its fence or
+// its context ended meanwhile, leaves and hands it on in turn. (Made the
+// sleeper only when it next called lead, it could return first, and the
+// queue would be left with no one on the word.)
 func (tl *timeline) leave(w *waiter) {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
@@ -258,6 +263,7 @@ func (tl *timeline) leave(w *waiter) {
 	tl.sleeper = nil
 	if len(tl.waiters) > 0 {
 		next := heap.Pop(&tl.waiters).(*waiter)
+		tl.sleeper = next
 		select {
 		case next.wake <- struct{}{}:
 		default: // woken already: it will look
