@@ -19,15 +19,20 @@ import (
 // Registers is a register space: words[off/8] is the register at byte
 // offset off.
 type Registers struct {
-	words []atomic.Uint64
-	clock func() uint64 // what RegTimestamp reads
+	words  []atomic.Uint64
+	clock  func() uint64 // what RegTimestamp reads
+	shadow []uint64      // in race builds, a word per register for the detector (race_unsafe.go)
 }
 
 // NewRegisters returns a register space of size bytes, every word zero,
 // whose RegTimestamp reads clock. words must hold size/8 words; the caller
 // chooses where they live (aligned memory, or later a shared mapping).
 func NewRegisters(words []atomic.Uint64, clock func() uint64) *Registers {
-	return &Registers{words: words, clock: clock}
+	r := &Registers{words: words, clock: clock}
+	if raceEnabled {
+		r.shadow = make([]uint64, len(words))
+	}
+	return r
 }
 
 // Load reads the register at byte offset off.
@@ -35,33 +40,58 @@ func (r *Registers) Load(off uint64) uint64 {
 	if off == abi.RegTimestamp {
 		return r.clock()
 	}
-	return r.word(off).Load()
+	v := r.word(off).Load()
+	if raceEnabled {
+		raceAcquire(&r.shadow[off/8])
+	}
+	return v
 }
 
 // Store writes v to the register at byte offset off. A store to
 // RegTimestamp, which is not a stored word, is ignored.
 func (r *Registers) Store(off, v uint64) {
-	switch off {
-	case abi.RegTimestamp:
-		return
-	case abi.RegIrqCause:
-		r.word(off).And(^v) // write-one-to-clear
+	if off == abi.RegTimestamp {
 		return
 	}
-	if off >= abi.RegIrqChannels && off < abi.RegIrqChannels+8*abi.IrqChannelWords {
-		r.word(off).And(^v) // write-one-to-clear, every word
-		return
+	w := r.word(off)
+	if raceEnabled {
+		raceRelease(&r.shadow[off/8])
 	}
-	r.word(off).Store(v)
+	switch {
+	case off == abi.RegIrqCause:
+		w.And(^v) // write-one-to-clear
+	case off >= abi.RegIrqChannels && off < abi.RegIrqChannels+8*abi.IrqChannelWords:
+		w.And(^v) // write-one-to-clear, every word
+	default:
+		w.Store(v)
+	}
 }
 
 // Add adds delta to the register at off atomically: for a counter more
 // than one engine of the device may bump at once.
-func (r *Registers) Add(off, delta uint64) { r.word(off).Add(delta) }
+func (r *Registers) Add(off, delta uint64) {
+	w := r.word(off)
+	if raceEnabled {
+		raceRelease(&r.shadow[off/8])
+	}
+	w.Add(delta)
+	if raceEnabled {
+		raceAcquire(&r.shadow[off/8])
+	}
+}
 
 // Set sets the bits of v in the register at off, leaving the others: how
 // the device raises a cause in an interrupt status register.
-func (r *Registers) Set(off, v uint64) { r.word(off).Or(v) }
+func (r *Registers) Set(off, v uint64) {
+	w := r.word(off)
+	if raceEnabled {
+		raceRelease(&r.shadow[off/8])
+	}
+	w.Or(v)
+	if raceEnabled {
+		raceAcquire(&r.shadow[off/8])
+	}
+}
 
 // Word returns the stored word of the register at byte offset off, for a
 // caller that must name its address: a futex on it (package futex). Every
