@@ -41,9 +41,7 @@ func (r *Registers) Load(off uint64) uint64 {
 		return r.clock()
 	}
 	v := r.word(off).Load()
-	if raceEnabled {
-		raceAcquire(&r.shadow[off/8])
-	}
+	r.acquire(off)
 	return v
 }
 
@@ -54,9 +52,7 @@ func (r *Registers) Store(off, v uint64) {
 		return
 	}
 	w := r.word(off)
-	if raceEnabled {
-		raceRelease(&r.shadow[off/8])
-	}
+	r.release(off)
 	switch {
 	case off == abi.RegIrqCause:
 		w.And(^v) // write-one-to-clear
@@ -71,23 +67,30 @@ func (r *Registers) Store(off, v uint64) {
 // than one engine of the device may bump at once.
 func (r *Registers) Add(off, delta uint64) {
 	w := r.word(off)
-	if raceEnabled {
-		raceRelease(&r.shadow[off/8])
-	}
+	r.release(off)
 	w.Add(delta)
-	if raceEnabled {
-		raceAcquire(&r.shadow[off/8])
-	}
+	r.acquire(off)
 }
 
 // Set sets the bits of v in the register at off, leaving the others: how
 // the device raises a cause in an interrupt status register.
 func (r *Registers) Set(off, v uint64) {
 	w := r.word(off)
+	r.release(off)
+	w.Or(v)
+	r.acquire(off)
+}
+
+// release and acquire tell the race detector, in race builds, that a
+// register access orders memory as the atomic itself does
+// (race_unsafe.go); without -race they are empty.
+func (r *Registers) release(off uint64) {
 	if raceEnabled {
 		raceRelease(&r.shadow[off/8])
 	}
-	w.Or(v)
+}
+
+func (r *Registers) acquire(off uint64) {
 	if raceEnabled {
 		raceAcquire(&r.shadow[off/8])
 	}
