@@ -18,21 +18,26 @@ import (
 // space with pages resolves a run per page, a scheduler can stop between
 // runs and resume from the cursor, a fault can stop at a run and replay it.
 
-// job is a command being executed: a copy of its descriptor, taken when the
-// engine fetched it, and how far execution has got.
+// job is a command being executed: its descriptor as the engine read it
+// when it fetched it, decoded, and how far execution has got.
 type job struct {
-	desc  [abi.CommandSize]byte // the descriptor as fetched; the slot may be reused meanwhile
-	cmd   abi.Command           // desc decoded
-	seq   uint64                // the sequence number it was fetched under
-	done  uint64                // the cursor: bytes of each operand handled (cycles, for DELAY)
-	sum   uint64                // SUM32's running total
-	start uint64                // when the engine took it (only kept while tracing)
+	cmd          abi.Command // the descriptor, decoded; the slot may be reused meanwhile
+	reservedZero bool        // the descriptor's reserved bytes were zero (abi.ReservedZero)
+	seq          uint64      // the sequence number it was fetched under
+	done         uint64      // the cursor: bytes of each operand handled (cycles, for DELAY)
+	sum          uint64      // SUM32's running total
+	start        uint64      // when the engine took it (only kept while tracing)
 }
 
-// load makes j the command encoded in desc, fetched under seq.
+// load makes j the command encoded in desc, fetched under seq. It decodes
+// straight from desc and keeps only what it read — the fields, and whether
+// the reserved bytes were zero — so nothing written to desc afterwards can
+// change the command. (Copying the 64 bytes out first and decoding the copy
+// would be safe too, but it is a second pass over every descriptor, and a
+// stream of small commands shows it: see FillStream at depth 256.)
 func (j *job) load(desc []byte, seq uint64) {
-	copy(j.desc[:], desc)
-	j.cmd = abi.Decode(j.desc[:])
+	j.cmd = abi.Decode(desc)
+	j.reservedZero = abi.ReservedZero(desc)
 	j.seq, j.done, j.sum = seq, 0, 0
 }
 
@@ -52,7 +57,7 @@ func (e *Engine) execute(j *job) abi.Status {
 	if !abi.FlagsDefined(cmd.Flags) {
 		return abi.StatusBadFlags
 	}
-	if !abi.ReservedZero(j.desc[:]) {
+	if !j.reservedZero {
 		return abi.StatusReserved
 	}
 	switch cmd.Op {

@@ -22,7 +22,7 @@ import (
 // ANCHOR: mailbox
 
 // fetch takes the command in the slot if the driver has rung the doorbell
-// since the last fetch: it copies the descriptor out of the slot into the
+// since the last fetch: it decodes the descriptor out of the slot into the
 // engine's job, so that nothing the driver writes afterwards can change a
 // command half-way through its checks.
 func (e *Engine) fetch() bool {

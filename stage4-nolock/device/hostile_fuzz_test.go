@@ -1,7 +1,7 @@
-// A hostile client may write its slot while the engine copies it out: that
-// is a data race by construction — the device's defence is that it copies
-// the descriptor once and checks the copy, so a torn write is just another
-// bad command. The race detector would rightly report it, so this file is
+// A hostile client may write its slot while the engine decodes it: that
+// is a data race by construction — the device's defence is that it reads
+// the descriptor once and checks what it decoded, so a torn write is just
+// another bad command. The race detector would rightly report it, so this file is
 // built without it.
 
 //go:build !race

@@ -29,7 +29,7 @@ import (
 //     index order, and writes completion i&mask — status, then index —
 //     only after command i is done;
 //   - the engine reads slot i&mask only while head <= i < tail, the window
-//     in which the driver leaves that slot alone, and copies it out once.
+//     in which the driver leaves that slot alone, and reads it once.
 
 // DefaultRingSize is the ring size of a zero Config: 256 entries, 16 KiB of
 // submission ring.
@@ -100,7 +100,7 @@ func (d *Device) resetRing(c abi.Channel) {
 // ANCHOR: ring
 
 // fetch takes the next command of the ring, if the driver has published
-// one: it copies the descriptor out of its slot into the engine's job, so
+// one: it decodes the descriptor out of its slot into the engine's job, so
 // that nothing the driver writes afterwards can change a command half-way
 // through its checks. It loads the doorbell only when every command below
 // the tail it saw last has run: a batch costs the engine one load of the

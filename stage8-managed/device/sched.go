@@ -448,7 +448,7 @@ func (e *Engine) save(flags uint64, now uint64) {
 	c, j := e.cur, &e.job
 	j.ran += now - e.runStart
 	st := e.dev.mem[c.state : c.state+abi.ChannelStateSize]
-	copy(st[abi.StateDesc:], j.desc[:])
+	j.cmd.Encode(st[abi.StateDesc:])
 	binary.LittleEndian.PutUint64(st[abi.StateSeq:], j.seq)
 	binary.LittleEndian.PutUint64(st[abi.StateDone:], j.done)
 	binary.LittleEndian.PutUint64(st[abi.StateSum:], j.sum)
