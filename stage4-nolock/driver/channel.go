@@ -44,10 +44,10 @@ type Channel struct {
 	timeline   timeline
 
 	// The lock-free protocol's words; see nolock.go for who writes each.
-	counters                           // reserved, publishing, rung
-	freeFor  []atomic.Uint64           // freeFor[i&mask] == i: slot i&mask may take command i
-	written  []atomic.Uint64           // written[i&mask] == i: command i is fully written
-	owner    []atomic.Pointer[request] // owner[i&mask]: the request of the batch command last written there, or nil
+	counters                 // reserved, publishing, rung
+	freeFor  []atomic.Uint64 // freeFor[i&mask] == i: slot i&mask may take command i
+	written  []atomic.Uint64 // written[i&mask] == i: command i is fully written
+	owner    []*request      // owner[i&mask]: the request of the batch command last written there, or nil (a plain word: see reapPassed)
 }
 
 // newChannel takes channel c as the device presents it: the ring size from
@@ -76,7 +76,7 @@ func (d *Driver) newChannel(c abi.Channel) (*Channel, error) {
 		slots: slots, completions: completions, size: size, mask: size - 1,
 		yieldEvery: d.yieldEvery, closed: &d.closed, hooks: &d.hooks, doorbells: &d.doorbells,
 		waitMode: d.waitMode, pollBudget: d.pollBudget, wake: d.wake, stats: &d.stats,
-		owner: make([]atomic.Pointer[request], size), freeFor: make([]atomic.Uint64, size),
+		owner: make([]*request, size), freeFor: make([]atomic.Uint64, size),
 		written: make([]atomic.Uint64, size),
 	}
 	ch.timeline.ch = ch

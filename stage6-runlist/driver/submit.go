@@ -77,7 +77,7 @@ func (ch *Channel) SubmitBatch(cmds []abi.Command) (*Pending, error) {
 		}
 		req := &p.reqs[k]
 		req.op, req.index = cmds[k].Op, i
-		ch.owner[i&ch.mask].Store(req)
+		ch.owner[i&ch.mask] = req
 		ch.write(&cmds[k], i, i == end-1)
 	}
 	ch.markWritten(unmarked, end)
@@ -113,12 +113,7 @@ func (ch *Channel) Submit(cmd abi.Command) error {
 			return err
 		}
 	}
-	// No request: this goroutine reaps command i itself. The slot's owner
-	// entry is nil already unless its last command was a batch's, and a
-	// load costs less than a store (a locked instruction here).
-	if ch.owner[i&ch.mask].Load() != nil {
-		ch.owner[i&ch.mask].Store(nil)
-	}
+	ch.owner[i&ch.mask] = nil // no request: this goroutine reaps command i itself
 	ch.write(&cmd, i, true)
 	ch.markWritten(i, i+1)
 	ch.publish()

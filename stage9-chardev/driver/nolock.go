@@ -10,8 +10,9 @@ import (
 
 // This file is the lock-free submission protocol: many goroutines submit to
 // one channel's ring at once, and commands complete, with no lock. Every
-// step a submitter or a waiter takes is an atomic operation on a word with
-// a stated writer.
+// word they share has a stated writer, and every step they take is an
+// atomic operation on one of them — but for owner, a plain word whose
+// every read is ordered after its write by a chain of those (reapPassed).
 //
 //	submitter (Submit, SubmitBatch)                   engine (unchanged)
 //	reserve  first = reserved.Add(n) - n
@@ -44,7 +45,8 @@ import (
 //	freeFor[k]    the goroutine that reaped slot k's last command, once per
 //	              lap: slot k may take command freeFor[k]
 //	owner[k]      the submitter of the command in slot k, before it marks
-//	              it written; read by the submitter of the slot's next command
+//	              it written; read by the submitter of the slot's next
+//	              command (a plain word)
 //	req.result    the reaper that claimed the request; read by its waiters
 //
 // Invariants, for every index i (differences mod 2^64):
@@ -170,11 +172,19 @@ func (ch *Channel) awaitSlot(i uint64) error {
 // owner and marked the slot — so a completed i guarantees i's owner entry
 // is in place. Loaded the other way round, the owner entry could still be
 // the previous lap's, stored before i's submitter got there.
+//
+// That chain — the mark, the doorbell, the completion, each a store that
+// another goroutine's load pairs with — is also why owner is a plain word:
+// it orders the submitter's store of the entry before this load, in Go's
+// memory model, so they cannot race (and the race detector checks it). An
+// atomic store would be a locked instruction for every command a batch
+// writes (XCHG on amd64), which waits until the stores before it, to the
+// slot of the command before, have left the core.
 func (ch *Channel) reapPassed(i uint64) {
 	if !ch.completed(i) {
 		return // not run yet
 	}
-	req := ch.owner[i&ch.mask].Load()
+	req := ch.owner[i&ch.mask]
 	if req == nil {
 		return // a Submit's own command: its submitter reaps it
 	}
