@@ -113,7 +113,13 @@ func (ch *Channel) Submit(cmd abi.Command) error {
 			return err
 		}
 	}
-	ch.owner[i&ch.mask] = nil // no request: this goroutine reaps command i itself
+	// No request: this goroutine reaps command i itself. The slot's owner
+	// entry is nil already unless its last command was a batch's, and a
+	// load leaves the entry's line shared where a store would take it from
+	// the submitters of the slots beside it.
+	if ch.owner[i&ch.mask] != nil {
+		ch.owner[i&ch.mask] = nil
+	}
 	ch.write(&cmd, i, true)
 	ch.markWritten(i, i+1)
 	ch.publish()
