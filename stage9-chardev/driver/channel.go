@@ -74,10 +74,10 @@ type Channel struct {
 	timeline   timeline
 
 	// The lock-free protocol's words; see nolock.go for who writes each.
-	counters                 // reserved, publishing, rung
-	freeFor  []atomic.Uint64 // freeFor[i&mask] == i: slot i&mask may take command i
-	written  []atomic.Uint64 // written[i&mask] == i: command i is fully written
-	owner    []*request      // owner[i&mask]: the request of the batch command last written there, or nil (a plain word: see reapPassed)
+	counters                           // reserved, publishing, rung
+	freeFor  []atomic.Uint64           // freeFor[i&mask] == i: slot i&mask may take command i
+	written  []atomic.Uint64           // written[i&mask] == i: command i is fully written
+	owner    []atomic.Pointer[request] // owner[i&mask]: the request of the batch command last written there, or nil (an atomic here: see reapPassed)
 }
 
 // newChannel takes channel c, to be served by engine e, as the device
@@ -141,7 +141,7 @@ func (env channelEnv) channel(c abi.Channel, e abi.Engine) (*Channel, error) {
 		yieldEvery: env.yieldEvery, closed: env.closed, hooks: env.hooks, doorbells: env.doorbells,
 		engineStatus: abi.EngineStatusPage(e), wakeEngine: env.hw.Wake,
 		waitMode: env.waitMode, pollBudget: env.pollBudget, wake: env.wake, stats: env.stats, sleepFor: env.sleepFor,
-		owner: make([]*request, size), freeFor: make([]atomic.Uint64, size),
+		owner: make([]atomic.Pointer[request], size), freeFor: make([]atomic.Uint64, size),
 		written: make([]atomic.Uint64, size),
 	}
 	ch.timeline.ch = ch

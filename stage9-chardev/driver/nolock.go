@@ -11,8 +11,7 @@ import (
 // This file is the lock-free submission protocol: many goroutines submit to
 // one channel's ring at once, and commands complete, with no lock. Every
 // word they share has a stated writer, and every step they take is an
-// atomic operation on one of them — but for owner, a plain word whose
-// every read is ordered after its write by a chain of those (reapPassed).
+// atomic operation on one of them.
 //
 //	submitter (Submit, SubmitBatch)                   engine (unchanged)
 //	reserve  first = reserved.Add(n) - n
@@ -46,7 +45,7 @@ import (
 //	              lap: slot k may take command freeFor[k]
 //	owner[k]      the submitter of the command in slot k, before it marks
 //	              it written; read by the submitter of the slot's next
-//	              command (a plain word)
+//	              command
 //	req.result    the reaper that claimed the request; read by its waiters
 //
 // Invariants, for every index i (differences mod 2^64):
@@ -173,18 +172,20 @@ func (ch *Channel) awaitSlot(i uint64) error {
 // is in place. Loaded the other way round, the owner entry could still be
 // the previous lap's, stored before i's submitter got there.
 //
-// That chain — the mark, the doorbell, the completion, each a store that
-// another goroutine's load pairs with — is also why owner is a plain word:
-// it orders the submitter's store of the entry before this load, in Go's
-// memory model, so they cannot race (and the race detector checks it). An
-// atomic store would be a locked instruction for every command a batch
-// writes (XCHG on amd64), which waits until the stores before it, to the
-// slot of the command before, have left the core.
+// In-process that chain — the mark, the doorbell, the completion, each a
+// store another goroutine's load pairs with — would order the submitter's
+// store of the entry before this load by itself, and the entry could be a
+// plain word. Across the boundary it cannot: the completion is stored by
+// the daemon, in another process, and Go's memory model relates only a
+// program's own atomics. So the entry is an atomic here: this load, which
+// reads the submitter's store, is what orders the reaper after it, and
+// after the request it points to. (With a plain word, client's
+// TestBatchesNobodyWaitsForAreReapedAcrossTheBoundary fails under -race.)
 func (ch *Channel) reapPassed(i uint64) {
 	if !ch.completed(i) {
 		return // not run yet
 	}
-	req := ch.owner[i&ch.mask]
+	req := ch.owner[i&ch.mask].Load()
 	if req == nil {
 		return // a Submit's own command: its submitter reaps it
 	}

@@ -77,7 +77,7 @@ func (ch *Channel) SubmitBatch(cmds []abi.Command) (*Pending, error) {
 		}
 		req := &p.reqs[k]
 		req.op, req.index = cmds[k].Op, i
-		ch.owner[i&ch.mask] = req
+		ch.owner[i&ch.mask].Store(req)
 		ch.write(&cmds[k], i, i == end-1)
 	}
 	ch.markWritten(unmarked, end)
@@ -117,8 +117,8 @@ func (ch *Channel) Submit(cmd abi.Command) error {
 	// entry is nil already unless its last command was a batch's, and a
 	// load leaves the entry's line shared where a store would take it from
 	// the submitters of the slots beside it.
-	if ch.owner[i&ch.mask] != nil {
-		ch.owner[i&ch.mask] = nil
+	if ch.owner[i&ch.mask].Load() != nil {
+		ch.owner[i&ch.mask].Store(nil)
 	}
 	ch.write(&cmd, i, true)
 	ch.markWritten(i, i+1)

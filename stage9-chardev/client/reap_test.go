@@ -1,0 +1,72 @@
+package client_test
+
+import (
+	"sync"
+	"testing"
+
+	"softgpu/stage9-chardev/client"
+	"softgpu/stage9-chardev/device"
+	"softgpu/stage9-chardev/driver"
+	"softgpu/stage9-chardev/server"
+)
+
+// TestBatchesNobodyWaitsForAreReapedAcrossTheBoundary: on a ring of eight,
+// three goroutines submit batches and do not wait for them while two others
+// Submit; every slot a submitter needs held a batch command a lap before,
+// so the submitters reap each other's batches (reapPassed) through the
+// completion ring the daemon writes. At the end every batch must read as
+// having succeeded. Under -race this is also the test of the order between
+// a batch submitter's store of its slot's owner entry and the reaper's
+// load of it: the completion that lies between them is written by the
+// daemon, which Go's memory model does not see, so only the entry itself
+// can order them (driver/nolock.go, reapPassed).
+func TestBatchesNobodyWaitsForAreReapedAcrossTheBoundary(t *testing.T) {
+	s := serve(t, server.Config{Device: device.Config{RingSize: 8}})
+	g, err := client.DialConfig(client.Config{Node: s.Node(), Wait: driver.WaitPoll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ch, err := g.NewChannel(client.Copy, client.ChannelOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	const rounds = 2000
+	pendings := make([][]*client.Pending, 3)
+	var wg sync.WaitGroup
+	for k := range pendings {
+		wg.Go(func() {
+			for range rounds {
+				b := ch.NewBatch()
+				b.Nop()
+				b.Nop()
+				b.Nop()
+				p, err := b.Submit()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				pendings[k] = append(pendings[k], p)
+			}
+		})
+	}
+	for range 2 {
+		wg.Go(func() {
+			for range rounds {
+				if err := ch.Nop(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for k, ps := range pendings {
+		for n, p := range ps {
+			if err := p.Wait(); err != nil {
+				t.Fatalf("batch %d of submitter %d: %v", n, k, err)
+			}
+		}
+	}
+}
