@@ -94,3 +94,51 @@ func TestTraceShowsPreemption(t *testing.T) {
 		t.Errorf("trace has %d preempted slices and %d switches; want some, and at least two (away and back)", slices, switches)
 	}
 }
+
+// TestASubmitterWaitingForRoomOnAClosedChannelGetsErrClosed: a submitter
+// waiting for a slot of a full ring when the channel is closed is refused —
+// the drain that frees the slot is the channel leaving, not room — even if
+// a new channel has taken the same id (and ring) by then. Accepted, its
+// command would be written into a ring that is now another channel's, and
+// its Wait would never end.
+func TestASubmitterWaitingForRoomOnAClosedChannelGetsErrClosed(t *testing.T) {
+	leakcheck.Check(t)
+	g, err := softgpu.Open(softgpu.Config{MemorySize: 8 << 20, RingSize: 4})
+	must(t, err)
+	defer g.Close()
+	ch, err := g.NewChannel(softgpu.Copy, softgpu.ChannelOptions{})
+	must(t, err)
+	flag := mustAlloc(t, g, 64)
+	must(t, g.Fill(flag, 64, 0))
+	b := ch.NewBatch() // fills the ring of four behind a long DELAY
+	b.Delay(1 << 40)
+	b.Nop()
+	b.Nop()
+	b.Nop()
+	_, err = b.Submit()
+	must(t, err)
+	done := make(chan error, 1)
+	go func() {
+		_, err := ch.FillAsync(flag, 64, 0x77) // waits for room
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	must(t, ch.Close())
+	reopened, err := g.NewChannel(softgpu.Copy, softgpu.ChannelOptions{})
+	must(t, err)
+	defer reopened.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, softgpu.ErrClosed) {
+			t.Errorf("FillAsync waiting for room on a channel closed meanwhile = %v; want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("FillAsync waiting for room on a closed channel has not returned after 10 s")
+	}
+	must(t, reopened.Nop())
+	got := make([]byte, 64)
+	must(t, g.Read(got, flag))
+	if got[0] != 0 {
+		t.Errorf("the flag reads %#x: a fill submitted on a closed channel ran", got[0])
+	}
+}

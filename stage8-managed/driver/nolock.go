@@ -122,8 +122,10 @@ func (ch *Channel) slotFree(i uint64) bool { return ch.freeFor[i&ch.mask].Load()
 // awaitSlot waits until slot i&mask may take command i. If the engine has
 // completed the slot's previous command, i-size, and it belongs to a batch
 // nobody has reaped — its waiter has not come, or never will — it reaps it
-// itself. It returns an error if the device stops or the channel faults
-// first.
+// itself. It returns an error if the device stops, the channel faults or
+// the channel is closed first — or while it waited: a slot freed by the
+// drain of a closing channel is not room, since the channel takes nothing
+// more, and its id and ring may already be a new channel's.
 //
 // It waits as a fence wait does: it polls for the channel's poll budget,
 // then sleeps on the timeline until the fence after i-size, and looks
@@ -150,6 +152,9 @@ func (ch *Channel) awaitSlot(i uint64) error {
 			budget = 0
 		}
 		err := ch.spinFor(free, budget)
+		if err == nil {
+			return ch.usable()
+		}
 		if err != errBudgetSpent {
 			return err
 		}
