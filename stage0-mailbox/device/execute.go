@@ -34,7 +34,7 @@ type job struct {
 // the reserved bytes were zero — so nothing written to desc afterwards can
 // change the command. (Copying the 64 bytes out first and decoding the copy
 // would be safe too, but it is a second pass over every descriptor, and a
-// stream of small commands shows it: see FillStream at depth 256.)
+// stream of small commands pays for it in the engine's time per command.)
 func (j *job) load(desc []byte, seq uint64) {
 	j.cmd = abi.Decode(desc)
 	j.reservedZero = abi.ReservedZero(desc)
