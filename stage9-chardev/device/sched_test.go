@@ -267,11 +267,14 @@ func TestPreemptedCommandsResumeExactly(t *testing.T) {
 // which runs while the host's goroutine waits for a CPU, so a host
 // descheduled for longer than the DELAY publishes its fill after the
 // DELAY is over (seen once with other test binaries running beside it).
-// And an engine descheduled past the DELAY's end finds it over at its next
-// boundary, and completes it before it looks at the runlist. A round that
-// lost its window either way is run again with a DELAY twice as long; a
-// scheduler that never preempts loses every round, and the test fails
-// after the longest (about 1 s) — so it still fails on the bug it is for.
+// An engine descheduled past the DELAY's end finds it over at its next
+// boundary, and completes it before it looks at the runlist. And an engine
+// that has not yet taken the DELAY when the fill arrives (descheduled
+// before it started) runs the fill first by priority, with nothing to
+// preempt. A round that lost its window any of these ways is run again
+// with a DELAY twice as long; a scheduler that never preempts loses every
+// round, and the test fails after the longest (about 1 s) — so it still
+// fails on the bug it is for.
 func TestDelayIsPreemptedAndResumed(t *testing.T) {
 	d := openTest(t, Config{})
 	const e, low, high = abi.EngineCopy, abi.Channel(10), abi.Channel(11)
@@ -293,9 +296,9 @@ func TestDelayIsPreemptedAndResumed(t *testing.T) {
 			t.Fatalf("the DELAY of %d cycles after resuming: %v", cycles, st)
 		}
 		preempts := counter(d, e, abi.RegPreempts) - preemptsBefore
-		if lateHost || delayFirst {
-			t.Logf("the %v DELAY completed before the fill (published after it ended: %v); again with a longer DELAY",
-				time.Duration(cycles), lateHost)
+		if lateHost || delayFirst || preempts == 0 {
+			t.Logf("round lost (the %v DELAY: completed before the fill %v, ended before it was published %v, preempted %d times); "+
+				"again with a longer DELAY", time.Duration(cycles), delayFirst, lateHost, preempts)
 			continue
 		}
 		if elapsed := time.Since(start); elapsed < time.Duration(cycles) {
@@ -303,11 +306,11 @@ func TestDelayIsPreemptedAndResumed(t *testing.T) {
 				elapsed, time.Duration(cycles))
 		}
 		if preempts != 1 {
-			t.Errorf("RegPreempts rose by %d; want 1", preempts)
+			t.Errorf("RegPreempts rose by %d; want 1: the fill should take one boundary, once", preempts)
 		}
 		return
 	}
-	t.Fatalf("in every round, up to a DELAY of about 1 s, the DELAY completed before the high-priority fill that should have preempted it")
+	t.Fatalf("in no round, up to a DELAY of about 1 s, did the high-priority fill preempt the DELAY and complete first")
 }
 
 // completed reports whether channel c's completion entry holds index i.
