@@ -124,6 +124,8 @@ type Device struct {
 	irqMu sync.Mutex
 	irq   chan struct{}
 
+	hooks Hooks // for tests only (hooks.go)
+
 	running   sync.WaitGroup // one count per engine goroutine
 	live      atomic.Int32   // engines not yet stopped; the last to stop publishes DeviceStopped
 	closeOnce sync.Once

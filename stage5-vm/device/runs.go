@@ -33,7 +33,11 @@ func (e *Engine) run(addr, size uint64, acc access) ([]byte, abi.Status) {
 	if st != abi.StatusOK {
 		return nil, st
 	}
-	return e.physRunAt(addr, pa, n, host, acc)
+	b, st := e.physRunAt(addr, pa, n, host, acc)
+	if h := e.dev.hooks.Resolved; h != nil && st == abi.StatusOK {
+		h(e.id, addr, bool(acc)) // hooks.go
+	}
+	return b, st
 }
 
 // ANCHOR_END: run

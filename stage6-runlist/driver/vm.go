@@ -110,8 +110,8 @@ func (d *Driver) enableContext(c *Context, sticky bool) {
 
 // invalidate asks every engine to drop its TLB entries for [va, va+size) of
 // context ctx (size 0: the whole address space) and returns once none can
-// use them any more: each has acknowledged — at its next translation, idle
-// poll or wake-up — or is asleep, or stopped.
+// use them any more: each has acknowledged — at its next safe point, where
+// it holds no translation (device/mmu.go) — or is asleep, or stopped.
 //
 // The asleep case needs the order argued in device/mmu.go: this goroutine
 // stores RegInvalGen, then loads RegEngineState; the engine stores

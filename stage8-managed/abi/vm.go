@@ -234,8 +234,9 @@ func (f Fault) String() string {
 
 // TLB invalidation. The driver asks every engine to drop what its TLB holds
 // of a range of one context's address space: it writes the request into
-// three privileged registers, then increments RegInvalGen. Each engine,
-// before each translation and whenever it idles, compares RegInvalGen with
+// three privileged registers, then increments RegInvalGen. Each engine, at
+// every safe point (where it holds no translation: between the steps of a
+// command, and whenever it idles), compares RegInvalGen with
 // the generation it last handled; if it moved, it drops the entries and
 // stores the generation into its RegInvalAck (engine status page). The
 // driver waits until every engine has acknowledged — or is asleep: an

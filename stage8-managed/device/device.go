@@ -134,6 +134,8 @@ type Device struct {
 	// faultMu serialises the engines' writes to the fault buffer (fault.go).
 	faultMu sync.Mutex
 
+	hooks Hooks // for tests only (hooks.go)
+
 	running   sync.WaitGroup // one count per engine goroutine
 	live      atomic.Int32   // engines not yet stopped; the last to stop publishes DeviceStopped
 	closeOnce sync.Once

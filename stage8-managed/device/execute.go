@@ -138,6 +138,7 @@ func operand(addr, size, align uint64) abi.Status {
 func (e *Engine) fillRuns(j *job) abi.Status {
 	c := &j.cmd
 	for {
+		e.checkInval() // a safe point: the engine holds no run here (mmu.go)
 		dst, st := e.run(c.Dst+j.done, c.Size-j.done, writing)
 		if st != abi.StatusOK {
 			return st
@@ -153,6 +154,8 @@ func (e *Engine) fillRuns(j *job) abi.Status {
 	}
 }
 
+// ANCHOR: safepoint
+
 // copyRuns copies the source to the destination run by run: each step
 // resolves the run at the cursor in the source, then as much of the
 // destination as that run covers, and moves the shorter of the two. When
@@ -165,6 +168,7 @@ func (e *Engine) copyRuns(j *job) abi.Status {
 		return e.copyRunsDown(j)
 	}
 	for {
+		e.checkInval() // a safe point: the engine holds no run here (mmu.go)
 		src, st := e.run(c.Src+j.done, c.Size-j.done, reading)
 		if st != abi.StatusOK {
 			return st
@@ -183,6 +187,7 @@ func (e *Engine) copyRuns(j *job) abi.Status {
 	}
 }
 
+// ANCHOR_END: safepoint
 // ANCHOR_END: walk
 
 // copyRunsDown is copyRuns from the top: the cursor counts the bytes copied
@@ -190,6 +195,7 @@ func (e *Engine) copyRuns(j *job) abi.Status {
 func (e *Engine) copyRunsDown(j *job) abi.Status {
 	c := &j.cmd
 	for {
+		e.checkInval() // a safe point: the engine holds no run here (mmu.go)
 		left := c.Size - j.done
 		src, st := e.runBefore(c.Src+left, left, reading)
 		if st != abi.StatusOK {
@@ -217,6 +223,7 @@ func (e *Engine) copyRunsDown(j *job) abi.Status {
 func (e *Engine) sumRuns(j *job) abi.Status {
 	c := &j.cmd
 	for {
+		e.checkInval() // a safe point: the engine holds no run here (mmu.go)
 		src, st := e.run(c.Src+j.done, c.Size-j.done, reading)
 		if st != abi.StatusOK {
 			return st
@@ -242,6 +249,7 @@ func (e *Engine) sumRuns(j *job) abi.Status {
 func (e *Engine) addRuns(j *job) abi.Status {
 	c := &j.cmd
 	for {
+		e.checkInval() // a safe point: the engine holds no run here (mmu.go)
 		dst, st := e.run(c.Dst+j.done, c.Size-j.done, writing)
 		if st != abi.StatusOK {
 			return st

@@ -33,12 +33,21 @@ import (
 //	load each engine's RegInvalAck == gen,
 //	  or RegEngineState == EngineAsleep
 //
-// An engine checks the generation before each translation (per run, so
-// between the runs of a long copy too) and on every idle poll, so a busy or
-// spinning engine acknowledges within a run. A sleeping engine is not woken
-// to acknowledge: the driver counts it as done. That is safe because of the
-// order on both sides: the engine stores RegEngineState = EngineRunning
-// when it wakes, and only then, before any translation, loads RegInvalGen;
+// An engine answers only at a safe point, where it holds no translation:
+// at the start of a command (enterContext), before each step of a
+// command's walk over its runs (execute.go: between one run pair and the
+// next, so between the runs of a long copy too), on every poll of a DELAY
+// and of the idle loop, and when it wakes. So a busy or spinning engine
+// acknowledges within a run. A translation is not a safe point: a COPY
+// translates its source run, then its destination run, then moves the
+// bytes, and an engine that acknowledged inside the second translation
+// would let Unmap return — and the source's frames be freed and handed to
+// someone else — while it still held the source run it was about to read.
+// Nor is one run of several of the same step: the engine holds the first.
+// A sleeping engine is not woken to acknowledge: the driver counts it as
+// done. That is safe because of the order on both sides: the engine
+// stores RegEngineState = EngineRunning when it wakes, and only then,
+// before any translation, loads RegInvalGen;
 // the driver stores RegInvalGen, and only then loads RegEngineState. Both
 // are sequentially consistent, so if the driver read EngineAsleep, the
 // engine's store of EngineRunning comes after the driver's load, hence after
@@ -264,7 +273,6 @@ func (e *Engine) walk(va uint64) (tlbEntry, abi.Fault) {
 // one on a later page only ends the run — the walker will start the next
 // run there and fault then.
 func (e *Engine) translate(va, size uint64, acc access) (pa, n uint64, host bool, st abi.Status) {
-	e.checkInval()
 	size = min(size, e.runCap()) // maxRun, or a chunk if the command may be preempted (sched.go)
 	t, f := e.lookup(va, acc)
 	if f != 0 {
@@ -342,7 +350,6 @@ func (e *Engine) nextPage(t tlbEntry, va uint64, acc access) (tlbEntry, abi.Faul
 // holding end-1, extended backwards over every page before it that leads
 // up to it physically.
 func (e *Engine) translateBack(end, size uint64, acc access) (pa, n uint64, host bool, st abi.Status) {
-	e.checkInval()
 	size = min(size, e.runCap())
 	t, f := e.lookup(end-1, acc)
 	if f != 0 {

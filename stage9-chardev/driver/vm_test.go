@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -415,6 +416,83 @@ func TestNothingLandsAfterUnmap(t *testing.T) {
 }
 
 // ANCHOR_END: unmapstress
+
+// TestNothingIsReadAfterUnmap is TestNothingLandsAfterUnmap's other half,
+// built deterministically with the device's Resolved hook: the moment the
+// copy engine has translated a COPY's source run, another goroutine unmaps
+// the source, and as soon as Unmap returns, allocates device memory as the
+// next owner would and writes its own bytes there. The engine, holding the
+// source run, then translates the destination and — in the hook, before it
+// moves a byte — gives Unmap time to return. It must not: an engine answers
+// an invalidation only at a safe point (device/mmu.go), and a translation
+// is not one. The COPY delivers the old owner's bytes, never the new
+// owner's.
+func TestNothingIsReadAfterUnmap(t *testing.T) {
+	const oldOwner, newOwner = 0xaa, 0xbb
+	d := openWith(t, device.Config{MemorySize: 16 << 20}, Config{Idle: Idle{Mode: IdleSpin}})
+	c := newContext(t, d)
+	mem := d.hw.Memory()
+	src, err := c.Alloc(4096, abi.Page4K)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := c.Alloc(4096, abi.Page4K)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcPA, dstPA := paOf(t, c, src), paOf(t, c, dst)
+	fillBytes(mem[srcPA:srcPA+4096], oldOwner)
+	reused := make(chan struct{}) // closed once Unmap has returned and the next owner has written
+	var unmapErr error
+	gen := d.regs.Load(abi.RegInvalGen)
+	d.hw.(*device.Device).SetHooks(device.Hooks{Resolved: func(e abi.Engine, va uint64, write bool) {
+		switch {
+		case va == src && !write:
+			go func() {
+				defer close(reused)
+				if unmapErr = c.Unmap(src); unmapErr != nil {
+					return
+				}
+				pa, err := d.alloc.AllocAligned(4096, 4096) // the next owner
+				if err != nil {
+					unmapErr = err
+					return
+				}
+				fillBytes(mem[pa:pa+4096], newOwner)
+			}()
+			for d.regs.Load(abi.RegInvalGen) == gen {
+				runtime.Gosched() // until Unmap has asked for the invalidation
+			}
+		case va == dst && write:
+			// Unmap needs this engine's acknowledgement; if the engine
+			// gave it while translating the destination, Unmap returns
+			// now and the next owner writes. 100 ms is ample for that,
+			// and the wait can only miss it, never fail the test wrongly.
+			select {
+			case <-reused:
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}})
+	if err := in(d, c, abi.EngineCopy, abi.Command{Op: abi.OpCopy, Src: src, Dst: dst, Size: 4096}); err != nil {
+		t.Fatalf("COPY = %v; want success (its source was mapped when it was translated)", err)
+	}
+	<-reused
+	if unmapErr != nil {
+		t.Fatal(unmapErr)
+	}
+	for i, b := range mem[dstPA : dstPA+4096] {
+		if b != oldOwner {
+			t.Fatalf("destination byte %d = %#x; want %#x, the source's bytes before its Unmap (%#x is the next owner's)", i, b, oldOwner, newOwner)
+		}
+	}
+}
+
+func fillBytes(b []byte, v byte) {
+	for i := range b {
+		b[i] = v
+	}
+}
 
 // TestUnmapDoesNotWakeASleeper: with both engines asleep, Unmap returns
 // without waking either (the sleep counters do not move), and a command
