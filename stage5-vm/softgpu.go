@@ -79,6 +79,10 @@ type Config struct {
 	// TraceEvents is how many of the latest events the trace keeps
 	// (default SOFTGPU_TRACE_EVENTS, else 65536).
 	TraceEvents int
+
+	// Walker is how the MMU finds the pages that continue a translation:
+	// fragment (default), scan or none (context.go).
+	Walker Walker
 }
 
 // Ptr is a device address, as returned by Alloc.
@@ -108,7 +112,7 @@ func Open(cfg Config) (*GPU, error) {
 	if err := g.openTrace(cfg); err != nil {
 		return nil, err
 	}
-	dev, err := device.Open(device.Config{MemorySize: cfg.MemorySize, YieldEvery: cfg.YieldEvery, RingSize: cfg.RingSize, Trace: g.trace})
+	dev, err := device.Open(device.Config{MemorySize: cfg.MemorySize, YieldEvery: cfg.YieldEvery, RingSize: cfg.RingSize, Trace: g.trace, Walker: cfg.Walker})
 	if errors.Is(err, device.ErrConfig) {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}

@@ -2,6 +2,7 @@ package softgpu
 
 import (
 	"softgpu/stage6-runlist/abi"
+	"softgpu/stage6-runlist/device"
 	"softgpu/stage6-runlist/driver"
 )
 
@@ -34,6 +35,21 @@ const (
 	Page4K  = abi.Page4K
 	Page64K = abi.Page64K
 	Page2M  = abi.Page2M
+)
+
+// Walker is how the engines' MMU learns that pages continue one another
+// (device/walker.go): from the fragment field the driver writes into each
+// small page's entry (WalkerFragment, the default), by reading the
+// following entries on every TLB fill (WalkerScan, which no MMU could
+// afford; kept to compare), or not at all (WalkerNone: one TLB entry per
+// page).
+type Walker = device.Walker
+
+// The walkers.
+const (
+	WalkerFragment = device.WalkerFragment
+	WalkerScan     = device.WalkerScan
+	WalkerNone     = device.WalkerNone
 )
 
 // FaultError is a context's fault: its VA and kind. errors.Is(err,

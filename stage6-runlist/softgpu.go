@@ -86,6 +86,10 @@ type Config struct {
 	// TraceEvents is how many of the latest events the trace keeps
 	// (default SOFTGPU_TRACE_EVENTS, else 65536).
 	TraceEvents int
+
+	// Walker is how the MMU finds the pages that continue a translation:
+	// fragment (default), scan or none (context.go).
+	Walker Walker
 }
 
 // Ptr is a device address, as returned by Alloc.
@@ -118,7 +122,7 @@ func Open(cfg Config) (*GPU, error) {
 	if cfg.Watchdog < 0 {
 		return nil, fmt.Errorf("%w: Watchdog %v is negative", ErrConfig, cfg.Watchdog)
 	}
-	dev, err := device.Open(device.Config{MemorySize: cfg.MemorySize, YieldEvery: cfg.YieldEvery, RingSize: cfg.RingSize, Trace: g.trace})
+	dev, err := device.Open(device.Config{MemorySize: cfg.MemorySize, YieldEvery: cfg.YieldEvery, RingSize: cfg.RingSize, Trace: g.trace, Walker: cfg.Walker})
 	if errors.Is(err, device.ErrConfig) {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}

@@ -31,7 +31,22 @@ var vmSizes = []struct {
 func BenchmarkVMH2D(b *testing.B) {
 	for _, page := range vmPages {
 		for _, sz := range vmSizes {
-			b.Run("page="+page.name+"/size="+sz.name, func(b *testing.B) { benchVM(b, page.size, sz.n, toDevice) })
+			b.Run("page="+page.name+"/size="+sz.name, func(b *testing.B) { benchVM(b, softgpu.WalkerFragment, page.size, sz.n, toDevice) })
+		}
+	}
+}
+
+// BenchmarkVMH2DWalker is VMH2D through 4 KiB pages with each of the
+// MMU's walkers (device/walker.go): fragment, the default, which VMH2D's
+// page=4KiB rows measure too; scan, which reads the following leaf entries
+// on every TLB fill; and none, one TLB entry per page — the honest
+// baseline of a walker that learns nothing about contiguity. (VMH2D's rows
+// are leaves and cannot become parents, so the walker is a family of its
+// own.)
+func BenchmarkVMH2DWalker(b *testing.B) {
+	for _, w := range []softgpu.Walker{softgpu.WalkerScan, softgpu.WalkerFragment, softgpu.WalkerNone} {
+		for _, sz := range vmSizes {
+			b.Run("walker="+w.String()+"/page=4KiB/size="+sz.name, func(b *testing.B) { benchVM(b, w, softgpu.Page4K, sz.n, toDevice) })
 		}
 	}
 }
@@ -41,7 +56,7 @@ func BenchmarkVMH2D(b *testing.B) {
 func BenchmarkVMD2H(b *testing.B) {
 	for _, page := range vmPages {
 		for _, sz := range vmSizes {
-			b.Run("page="+page.name+"/size="+sz.name, func(b *testing.B) { benchVM(b, page.size, sz.n, fromDevice) })
+			b.Run("page="+page.name+"/size="+sz.name, func(b *testing.B) { benchVM(b, softgpu.WalkerFragment, page.size, sz.n, fromDevice) })
 		}
 	}
 }
@@ -49,9 +64,9 @@ func BenchmarkVMD2H(b *testing.B) {
 // benchVM times copies of n bytes between a device buffer and a pinned host
 // buffer, both mapped in a fresh context with pages of size page (the
 // buffers are rounded up to a page, so a 2 MiB page can map a 64 KiB
-// buffer).
-func benchVM(b *testing.B, page softgpu.PageSize, n int, dir direction) {
-	g := openBench(b, softgpu.Config{MemorySize: 128 << 20})
+// buffer), on a device whose MMU uses walker w.
+func benchVM(b *testing.B, w softgpu.Walker, page softgpu.PageSize, n int, dir direction) {
+	g := openBench(b, softgpu.Config{MemorySize: 128 << 20, Walker: w})
 	defer g.Close()
 	ctx, err := g.NewContext()
 	if err != nil {

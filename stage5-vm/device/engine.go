@@ -24,7 +24,8 @@ type Engine struct {
 	ringSize uint64
 	mask     uint64 // ringSize-1: index & mask is an entry
 
-	yieldEvery int // empty polls between yields; < 0 means never
+	yieldEvery int    // empty polls between yields; < 0 means never
+	walker     Walker // how the MMU extends a translation past its page (walker.go)
 
 	// Private to the engine goroutine.
 	cur *chanState // the engine's one channel: fetch, complete and signal work on it
@@ -39,7 +40,7 @@ type Engine struct {
 
 func newEngine(d *Device, id abi.Engine) *Engine {
 	return &Engine{dev: d, id: id, regs: d.regs, trace: d.trace, statusPage: abi.EngineStatusPage(id),
-		ringSize: d.cfg.RingSize, mask: d.cfg.RingSize - 1, yieldEvery: d.cfg.YieldEvery, cur: &d.chans[abi.DefaultChannel(id)],
+		ringSize: d.cfg.RingSize, mask: d.cfg.RingSize - 1, yieldEvery: d.cfg.YieldEvery, walker: d.cfg.Walker, cur: &d.chans[abi.DefaultChannel(id)],
 		controlPage: abi.EngineControlPage(id), wakeup: make(chan struct{}, 1), adaptive: adaptive{budget: abi.DefaultIdleBudget}}
 }
 

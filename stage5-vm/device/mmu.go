@@ -15,12 +15,12 @@ import (
 //
 // Translation is by runs, not bytes: translate maps the page at the start
 // of an operand's remaining range once, then extends the run over every
-// following page that continues it physically — reading the small pages'
-// entries straight from their table, one load each — and runs.go moves the
-// whole run with one memmove. A 1 MiB copy through 4 KiB pages that the
-// driver mapped contiguously is one walk and 255 entry loads per operand
-// (contiguous4K compares each with what continuing the run would need),
-// and one memmove: not a million translations, nor 256 walks.
+// following page that continues it physically, and runs.go moves the whole
+// run with one memmove. What a TLB entry covers, and so what extending a
+// run costs, is the walker's (walker.go): with the default, a 1 MiB copy
+// through 4 KiB pages that the driver mapped as one aligned fragment is one
+// walk per operand and one memmove: not a million translations, nor 256
+// walks.
 //
 // Invalidation (the handshake, engine side; the driver's is in
 // driver/vm.go):
@@ -87,6 +87,9 @@ type tlbEntry struct {
 	pa       uint64 // the page's first physical byte
 	leaf     uint64 // the PA of the level-3 table that held the entry (4 KiB and 64 KiB pages), else 0
 }
+
+// A tlbEntry filled from a fragment covers its whole block: shift is the
+// block's, pa its first physical byte (walker.go).
 
 // mmu is an engine's translation state. Private to the engine goroutine.
 type mmu struct {
@@ -235,7 +238,7 @@ func (e *Engine) walk(va uint64) (tlbEntry, abi.Fault) {
 		switch {
 		case !pte.Valid():
 			return tlbEntry{}, abi.FaultUnmapped
-		case pte.Reserved():
+		case pte.Reserved(), level < abi.LeafLevel && pte.Fragment() != 0:
 			return tlbEntry{}, abi.FaultMalformed
 		case pte.Kind() == abi.PTETable && level < abi.LeafLevel:
 			if pte.Host() {
@@ -253,6 +256,9 @@ func (e *Engine) walk(va uint64) (tlbEntry, abi.Fault) {
 			shift: shift, vpn: va >> shift, pa: pte.Frame()}
 		if level == abi.LeafLevel {
 			t.leaf = table
+			if f := e.fragmentBlock(&t, pte, va); f != 0 {
+				return tlbEntry{}, f
+			}
 		}
 		return t, 0
 	}
@@ -286,10 +292,11 @@ func (e *Engine) translate(va, size uint64, acc access) (pa, n uint64, host bool
 			continue
 		}
 		next, f := e.nextPage(t, va+n, acc)
-		if f != 0 || next.host != t.host || next.pa != pa+n {
+		off := (va + n) & (1<<next.shift - 1) // 0 unless the tables' fragments overlap
+		if f != 0 || next.host != t.host || next.pa+off != pa+n {
 			break
 		}
-		n += min(size-n, 1<<next.shift)
+		n += min(size-n, 1<<next.shift-off)
 		t = next
 	}
 	if end := uint64(len(e.dev.mem)); !t.host && pa < end {
@@ -298,7 +305,7 @@ func (e *Engine) translate(va, size uint64, acc access) (pa, n uint64, host bool
 	return pa, n, t.host, abi.StatusOK
 }
 
-// contiguous4K is translate's fast path for the commonest mapping, 4 KiB
+// contiguous4K is WalkerScan's fast path for the commonest mapping, 4 KiB
 // pages on consecutive frames: it counts how many of the pages from va on
 // (at most size bytes' worth, and no further than the end of t's leaf table)
 // continue the run t ends, so that each costs one load and one comparison.
@@ -306,9 +313,10 @@ func (e *Engine) translate(va, size uint64, acc access) (pa, n uint64, host bool
 // kind, permissions and aperture, the next frame — which is everything
 // nextPage would check, in one comparison. It returns 0 when t is not a
 // 4 KiB page or va is in another table, and stops at the first entry that
-// differs, leaving that page to nextPage.
+// differs, leaving that page to nextPage. The other walkers read no
+// neighbouring entry: it returns 0.
 func (e *Engine) contiguous4K(t tlbEntry, va, size uint64) uint64 {
-	if t.shift != abi.PageShift || t.leaf == 0 || va>>abi.LevelShift(2) != (t.vpn<<t.shift)>>abi.LevelShift(2) {
+	if e.walker != WalkerScan || t.shift != abi.PageShift || t.leaf == 0 || va>>abi.LevelShift(2) != (t.vpn<<t.shift)>>abi.LevelShift(2) {
 		return 0
 	}
 	first := abi.LevelIndex(va, abi.LeafLevel)
@@ -319,15 +327,17 @@ func (e *Engine) contiguous4K(t tlbEntry, va, size uint64) uint64 {
 	return k
 }
 
-// nextPage translates the page at va, which follows the page t
-// translated. A run through small pages reads their entries straight from
-// the level-3 table t came from, one after another, while va stays in it
-// (a 2 MiB stretch): one load per page, no walk and no TLB entry spent on
-// pages a streaming copy will not touch again. Anywhere else it is lookup.
-// The entries are read as the walk reads them, with the same checks, so
-// nothing stale or malformed gets through.
+// nextPage translates the page at va, which follows the page (or block) t
+// translated. Under WalkerFragment and WalkerNone it is lookup: the next
+// block, or page, costs a TLB lookup and on a miss a walk, as on hardware.
+// Under WalkerScan a run through small pages reads their entries straight
+// from the level-3 table t came from, one after another, while va stays in
+// it (a 2 MiB stretch): one load per page, no walk and no TLB entry spent on
+// pages a streaming copy will not touch again. The entries are read as the
+// walk reads them, with the same checks, so nothing stale or malformed gets
+// through.
 func (e *Engine) nextPage(t tlbEntry, va uint64, acc access) (tlbEntry, abi.Fault) {
-	if t.leaf == 0 || va>>abi.LevelShift(2) != (t.vpn<<t.shift)>>abi.LevelShift(2) {
+	if e.walker != WalkerScan || t.leaf == 0 || va>>abi.LevelShift(2) != (t.vpn<<t.shift)>>abi.LevelShift(2) {
 		return e.lookup(va, acc)
 	}
 	pte := loadPTE(e.dev.mem, t.leaf+abi.LevelIndex(va, abi.LeafLevel)*8)

@@ -123,7 +123,7 @@ func (c *Context) Alloc(size uint64, page abi.PageSize) (uint64, error) {
 	if c.d.closed.Load() {
 		return 0, ErrClosed
 	}
-	pa, err := c.d.alloc.AllocAligned(size, uint64(page))
+	pa, err := c.d.alloc.AllocAligned(size, fragmentAlign(size, page)) // aligned for fragments, as well as pages
 	if err != nil {
 		return 0, err
 	}
@@ -162,7 +162,7 @@ func (c *Context) mapAt(pa, size uint64, page abi.PageSize, pinned *Pinned) (uin
 	if c.closed {
 		return 0, fmt.Errorf("%w: context %d is closed", ErrContext, c.id)
 	}
-	va, err := c.va.AllocAligned(size, uint64(page))
+	va, err := c.va.AllocAligned(size, vaAlign(pa, size, page)) // congruent with pa for fragments (fragment.go)
 	if err != nil {
 		return 0, fmt.Errorf("%w: no virtual addresses left: %w", ErrContext, err)
 	}

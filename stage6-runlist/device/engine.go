@@ -24,7 +24,8 @@ type Engine struct {
 	ringSize uint64
 	mask     uint64 // ringSize-1: index & mask is an entry
 
-	yieldEvery int // empty polls between yields; < 0 means never
+	yieldEvery int    // empty polls between yields; < 0 means never
+	walker     Walker // how the MMU extends a translation past its page (walker.go)
 
 	// Private to the engine goroutine.
 	cur   *chanState // the channel being served: fetch, complete and signal work on it
@@ -40,7 +41,7 @@ type Engine struct {
 
 func newEngine(d *Device, id abi.Engine) *Engine {
 	e := &Engine{dev: d, id: id, regs: d.regs, trace: d.trace, statusPage: abi.EngineStatusPage(id),
-		ringSize: d.cfg.RingSize, mask: d.cfg.RingSize - 1, yieldEvery: d.cfg.YieldEvery,
+		ringSize: d.cfg.RingSize, mask: d.cfg.RingSize - 1, yieldEvery: d.cfg.YieldEvery, walker: d.cfg.Walker,
 		controlPage: abi.EngineControlPage(id), wakeup: make(chan struct{}, 1), adaptive: adaptive{budget: abi.DefaultIdleBudget}}
 	e.resetRunlist()
 	return e

@@ -120,8 +120,12 @@ func (d *Driver) unmapPage(root, va uint64, size abi.PageSize) {
 
 // mapRange maps [va, va+size) to [pa, pa+size) with the largest pages, up
 // to maxPage, that the alignment of va, pa and what is left allow — as real
-// drivers do — and returns the pages it used, for unmapRange.
+// drivers do — and returns the pages it used, for unmapRange. The small
+// pages' fragment fields are written once all of them are (fragment.go).
 func (d *Driver) mapRange(root, va, pa, size uint64, maxPage abi.PageSize, writable, host bool) ([]pageRun, error) {
+	d.vm.tableMu.Lock()
+	defer d.vm.tableMu.Unlock()
+	defer d.refragmentLocked(root, va, size)
 	var runs []pageRun
 	for done := uint64(0); done < size; {
 		page := abi.Page4K
@@ -133,7 +137,7 @@ func (d *Driver) mapRange(root, va, pa, size uint64, maxPage abi.PageSize, writa
 			}
 		}
 		if err := d.mapPage(root, va+done, pa+done, page, writable, host); err != nil {
-			d.unmapRange(root, runs)
+			d.unmapRangeLocked(root, runs)
 			return nil, err
 		}
 		if n := len(runs); n > 0 && runs[n-1].size == page && runs[n-1].va+runs[n-1].bytes == va+done {
@@ -152,8 +156,20 @@ type pageRun struct {
 	size      abi.PageSize
 }
 
-// unmapRange clears what mapRange mapped.
+// unmapRange clears what mapRange mapped, and shrinks the fragments of
+// the pages around it that formed blocks with it (fragment.go). The
+// caller invalidates the range afterwards.
 func (d *Driver) unmapRange(root uint64, runs []pageRun) {
+	d.vm.tableMu.Lock()
+	defer d.vm.tableMu.Unlock()
+	d.unmapRangeLocked(root, runs)
+	for _, r := range runs {
+		d.refragmentLocked(root, r.va, r.bytes)
+	}
+}
+
+// unmapRangeLocked is unmapRange without the fragments, under tableMu.
+func (d *Driver) unmapRangeLocked(root uint64, runs []pageRun) {
 	for _, r := range runs {
 		for off := uint64(0); off < r.bytes; off += uint64(r.size) {
 			d.unmapPage(root, r.va+off, r.size)

@@ -52,6 +52,11 @@ type vm struct {
 	mu       sync.Mutex
 	contexts [abi.MaxContexts]*Context
 
+	// tableMu serialises the edits of page tables that recompute fragment
+	// fields (fragment.go): each reads a window's entries and writes
+	// fields back, and must not do so around another's edit.
+	tableMu sync.Mutex
+
 	// invalMu serialises invalidation requests: one at a time is in the
 	// registers. invalGen is the last generation stored to RegInvalGen.
 	invalMu  sync.Mutex

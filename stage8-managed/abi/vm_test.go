@@ -26,8 +26,29 @@ func TestPTEEncoding(t *testing.T) {
 	if got := MakePage(0x7000, PTEPage4K, true, true); uint64(got) != 0x7000|1|2|4|16 {
 		t.Errorf("MakePage(0x7000, 4K, writable, host) = %#x; want %#x", uint64(got), 0x7000|1|2|4|16)
 	}
-	if !PTE(1 << 7).Reserved() {
-		t.Errorf("bit 7 is not reserved")
+	if !PTE(1<<5).Reserved() || !PTE(1<<6).Reserved() {
+		t.Errorf("bits 5 and 6 are not reserved")
+	}
+}
+
+// TestPTEFragment pins the fragment field to bits 7..11, apart from every
+// other field.
+func TestPTEFragment(t *testing.T) {
+	e := MakePage(0x7000, PTEPage4K, true, true)
+	for f := uint(0); f <= 31; f++ {
+		got := e.WithFragment(f)
+		if got.Fragment() != f || uint64(got)&^PTEFragmentMask != uint64(e) || uint64(got)&PTEFragmentMask != uint64(f)<<7 {
+			t.Errorf("WithFragment(%d) = %#x: fragment %d, rest %#x; want %d, %#x", f, uint64(got), got.Fragment(), uint64(got)&^PTEFragmentMask, f, uint64(e))
+		}
+		if got.Reserved() {
+			t.Errorf("WithFragment(%d) sets a reserved bit", f)
+		}
+	}
+	if PTEFragmentMask != 0xf80 || MaxFragment != 9 || 1<<(PageShift+MaxFragment) != TableSlots<<PageShift {
+		t.Errorf("fragment mask %#x, max %d; want 0xf80, 9 (a 2 MiB table)", PTEFragmentMask, MaxFragment)
+	}
+	if e.WithFragment(3).WithFragment(0) != e {
+		t.Errorf("WithFragment(0) does not clear the field")
 	}
 }
 

@@ -371,6 +371,7 @@ func (d *Driver) toHost(m *Managed, first, n int, all bool) int {
 		return 0
 	}
 	lo, hi := back[0], back[len(back)-1]+1
+	d.refragment(m.ctx.root, m.va+uint64(lo)<<abi.PageShift, uint64(hi-lo)<<abi.PageShift)
 	d.invalidate(m.ctx.id, m.va+uint64(lo)<<abi.PageShift, uint64(hi-lo)<<abi.PageShift)
 	mem := d.hw.Memory()
 	moved := 0
@@ -608,6 +609,7 @@ func (d *Driver) freeManagedLocked(m *Managed) {
 	for i := range m.pages {
 		storePTE(d.vm.pool.mem, m.pages[i].pte, 0)
 	}
+	d.refragment(m.ctx.root, m.va, uint64(len(m.pages))<<abi.PageShift)
 	d.invalidate(m.ctx.id, m.va, uint64(len(m.pages))<<abi.PageShift)
 	for i := range m.pages {
 		if p := &m.pages[i]; p.where == pageDevice {

@@ -16,6 +16,12 @@ func storePTE(mem []byte, pa uint64, e abi.PTE) {
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&mem[pa : pa+8][0])), uint64(e))
 }
 
+// casPTE replaces the entry at pa with e if it still holds old, the same
+// way, and reports whether it did.
+func casPTE(mem []byte, pa uint64, old, e abi.PTE) bool {
+	return atomic.CompareAndSwapUint64((*uint64)(unsafe.Pointer(&mem[pa : pa+8][0])), uint64(old), uint64(e))
+}
+
 // loadPTE reads the entry at pa the same way.
 func loadPTE(mem []byte, pa uint64) abi.PTE {
 	return abi.PTE(atomic.LoadUint64((*uint64)(unsafe.Pointer(&mem[pa : pa+8][0]))))

@@ -47,12 +47,21 @@ import "fmt"
 //	            same entry in all 16 slots of a 64 KiB-aligned run),
 //	            PTEPage2M (level 2), PTEPage1G (level 1)
 //	bit  4      aperture: 0 device memory, 1 host (the PA is a bus address)
-//	bits 5..11  zero
+//	bits 5..6   zero
+//	bits 7..11  fragment, in a level-3 page entry (zero in every other):
+//	            F says the page lies in an aligned block of 2^(12+F) bytes
+//	            of VA, at most its table's 2 MiB (F ≤ MaxFragment), that
+//	            maps an aligned block of as many contiguous physical bytes,
+//	            every page of it with the same kind, permissions and
+//	            aperture; 0 says nothing beyond the page itself
 //	bits 12..63 the frame: PA >> 12 — the next table, or the page
 //
 // A walk that finds an entry of a kind its level does not allow, a frame not
 // aligned to the page size, a table outside device memory, or a reserved bit
-// set, has found a malformed entry: FaultMalformed.
+// set, has found a malformed entry: FaultMalformed. So has one whose
+// fragment is larger than its table, smaller than its page, names a block
+// whose physical start is not aligned to its size, or reaches past the
+// memory of its aperture.
 // ANCHOR_END: pte
 
 // The bits and kinds of a page-table entry, and the shape of the tables:
@@ -64,7 +73,13 @@ const (
 
 	pteKindShift = 2
 	pteKindMask  = 3 << pteKindShift
-	pteReserved  = 0xfe0 // bits 5..11
+	pteReserved  = 0x060 // bits 5..6
+
+	pteFragmentShift = 7
+	PTEFragmentMask  = 0x1f << pteFragmentShift // bits 7..11
+	// MaxFragment is the largest fragment a level-3 entry can hold: a
+	// block as large as the 2 MiB its table maps.
+	MaxFragment = 21 - PageShift
 
 	PTETable   = 0 << pteKindShift
 	PTEPage4K  = 1 << pteKindShift
@@ -109,6 +124,17 @@ func (e PTE) Host() bool     { return e&PTEHost != 0 }
 func (e PTE) Kind() uint64   { return uint64(e) & pteKindMask }
 func (e PTE) Frame() uint64  { return uint64(e) &^ (1<<PageShift - 1) } // the PA, page-aligned
 func (e PTE) Reserved() bool { return uint64(e)&pteReserved != 0 }
+
+// Fragment returns the entry's fragment field F: the page belongs to an
+// aligned, physically contiguous block of 2^(12+F) bytes (0: to none larger
+// than itself).
+func (e PTE) Fragment() uint { return uint(uint64(e)&PTEFragmentMask) >> pteFragmentShift }
+
+// WithFragment returns e with its fragment field set to f (at most 31; the
+// walk rejects more than MaxFragment).
+func (e PTE) WithFragment(f uint) PTE {
+	return e&^PTEFragmentMask | PTE(uint64(f)<<pteFragmentShift&PTEFragmentMask)
+}
 
 // LevelShift returns the VA shift of level l's index: 39, 30, 21, 12.
 func LevelShift(level int) uint { return uint(39 - 9*level) }

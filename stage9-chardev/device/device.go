@@ -84,6 +84,10 @@ type Config struct {
 	Start uint64
 	// Trace, if not nil, receives the device's events (package trace).
 	Trace *trace.Buffer
+	// Walker is how the MMU extends a translation past its page
+	// (walker.go): WalkerFragment (the zero value), WalkerScan or
+	// WalkerNone.
+	Walker Walker
 	// Shared puts the register space and the rings in memory that other
 	// processes can map (shared.go): what softgpud opens, so that Share
 	// can hand a channel to a client. An in-process device leaves it
@@ -165,6 +169,9 @@ func Open(cfg Config) (*Device, error) {
 		cfg.YieldEvery = DefaultYieldEvery
 	}
 	if err := checkRingConfig(&cfg); err != nil {
+		return nil, err
+	}
+	if err := checkWalker(&cfg); err != nil {
 		return nil, err
 	}
 	mem, err := mapMemory(cfg.MemorySize)
