@@ -26,7 +26,7 @@ import (
 func main() {
 	node := flag.String("node", uapi.DefaultNode(), "the device node: a Unix socket path")
 	mode := flag.String("mode", "0600", "the node's permission bits, in octal: who may connect")
-	mem := flag.Uint64("mem", 0, "bytes of device memory (0: the device's default, 64 MiB)")
+	mem := flag.Uint64("mem", 0, "bytes of device memory (0: the device's default, 64 MiB); the page-table pool takes 1/16 of it, so clients can allocate (and softgpu-smi shows) a little less")
 	verbose := flag.Bool("v", false, "log every refused call")
 	idle := flag.Duration("idle-budget", server.DefaultIdleBudget*time.Nanosecond, "how long an idle engine spins before it sleeps (0: sleep at once)")
 	traceFile := flag.String("trace", "", "write the device's trace to this file when the daemon stops (Chrome trace-event JSON; open it in ui.perfetto.dev)")
