@@ -192,11 +192,11 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// listen makes the node: the directory if missing (0700), a stale socket
-// removed, the socket bound and given mode.
+// listen makes the node: the directory if missing (0700) and checked
+// (makeNodeDir), a stale socket removed, the socket bound and given mode.
 func listen(node string, mode os.FileMode) (*net.UnixListener, error) {
-	if err := os.MkdirAll(filepath.Dir(node), 0o700); err != nil {
-		return nil, fmt.Errorf("softgpu: node directory: %w", err)
+	if err := makeNodeDir(node); err != nil { // node.go: nobody else's path
+		return nil, err
 	}
 	if c, err := net.Dial("unixpacket", node); err == nil {
 		c.Close()
