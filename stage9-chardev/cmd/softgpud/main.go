@@ -2,7 +2,15 @@
 // socket, until SIGINT or SIGTERM:
 //
 //	go run ./stage9-chardev/cmd/softgpud                  # $XDG_RUNTIME_DIR/softgpu/card0
-//	go run ./stage9-chardev/cmd/softgpud -node /tmp/card0 -mode 0660
+//	go run ./stage9-chardev/cmd/softgpud -node ~/gpu/card0 -mode 0660
+//	go run ./stage9-chardev/cmd/softgpud -stop            # SIGTERM to the daemon serving the node
+//
+// It stops within shutdownBound of SIGTERM whatever its clients are
+// doing, and when its parent is the go command (go run), it stops when
+// that dies (parent.go). It exits 0 after a signal and non-zero when
+// serving stopped for any other reason. The node's directory must be
+// the daemon's uid's alone (package server, node.go); NODE.pid beside
+// the node holds its pid while it serves (pidfile.go).
 //
 // Applications reach it with package client; softgpu-smi shows what it is
 // doing. Package server has the design.
@@ -30,7 +38,20 @@ func main() {
 	verbose := flag.Bool("v", false, "log every refused call")
 	idle := flag.Duration("idle-budget", server.DefaultIdleBudget*time.Nanosecond, "how long an idle engine spins before it sleeps (0: sleep at once)")
 	traceFile := flag.String("trace", "", "write the device's trace to this file when the daemon stops (Chrome trace-event JSON; open it in ui.perfetto.dev)")
+	stopIt := flag.Bool("stop", false, "stop the daemon serving -node (SIGTERM to the pid in NODE.pid) and wait for it to exit")
 	flag.Parse()
+	if *stopIt {
+		if err := stop(*node); err != nil {
+			fmt.Fprintf(os.Stderr, "softgpud -stop: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
+	// Signals are caught before the node exists: one that comes while the
+	// device opens stops the daemon cleanly once it has (node removed).
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
+	followGoRun()
 	perm, err := strconv.ParseUint(*mode, 8, 32)
 	if err != nil || perm > 0o777 {
 		fmt.Fprintf(os.Stderr, "softgpud: -mode %q is not an octal permission like 0600\n", *mode)
@@ -56,18 +77,56 @@ func main() {
 		fmt.Fprintf(os.Stderr, "softgpud: %v\n", err)
 		os.Exit(1)
 	}
-	stop := make(chan os.Signal, 1)
-	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- s.Serve() }()
-	select {
-	case sig := <-stop:
-		log.Info("shutting down", "signal", sig.String())
-	case err := <-done:
-		log.Error("serving stopped", "err", err)
-	}
-	if err := s.Close(); err != nil {
-		log.Error("closing the device", "err", err)
+	if err := writePid(s.Node()); err != nil {
+		log.Error("writing the pid file", "err", err)
+		s.Close()
 		os.Exit(1)
 	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve() }()
+	status := 0
+	select {
+	case sig := <-signals:
+		log.Info("shutting down", "signal", sig.String())
+	case err := <-done:
+		// Not asked to stop: whoever started it must hear it failed.
+		log.Error("serving stopped", "err", err)
+		status = 1
+	}
+	os.Exit(shutdown(s, log, signals, status))
 }
+
+// ANCHOR: shutdown
+
+// shutdownBound is how long the daemon gives Close after SIGTERM: every
+// client's connection closed, its channels off their engines, its memory
+// reclaimed, the device stopped. Every wait in that is bounded below it
+// (package driver's rule), so Close normally takes milliseconds; if it
+// has not returned by then, or a second signal comes, the daemon exits
+// anyway, status 1, its node and pid file removed: the kernel reclaims
+// every page and descriptor a client shared with it.
+const shutdownBound = 10 * time.Second
+
+// shutdown closes the server within shutdownBound and returns the exit
+// status: status, or 1 if closing failed or did not finish.
+func shutdown(s *server.Server, log *slog.Logger, signals <-chan os.Signal, status int) int {
+	defer removePid(s.Node())
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			log.Error("closing the device", "err", err)
+			return 1
+		}
+		return status
+	case <-time.After(shutdownBound):
+		log.Error("shutdown did not finish in its bound; exiting with it unfinished", "bound", shutdownBound)
+	case sig := <-signals:
+		log.Error("second signal during shutdown; exiting with it unfinished", "signal", sig.String())
+	}
+	os.Remove(s.Node())
+	return 1
+}
+
+// ANCHOR_END: shutdown
