@@ -72,7 +72,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "softgpu-smi: %v\n", err)
 		return 1
 	}
-	defer ctl.Close()
+	defer func() {
+		if ctl != nil {
+			ctl.Close()
+		}
+	}()
 
 	prev, err := take(ctl, *node)
 	gap := firstGap
@@ -83,6 +87,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		var cur sample
 		if err == nil {
 			cur, err = take(ctl, *node)
+		}
+		if errors.Is(err, client.ErrGone) && ctx.Err() == nil {
+			// The daemon drops a connection that goes -attach-timeout
+			// without attaching or calling, as this one may between two
+			// reports: dial again, once. A daemon that has gone fails it.
+			ctl.Close()
+			if ctl, err = dial(*node); err == nil {
+				cur, err = take(ctl, *node)
+			}
 		}
 		if ctx.Err() != nil {
 			return 0 // interrupted: the normal end of -l

@@ -38,6 +38,9 @@ func main() {
 	verbose := flag.Bool("v", false, "log every refused call")
 	idle := flag.Duration("idle-budget", server.DefaultIdleBudget*time.Nanosecond, "how long an idle engine spins before it sleeps (0: sleep at once)")
 	traceFile := flag.String("trace", "", "write the device's trace to this file when the daemon stops (Chrome trace-event JSON; open it in ui.perfetto.dev)")
+	conns := flag.Int("max-conns-per-uid", server.DefaultMaxConnsPerUID, "the most connections one uid may hold open; past it a connection is closed at once")
+	attachTimeout := flag.Duration("attach-timeout", server.DefaultAttachTimeout, "how long a connection that has not attached may go without a call before it is dropped (softgpu-smi's control connection redials)")
+	watchdog := flag.Duration("watchdog", defaultWatchdog, "the longest one command may run on an engine before it is stopped and its channel faulted (0: no limit)")
 	stopIt := flag.Bool("stop", false, "stop the daemon serving -node (SIGTERM to the pid in NODE.pid) and wait for it to exit")
 	flag.Parse()
 	if *stopIt {
@@ -64,6 +67,16 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	cfg := server.Config{Node: *node, Mode: os.FileMode(perm), Log: log, Trace: *traceFile}
 	cfg.Device.MemorySize = *mem
+	if *conns <= 0 || *attachTimeout <= 0 {
+		fmt.Fprintf(os.Stderr, "softgpud: -max-conns-per-uid %d and -attach-timeout %v must be positive\n", *conns, *attachTimeout)
+		os.Exit(2)
+	}
+	cfg.MaxConnsPerUID, cfg.AttachTimeout = *conns, *attachTimeout
+	if *watchdog < 0 {
+		fmt.Fprintf(os.Stderr, "softgpud: -watchdog %v is negative\n", *watchdog)
+		os.Exit(2)
+	}
+	cfg.Driver.Watchdog = uint64(watchdog.Nanoseconds()) // cycles are nanoseconds
 	if *idle < 0 {
 		fmt.Fprintf(os.Stderr, "softgpud: -idle-budget %v is negative\n", *idle)
 		os.Exit(2)
@@ -95,6 +108,18 @@ func main() {
 	}
 	os.Exit(shutdown(s, log, signals, status))
 }
+
+// defaultWatchdog is softgpud's limit on one command's time on an
+// engine. In-process, a program that submits a DELAY of 2^62 cycles
+// hangs only itself; in the daemon every client is a stranger to the
+// others, and a command that never ends would hold its engine's slot,
+// its channel's teardown and its memory for good. The engines' own
+// watchdog (stage 6) stops it at the next boundary past the limit and
+// faults its channel and context. Two seconds is a hundred times the
+// longest command a client of a 64 MiB device needs (a copy of all of
+// it takes milliseconds), and short enough that a stuck client is
+// noticed before its user gives up.
+const defaultWatchdog = 2 * time.Second
 
 // ANCHOR: shutdown
 
