@@ -108,6 +108,9 @@ func sharedMemory(ringSize uint64) (*memory, error) {
 		engines := abi.EngineStatusPage(0)
 		err = mapFixed(m.regs[engines:engines+abi.NumEngines*abi.RegPageSize], m.public, abi.RegPageSize)
 	}
+	if err == nil {
+		err = sealReadOnly(m.public) // after the device's writable mappings: no client's reopen writes it
+	}
 	if err != nil {
 		m.unmap()
 		return nil, err
@@ -212,6 +215,14 @@ func (d *Device) Share(c abi.Channel, vector func()) (ChannelFiles, error) {
 			d.privatise(c) // whatever was swapped goes back to private pages
 			return fail(err)
 		}
+	}
+	if err := sealReadOnly(stat); err != nil { // after the device's writable mapping, before the client's descriptor
+		d.privatise(c)
+		return fail(err)
+	}
+	if err := sealSeals(user); err != nil { // the client's to write; nobody's to seal further
+		d.privatise(c)
+		return fail(err)
 	}
 	ro, err := reopenReadOnly(stat)
 	if err != nil {
@@ -321,7 +332,8 @@ func anonymous(size uint64) ([]byte, error) {
 }
 
 // sealedMemfd creates a memfd of size zeroed bytes whose size can never
-// change again.
+// change again. Its other seals are its caller's to add (sealReadOnly,
+// sealSeals) once the device has mapped it.
 func sealedMemfd(name string, size uint64) (*os.File, error) {
 	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
@@ -332,11 +344,40 @@ func sealedMemfd(name string, size uint64) (*os.File, error) {
 		f.Close()
 		return nil, fmt.Errorf("softgpu: sizing %s: %w", name, err)
 	}
-	if _, err := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
+	if _, err := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("softgpu: sealing %s: %w", name, err)
 	}
 	return f, nil
+}
+
+// ANCHOR: sealreadonly
+
+// sealReadOnly makes a memfd the device has already mapped writable
+// read-only for everyone else, for good. A read-only descriptor alone is
+// not: /proc/self/fd/N reopens the same file O_RDWR, and a shared
+// writable mapping of that writes the device's pages. F_SEAL_FUTURE_WRITE
+// refuses every new writable mapping and every write(2), whoever opens
+// the file, and leaves the mappings made before it (the device's)
+// writable; F_SEAL_SEAL then refuses any change of seals.
+func sealReadOnly(f *os.File) error {
+	if _, err := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_FUTURE_WRITE|unix.F_SEAL_SEAL); err != nil {
+		return fmt.Errorf("softgpu: sealing %s read-only: %w", f.Name(), err)
+	}
+	return nil
+}
+
+// ANCHOR_END: sealreadonly
+
+// sealSeals closes a memfd's seals as they are: the client it is passed
+// to writes it, but may not seal it against the device (F_SEAL_WRITE,
+// F_SEAL_FUTURE_WRITE would stop the device's own writes of a doorbell
+// reset, or fail them).
+func sealSeals(f *os.File) error {
+	if _, err := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_SEAL); err != nil {
+		return fmt.Errorf("softgpu: sealing %s: %w", f.Name(), err)
+	}
+	return nil
 }
 
 // reopenReadOnly returns a new read-only descriptor of f's file: a client

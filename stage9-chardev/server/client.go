@@ -60,8 +60,13 @@ func (c *client) serve() {
 	buf := make([]byte, uapi.MaxMessage+1) // one byte more: a longer message sets MSG_TRUNC
 	oob := make([]byte, unix.CmsgSpace(4*maxFDsRead))
 	for {
+		c.readDeadline() // conns.go: a client that does not attach has AttachTimeout between calls
 		n, oobn, flags, _, err := c.conn.ReadMsgUnix(buf, oob)
 		if err != nil {
+			if isTimeout(err) {
+				c.s.log.Info("client dropped: no call and no ATTACH in time", "pid", c.pid, "uid", c.uid, "timeout", c.s.cfg.AttachTimeout)
+				return
+			}
 			if !isClosedConn(err) {
 				c.s.log.Warn("client read", "pid", c.pid, "err", err)
 			}

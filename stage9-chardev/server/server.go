@@ -90,6 +90,12 @@ type Config struct {
 	// 16 and 64.
 	MaxChannels    int
 	MaxHostRegions int
+	// MaxConnsPerUID is the most connections one uid may hold open at
+	// once, and AttachTimeout how long a connection that has not
+	// attached may go without a call before it is dropped (conns.go).
+	// Zero means DefaultMaxConnsPerUID and DefaultAttachTimeout.
+	MaxConnsPerUID int
+	AttachTimeout  time.Duration
 	// Log receives the daemon's log; nil means a text logger on stderr.
 	Log *slog.Logger
 	// WriteTimeout bounds how long a reply may wait for a client that
@@ -155,6 +161,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxHostRegions == 0 {
 		cfg.MaxHostRegions = 64
 	}
+	if cfg.MaxConnsPerUID == 0 {
+		cfg.MaxConnsPerUID = DefaultMaxConnsPerUID
+	}
+	if cfg.AttachTimeout == 0 {
+		cfg.AttachTimeout = DefaultAttachTimeout
+	}
 	if cfg.WriteTimeout == 0 {
 		cfg.WriteTimeout = 5 * time.Second
 	}
@@ -192,11 +204,11 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// listen makes the node: the directory if missing (0700), a stale socket
-// removed, the socket bound and given mode.
+// listen makes the node: the directory if missing (0700) and checked
+// (makeNodeDir), a stale socket removed, the socket bound and given mode.
 func listen(node string, mode os.FileMode) (*net.UnixListener, error) {
-	if err := os.MkdirAll(filepath.Dir(node), 0o700); err != nil {
-		return nil, fmt.Errorf("softgpu: node directory: %w", err)
+	if err := makeNodeDir(node); err != nil { // node.go: nobody else's path
+		return nil, err
 	}
 	if c, err := net.Dial("unixpacket", node); err == nil {
 		c.Close()
@@ -225,6 +237,7 @@ func (s *Server) Messages() uint64 { return s.messages.Load() }
 // Serve accepts clients until Close; it returns nil then, or the error
 // that stopped it.
 func (s *Server) Serve() error {
+	burst, lastLog := 0, time.Time{} // accepts in a row that found no resources, and when one last did (conns.go)
 	for {
 		conn, err := s.ln.AcceptUnix()
 		if err != nil {
@@ -237,8 +250,12 @@ func (s *Server) Serve() error {
 			if errors.As(err, &ne) && ne.Timeout() {
 				continue
 			}
+			if s.acceptBackoff(err, &burst, &lastLog) {
+				continue
+			}
 			return err
 		}
+		burst = 0
 		c, err := s.admit(conn)
 		if err != nil {
 			s.log.Warn("client refused", "err", err)
@@ -262,6 +279,10 @@ func (s *Server) admit(conn *net.UnixConn) (*client, error) {
 	if s.closing {
 		conn.Close()
 		return nil, errors.New("the daemon is shutting down")
+	}
+	if err := s.admitConn(cred.Uid); err != nil { // conns.go
+		conn.Close()
+		return nil, err
 	}
 	s.clients = append(s.clients, c)
 	return c, nil

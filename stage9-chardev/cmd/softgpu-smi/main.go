@@ -46,14 +46,21 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	flags := flag.NewFlagSet("softgpu-smi", flag.ContinueOnError)
 	flags.SetOutput(stderr)
+	flags.Usage = func() {} // Parse's errors are answered below, -h on stdout
 	node := flags.String("node", uapi.DefaultNode(), "the device node: softgpud's Unix socket")
 	every := flags.Float64("l", 0, "report every `SECONDS` until interrupted; 0: once")
 	asJSON := flags.Bool("json", false, "one JSON object per report, for scripts")
 	if err := flags.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) { // -h is a question: the answer on stdout, status 0
+			flags.SetOutput(stdout)
+			usage(flags)
+			return 0
+		}
+		usage(flags)
 		return 2
 	}
 	if *every < 0 || flags.NArg() != 0 {
-		flags.Usage()
+		usage(flags)
 		return 2
 	}
 	write := writeText
@@ -65,7 +72,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "softgpu-smi: %v\n", err)
 		return 1
 	}
-	defer ctl.Close()
+	defer func() {
+		if ctl != nil {
+			ctl.Close()
+		}
+	}()
 
 	prev, err := take(ctl, *node)
 	gap := firstGap
@@ -76,6 +87,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		var cur sample
 		if err == nil {
 			cur, err = take(ctl, *node)
+		}
+		if errors.Is(err, client.ErrGone) && ctx.Err() == nil {
+			// The daemon drops a connection that goes -attach-timeout
+			// without attaching or calling, as this one may between two
+			// reports: dial again, once. A daemon that has gone fails it.
+			ctl.Close()
+			if ctl, err = dial(*node); err == nil {
+				cur, err = take(ctl, *node)
+			}
 		}
 		if ctx.Err() != nil {
 			return 0 // interrupted: the normal end of -l
@@ -96,6 +116,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		prev, gap = cur, time.Duration(*every*float64(time.Second))
 	}
+}
+
+// usage writes what softgpu-smi does and its flags to the flag set's
+// output.
+func usage(flags *flag.FlagSet) {
+	fmt.Fprint(flags.Output(), `usage: softgpu-smi [-node PATH] [-l SECONDS] [-json]
+
+Shows what softgpud is doing: the device's memory and counters, each
+engine's load and idle state, the clients using it. Its memory total is
+what clients can allocate: softgpud -mem less the page-table pool, which
+takes 1/16 of device memory (at least 32 KiB), and the runlists' area.
+
+`)
+	flags.PrintDefaults()
 }
 
 // dial connects to the daemon, saying plainly when there is none.

@@ -31,8 +31,11 @@
  * Who writes what: we write the ring slot and RegDoorbell (user memfd);
  * the daemon's engine writes RegNeedWakeup (public memfd), RegFence and
  * the completion entry (status memfd), and our memfd's bytes by DMA. We
- * map the device's pages read-only, so we could not write them if we
- * tried. Closing the socket (at exit) releases everything we hold.
+ * map the device's pages read-only, and we could not write them if we
+ * tried: a reopen of /proc/self/fd/N with O_RDWR gives no writable
+ * mapping, because the daemon seals them (check_read_only tries, as a
+ * stranger would). Closing the socket (at exit) releases everything we
+ * hold.
  */
 #define _GNU_SOURCE /* memfd_create, F_ADD_SEALS */
 
@@ -237,6 +240,26 @@ static unsigned char *map(int fd, uint64_t size, int prot, const char *what)
 	return p;
 }
 
+/* check_read_only tries to write, as a hostile client would, a memfd the
+ * daemon passed read-only: it reopens it through /proc/self/fd with
+ * O_RDWR and maps that writable, then tries write(2). Both must fail
+ * (F_SEAL_FUTURE_WRITE): these are the device's own pages. */
+static void check_read_only(int fd, uint64_t size, const char *what)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+	int rw = open(path, O_RDWR | O_CLOEXEC);
+	if (rw < 0)
+		return; /* not even reopened writable */
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, rw, 0);
+	if (p != MAP_FAILED)
+		fail("%s, passed read-only, maps writable when reopened through %s", what, path);
+	unsigned char byte = 0xff;
+	if (pwrite(rw, &byte, 1, (off_t)size - 1) >= 0)
+		fail("%s, passed read-only, takes a write(2) when reopened through %s", what, path);
+	close(rw);
+}
+
 /* word returns the shared 64-bit word at byte offset off of a mapping. */
 static _Atomic uint64_t *word(unsigned char *base, uint64_t off)
 {
@@ -280,6 +303,7 @@ int main(int argc, char **argv)
 		fail("ATTACH: public memfd of %llu bytes (want %llu), context %u", (unsigned long long)attach.public_size,
 		     (unsigned long long)SOFTGPU_PUBLIC_SIZE, attach.context);
 	unsigned char *public = map(attach_fds[SOFTGPU_ATTACH_FD_PUBLIC], attach.public_size, PROT_READ, "the public memfd");
+	check_read_only(attach_fds[SOFTGPU_ATTACH_FD_PUBLIC], attach.public_size, "the public memfd");
 	int kick = attach_fds[SOFTGPU_ATTACH_FD_KICK];
 	if (atomic_load(word(public, SOFTGPU_PUBLIC_GLOBAL_OFFSET + SOFTGPU_REG_ID)) != SOFTGPU_DEVICE_ID)
 		fail("the public memfd's RegID is not softgpu's");
@@ -297,6 +321,7 @@ int main(int argc, char **argv)
 				  "the user memfd");
 	unsigned char *status = map(channel_fds[SOFTGPU_CHANNEL_FD_STATUS], channel.status_size, PROT_READ,
 				    "the status memfd");
+	check_read_only(channel_fds[SOFTGPU_CHANNEL_FD_STATUS], channel.status_size, "the status memfd");
 
 	/* HOST_REGISTER: our own memory, sealed so that the daemon may map it. */
 	int mem = memfd_create("softgpu-fill", MFD_CLOEXEC | MFD_ALLOW_SEALING);

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The pid file: NODE.pid beside the node, in the directory only the
+// daemon's uid may write (server/node.go), written once the node serves
+// and removed when the daemon stops. `softgpud -stop` reads it and sends
+// SIGTERM, the way to stop a daemon whatever started it.
+
+// pidFile is the pid file of node.
+func pidFile(node string) string { return node + ".pid" }
+
+// writePid records this process's pid for node.
+func writePid(node string) error {
+	return os.WriteFile(pidFile(node), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600)
+}
+
+// removePid removes node's pid file if it names this process.
+func removePid(node string) {
+	if pid, err := readPid(node); err == nil && pid == os.Getpid() {
+		os.Remove(pidFile(node))
+	}
+}
+
+// readPid returns the pid node's pid file names.
+func readPid(node string) (int, error) {
+	b, err := os.ReadFile(pidFile(node))
+	if err != nil {
+		return 0, err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 1 {
+		return 0, fmt.Errorf("%s does not hold a pid: %q", pidFile(node), b)
+	}
+	return pid, nil
+}
+
+// stopBound is how long -stop waits for the daemon to exit after its
+// SIGTERM: the daemon's own shutdown bound (shutdownBound) and a margin.
+const stopBound = shutdownBound + 5*time.Second
+
+// stop sends SIGTERM to the daemon serving node and waits until it has
+// exited, at most stopBound.
+func stop(node string) error {
+	pid, err := readPid(node)
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("no daemon serving %s (no %s)", node, pidFile(node))
+	}
+	if err != nil {
+		return err
+	}
+	if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && strings.TrimSpace(string(comm)) != "softgpud" {
+		// The daemon died without removing its file, and the pid is
+		// another program's now: never signal that.
+		return fmt.Errorf("no daemon serving %s (pid %d in %s is %s now)", node, pid, pidFile(node), strings.TrimSpace(string(comm)))
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		if errors.Is(err, syscall.ESRCH) {
+			os.Remove(pidFile(node)) // stale: a daemon that died without removing it
+			return fmt.Errorf("no daemon serving %s (pid %d in %s has exited)", node, pid, pidFile(node))
+		}
+		return fmt.Errorf("signalling pid %d: %w", pid, err)
+	}
+	for deadline := time.Now().Add(stopBound); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			return nil
+		}
+		if _, err := os.Stat(pidFile(node)); errors.Is(err, os.ErrNotExist) {
+			return nil // it removed its pid file: its last act before exiting
+		}
+	}
+	return fmt.Errorf("pid %d still running %v after SIGTERM", pid, stopBound)
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestStopStopsTheDaemon: `softgpud -stop` finds the daemon serving the
+// node by its pid file, and returns once it has exited, cleanly, with its
+// node and pid file gone; a second -stop says there is none.
+func TestStopStopsTheDaemon(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH")
+	}
+	dir := t.TempDir()
+	bin, node := filepath.Join(dir, "softgpud"), filepath.Join(dir, "run", "card0")
+	if out, err := exec.Command(gobin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	d := exec.Command(bin, "-node", node, "-mem", "16777216")
+	logs, err := os.Create(filepath.Join(dir, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Stderr = logs
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- d.Wait() }()
+	t.Cleanup(func() {
+		d.Process.Kill()
+		<-exited
+	})
+	for deadline := time.Now().Add(patience); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(pidFile(node)); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no pid file %s after %v", pidFile(node), patience)
+		}
+	}
+	if out, err := exec.Command(bin, "-node", node, "-stop").CombinedOutput(); err != nil {
+		t.Fatalf("softgpud -stop: %v\n%s", err, out)
+	}
+	select {
+	case err := <-exited:
+		exited <- err
+		if err != nil {
+			b, _ := os.ReadFile(logs.Name())
+			t.Fatalf("the daemon after -stop: %v; want status 0\n%s", err, b)
+		}
+	case <-time.After(patience):
+		t.Fatalf("-stop returned with the daemon still running")
+	}
+	for _, p := range []string{node, pidFile(node)} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s after -stop: %v; want it removed", p, err)
+		}
+	}
+	if out, err := exec.Command(bin, "-node", node, "-stop").CombinedOutput(); err == nil {
+		t.Errorf("a second -stop succeeded (%s); want an error: no daemon", out)
+	}
+}

@@ -1,0 +1,72 @@
+package server_test
+
+import (
+	"fmt"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"softgpu/stage9-chardev/abi"
+	"softgpu/stage9-chardev/uapi"
+)
+
+// Item 2 of the threat model: pages handed out read-only are read-only.
+// The daemon passes the public pages (every client's view of the device,
+// and RegNeedWakeup, which every client's submissions read) and each
+// channel's status page and completion ring as read-only descriptors. A
+// read-only descriptor of a memfd is not enough: /proc/self/fd/N reopens
+// the same file with O_RDWR, and a MAP_SHARED, PROT_WRITE mapping of that
+// would write the device's own pages. The memfds are sealed
+// (F_SEAL_FUTURE_WRITE, after the daemon's own writable mapping, then
+// F_SEAL_SEAL) so that no reopen makes them writable.
+
+// attackReadOnly reopens fd writable, as a stranger would, and tries to
+// write the file through a shared mapping and through write(2). It
+// returns what succeeded, or "" if nothing did.
+func attackReadOnly(t *testing.T, fd int, size int) string {
+	t.Helper()
+	rw, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", fd), unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "" // not even reopened writable
+	}
+	defer unix.Close(rw)
+	if m, err := unix.Mmap(rw, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err == nil {
+		unix.Munmap(m)
+		return "a writable shared mapping of the reopened descriptor"
+	}
+	if _, err := unix.Pwrite(rw, []byte{0xff}, int64(size-1)); err == nil {
+		return "a write(2) through the reopened descriptor"
+	}
+	if seals, err := unix.FcntlInt(uintptr(rw), unix.F_GET_SEALS, 0); err == nil && seals&unix.F_SEAL_SEAL == 0 {
+		return "F_ADD_SEALS left open"
+	}
+	return ""
+}
+
+func TestReadOnlyPagesStayReadOnlyWhenReopened(t *testing.T) {
+	d := startDaemon(t)
+	r := dialRaw(t, d.node)
+	r.negotiate()
+	var a uapi.Attach
+	fds := r.mustCall(&a)
+	r.ctx, r.kick = abi.Context(a.Context), fds[uapi.AttachFDKick]
+	public := fds[uapi.AttachFDPublic]
+	open := uapi.ChannelOpen{Engine: uint32(abi.EngineCopy)}
+	chfds := r.mustCall(&open)
+	if got := attackReadOnly(t, public, int(a.PublicSize)); got != "" {
+		t.Errorf("the public pages, passed read-only, allowed %s", got)
+	}
+	if got := attackReadOnly(t, chfds[uapi.ChannelFDStatus], int(open.StatusSize)); got != "" {
+		t.Errorf("channel %d's status memfd, passed read-only, allowed %s", open.Channel, got)
+	}
+	// The read-write memfd stays writable for its client, and the daemon
+	// still serves: the victim of a writable public page would be every
+	// other client.
+	if m, err := unix.Mmap(chfds[uapi.ChannelFDUser], 0, int(open.UserSize), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
+		t.Errorf("mapping the user memfd, the client's own, writable: %v", err)
+	} else {
+		unix.Munmap(m)
+	}
+	d.stillServes(t, "after the attack")
+	d.terminate(t, patience)
+}
