@@ -235,6 +235,12 @@ func (t *tab) load(ctx context.Context, j job, l *listener) error {
 // eval runs expression in the page, awaiting a promise, and returns its
 // value as JSON.
 func (t *tab) eval(ctx context.Context, expression string) (json.RawMessage, error) {
+	return t.evalWithin(ctx, callTimeout, expression)
+}
+
+// evalWithin is eval with its own time limit, for a check (axe) that takes
+// longer than any command should.
+func (t *tab) evalWithin(ctx context.Context, limit time.Duration, expression string) (json.RawMessage, error) {
 	var r struct {
 		Result struct {
 			Value json.RawMessage `json:"value"`
@@ -246,7 +252,9 @@ func (t *tab) eval(ctx context.Context, expression string) (json.RawMessage, err
 			} `json:"exception"`
 		} `json:"exceptionDetails"`
 	}
-	if err := t.call(ctx, "Runtime.evaluate", map[string]any{"expression": expression, "awaitPromise": true, "returnByValue": true}, &r); err != nil {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	if err := t.c.call(ctx, t.session, "Runtime.evaluate", map[string]any{"expression": expression, "awaitPromise": true, "returnByValue": true}, &r); err != nil {
 		return nil, err
 	}
 	if r.ExceptionDetails != nil {
@@ -340,6 +348,13 @@ func (t *tab) visit(ctx context.Context, j job) (pageResult, error) {
 	}
 	for _, src := range lay.BrokenImages {
 		l.add("image did not load: " + src)
+	}
+	a11y, err := t.a11yProblems(ctx)
+	if err != nil {
+		return res, err
+	}
+	for _, p := range a11y {
+		l.add(p)
 	}
 	if t.cfg.shots {
 		name, err := t.screenshot(ctx, j)

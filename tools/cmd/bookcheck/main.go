@@ -78,6 +78,8 @@ type config struct {
 	pages               *regexp.Regexp
 	minText             float64
 	shots               bool
+	axe                 string // axe.min.js's source, "" for no axe run
+	sample              int    // source pages checked, spread evenly; 0 for all
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -93,6 +95,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		minText  = cmd.Flags.Float64("min-text", 10.5, "smallest chart text, in CSS px as drawn")
 		shots    = cmd.Flags.Bool("screenshots", true, "write screenshots")
 		timeout  = cmd.Flags.Duration("timeout", 20*time.Minute, "give up after this long")
+		axe      = cmd.Flags.String("axe", "", "axe-core's axe.min.js: run its WCAG 2 A and AA rules on every load (.ci/a11y-tools installs it)")
+		sample   = cmd.Flags.Int("sample", 0, "check every page outside src/ but only this many of the generated source pages under src/ (one template), spread evenly; 0 checks them all")
 	)
 	rest, code, done := cmd.Parse(args)
 	if done {
@@ -101,7 +105,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(rest) > 0 {
 		return cmd.Misuse("unexpected argument %q", rest[0])
 	}
-	cfg := config{chromium: *chromium, dark: *dark, tabs: *tabs, minText: *minText, shots: *shots}
+	cfg := config{chromium: *chromium, dark: *dark, tabs: *tabs, minText: *minText, shots: *shots, sample: *sample}
+	if cfg.sample < 0 {
+		return cmd.Misuse("-sample %d: want 0 (every page) or more", cfg.sample)
+	}
+	if *axe != "" {
+		src, err := loadAxe(*axe)
+		if err != nil {
+			return cmd.Misuse("%v", err)
+		}
+		cfg.axe = src
+	}
 	for _, w := range strings.Split(*widths, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(w))
 		if err != nil || n < 200 || n > 4000 {
@@ -176,6 +190,30 @@ func sitePages(site string, only *regexp.Regexp) ([]string, error) {
 	return pages, err
 }
 
+// samplePages keeps every page outside src/ and n of the pages under src/
+// (every one of them made by one template, source.go), spread evenly over
+// the sorted list so that each stage and each kind of file is likely among
+// them; src/index.html is always kept. n == 0 keeps them all.
+func samplePages(pages []string, n int) []string {
+	var keep, src []string
+	for _, p := range pages {
+		switch {
+		case !strings.HasPrefix(p, "src/") || p == "src/index.html":
+			keep = append(keep, p)
+		default:
+			src = append(src, p)
+		}
+	}
+	if n == 0 || n >= len(src) {
+		return pages
+	}
+	for i := range n {
+		keep = append(keep, src[i*len(src)/n])
+	}
+	sort.Strings(keep)
+	return keep
+}
+
 // prepareOut empties the screenshot folder, refusing one this tool did not
 // make, so that a mistyped -out cannot delete someone's files.
 func prepareOut(dir string) error {
@@ -209,6 +247,7 @@ func check(ctx context.Context, cfg config, cmd *cli.Command) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
+	pages = samplePages(pages, cfg.sample)
 	if len(pages) == 0 {
 		return nil, fmt.Errorf("no pages to check in %s", cfg.site)
 	}
@@ -276,6 +315,9 @@ func check(ctx context.Context, cfg config, cmd *cli.Command) (*report, error) {
 			return nil, fmt.Errorf("opening a tab: %w", err)
 		}
 		t := &tab{c: c, session: session, events: events, cfg: cfg}
+		if err := t.injectAxe(ctx); err != nil {
+			return nil, fmt.Errorf("loading axe into a tab: %w", err)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -112,7 +112,7 @@ func recordEntry(rec *records.Record, prefix string, noisy float64) string {
 	}
 	b.WriteString("</dl>\n")
 	if rec.Command != "" {
-		b.WriteString(`<pre class="chroma command-block"><code>` + escapeHTML(rec.Command) + "</code></pre>\n")
+		b.WriteString(preOpen("chroma command-block", "", "shell") + escapeHTML(rec.Command) + "</code></pre>\n")
 	}
 	if rec.Notes != "" {
 		b.WriteString(`<p class="record-notes">` + escapeHTML(rec.Notes) + "</p>\n")

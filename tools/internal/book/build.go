@@ -65,8 +65,9 @@ type builder struct {
 	hl       *highlighter
 	md       *markdown
 	records  *recordSet
-	diagrams int             // diagrams inlined so far: each use's ids get their own prefix
-	included map[string]bool // files {{#include}} showed, each of which gets a source page
+	diagrams int                 // diagrams inlined so far: each use's ids get their own prefix
+	diffs    map[string]diffPage // site path → a stage diff's own page, written by diffHTML
+	included map[string]bool     // files {{#include}} showed, each of which gets a source page
 }
 
 // chapter is one chapter being built.
@@ -169,6 +170,9 @@ func (b *builder) render() (*Site, error) {
 	site.Files[printPage] = pg.printPage()
 	if err := b.sourcePages(pg, site.Files); err != nil {
 		return nil, fmt.Errorf("book: source pages: %w", err)
+	}
+	for page, dp := range b.diffs {
+		site.Files[page] = pg.plainPage(page, dp.title, dp.content)
 	}
 	site.Files[searchIndexFile] = searchIndex(chapters)
 

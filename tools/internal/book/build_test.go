@@ -30,7 +30,7 @@ func TestRenderFixture(t *testing.T) {
 	}
 	sort.Strings(names)
 	want := []string{
-		"diagrams/ring.svg", "images/engine.svg", "index.html", "intro.html", "print.html", "records.html",
+		"diagrams/ring.svg", "diff/stage1-ring.html", "images/engine.svg", "index.html", "intro.html", "print.html", "records.html",
 		"records/placed.json", "records/reference.json", "records/test.json", "search-index.js",
 		"src/DESIGN.md.html", "src/index.html", "src/stage0-mailbox/device/engine.go.html", "src/stage0-mailbox/go.mod.html",
 		"src/stage0-mailbox/index.html", "src/stage0-mailbox/softgpu.go.html",
@@ -73,7 +73,7 @@ func TestRenderFixture(t *testing.T) {
 			`<input type="checkbox" id="sidebar-toggle" class="sidebar-toggle" aria-label="Show or hide the table of contents" aria-controls="sidebar">`,
 		}},
 		{"a Markdown table scrolls in its frame", "intro.html", []string{
-			"<div class=\"table-wrap\" tabindex=\"0\">\n<table>",
+			"<div class=\"table-wrap\" tabindex=\"0\" role=\"region\" aria-label=\"Table\">\n<table>",
 		}},
 		{"a listing's caption links to its lines", "stage0.html", []string{
 			`<a class="path" href="src/stage0-mailbox/device/engine.go.html#L8-L12"`,
@@ -93,7 +93,7 @@ func TestRenderFixture(t *testing.T) {
 		}},
 		{"records appendix", "records.html", []string{
 			`<h3 id="record-placed">`,
-			`<pre class="chroma command-block"><code>go run ./tools/cmd/record -name placed -stages stage4-nolock,stage7-idle -bench &#39;Quiet|Gap/gap=(3|30)us$&#39; -passes 5</code></pre>`,
+			`<pre class="chroma command-block" tabindex="0" role="region" aria-label="Shell commands"><code>go run ./tools/cmd/record -name placed -stages stage4-nolock,stage7-idle -bench &#39;Quiet|Gap/gap=(3|30)us$&#39; -passes 5</code></pre>`,
 			`<dt>rows re-run</dt><dd>1 of 6, because the canary moved during the row (tolerance 30%); 1 kept a pass whose canary never held still</dd>`,
 			`<dt>commit</dt><dd><code>0123456789ab+dirty</code> <strong class="dirty"`,
 		}},
@@ -137,10 +137,14 @@ func TestRenderFixture(t *testing.T) {
 			`id="intro--fn:1"`,
 		}},
 		{"highlighted Go", "stage0.html", []string{`<span class="kd">type</span>`}},
-		{"diff: files linked from the table, Go highlighted in the hunks", "stage1.html", []string{
+		{"diff: files linked from the chapter's table to the diff's own page", "stage1.html", []string{
+			`<a href="diff/stage1-ring.html#diff-stage1-ring--device-ring-go"><code>device/ring.go</code></a>`,
+			`<a class="diff-page" href="diff/stage1-ring.html">`,
+		}},
+		{"diff page: Go highlighted in the hunks, linked to the source pages", "diff/stage1-ring.html", []string{
 			`<a href="#diff-stage1-ring--device-ring-go"><code>device/ring.go</code></a>`,
 			`<details class="diff-file mechanism" id="diff-stage1-ring--device-ring-go" open>`,
-			`<span class="line diff-add"><a class="ln" href="src/stage1-ring/device/ring.go.html#L1" data-n="1"`,
+			`<span class="line diff-add"><a class="ln" href="../src/stage1-ring/device/ring.go.html#L1" data-n="1"`,
 			`<span class="diff-sign" aria-hidden="true">+</span><span class="cl"><span class="kn">package</span>`,
 		}},
 	}
@@ -156,6 +160,9 @@ func TestRenderFixture(t *testing.T) {
 	}
 	if strings.Contains(page("print.html"), `class="diff-file`) {
 		t.Errorf("print.html prints a diff's hunks; want its table only")
+	}
+	if strings.Contains(page("stage1.html"), `class="diff-file`) {
+		t.Errorf("stage1.html carries its diff's hunks; want them on the diff's own page")
 	}
 	if !strings.Contains(page("search-index.js"), `"t":"Stage 1: the ring"`) {
 		t.Errorf("search-index.js lacks the chapter Stage 1: the ring")

@@ -268,12 +268,7 @@ func (b *builder) chartHTML(d directive, prefix string) (string, error) {
 	var out strings.Builder
 	out.WriteString(`<figure class="chart">` + "\n")
 	out.WriteString(renderCharts(data))
-	if data.Caption != "" {
-		out.WriteString("<figcaption>" + escapeHTML(data.Caption) + "</figcaption>\n")
-	}
-	out.WriteString(statNote(stat, passes, anySpread, defaultNoisy, "chart"))
-	out.WriteString(b.provenance(prefix, rec, ref))
-	out.WriteString("</figure>")
+	out.WriteString(figureEnd(data.Caption, statNote(stat, passes, anySpread, defaultNoisy, "chart")+b.provenance(prefix, rec, ref)))
 	return out.String(), nil
 }
 

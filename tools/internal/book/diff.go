@@ -117,48 +117,89 @@ func (b *builder) diffHTML(d directive, prefix string, print bool) (string, erro
 		return "diff-" + to + "--" + slugify(strings.NewReplacer("/", "-", ".", "-").Replace(p))
 	}
 
-	out.WriteString(`<div class="table-wrap" tabindex="0"><table class="diffstat">` + "\n<thead><tr><th>file</th><th>status</th><th class=\"num\">added</th><th class=\"num\">removed</th></tr></thead>\n<tbody>\n")
+	page := diffPageName(from, to, len(d.Positional) == 2)
+	if print {
+		out.WriteString(diffTable(files, func(string) string { return "" }))
+		out.WriteString(`<p class="diff-print-note">The diff itself is on its own page of the book's site, and <code>go run ./tools/cmd/stages diff ` + escapeHTML(to) + "</code> prints it.</p>\n</figure>")
+		return out.String(), nil
+	}
+	out.WriteString(diffTable(files, func(p string) string { return prefix + page + "#" + id(p) }))
+	fmt.Fprintf(&out, "<p class=\"diff-link\"><a class=\"diff-page\" href=\"%s\">The whole diff, %s → %s, file by file</a>: the mechanism's files open, tests and READMEs folded.</p>\n</figure>",
+		escapeHTML(prefix+page), escapeHTML(from), escapeHTML(to))
+
+	// The diff's own page, once per pair of stages.
+	if _, done := b.diffs[page]; done {
+		return out.String(), nil
+	}
+	pp := rootPrefix(page)
+	var dp strings.Builder
+	fmt.Fprintf(&dp, "<nav class=\"breadcrumbs\" aria-label=\"Breadcrumbs\"><a href=\"%s\">Source</a> / <a href=\"%s\">%s</a> / the diff from %s</nav>\n",
+		escapeHTML(pp+srcDir+"/index.html"), escapeHTML(pp+srcDir+"/"+to+"/index.html"), escapeHTML(to), escapeHTML(from))
+	fmt.Fprintf(&dp, "<h1>The diff from <code>%s</code> to <code>%s</code></h1>\n", escapeHTML(from), escapeHTML(to))
+	fmt.Fprintf(&dp, "<p>%d files changed, +%d −%d lines (module paths normalised); the mechanism's files first and open, tests and READMEs folded.</p>\n", len(diff.Files), added, removed)
+	dp.WriteString(diffTable(files, func(p string) string { return "#" + id(p) }))
+	hunks := splitUnified(diff.Unified)
+	for _, f := range files {
+		open := ""
+		if diffRank(f.Path) < 2 {
+			open = " open"
+		}
+		path, stage := f.Path, to
+		if f.Status == "removed" {
+			stage = from
+		}
+		src := pp + sourcePage(stage+"/"+path)
+		fmt.Fprintf(&dp, `<details class="diff-file %s" id="%s"%s>`+"\n"+`<summary><code>%s</code> <span class="diff-status">%s</span> <span class="added">+%d</span> <span class="removed">−%d</span></summary>`+"\n",
+			diffKind(f.Path), escapeHTML(id(f.Path)), open, escapeHTML(f.Path), escapeHTML(f.Status), f.Added, f.Removed)
+		if f.Binary {
+			dp.WriteString("<p>Binary file.</p>\n</details>\n")
+			continue
+		}
+		dp.WriteString(b.hunksHTML(hunks[f.Path], languageOf(f.Path), src))
+		dp.WriteString("</details>\n")
+	}
+	if b.diffs == nil {
+		b.diffs = map[string]diffPage{}
+	}
+	b.diffs[page] = diffPage{title: "Diff " + from + " → " + to, content: dp.String()}
+	return out.String(), nil
+}
+
+// diffPage is a stage diff's own page: a chapter shows the table of changed
+// files and links here, so that no chapter carries its diff's hunks (stage
+// 9's page was 5 MB with its diff, more than a phone's tab would hold).
+type diffPage struct {
+	title, content string
+}
+
+// diffPageName is the site path of the diff from a to b: diff/B.html for a
+// stage against its predecessor, diff/A--B.html for any other pair.
+func diffPageName(a, b string, pair bool) string {
+	if pair {
+		return "diff/" + a + "--" + b + ".html"
+	}
+	return "diff/" + b + ".html"
+}
+
+// diffTable is the table of a diff's files; link gives the href of a
+// file's hunks, "" for none.
+func diffTable(files []stages.FileDiff, link func(path string) string) string {
+	var out strings.Builder
+	out.WriteString(scrollRegion("table-wrap", "Files changed") + `<table class="diffstat">` + "\n<thead><tr><th>file</th><th>status</th><th class=\"num\">added</th><th class=\"num\">removed</th></tr></thead>\n<tbody>\n")
 	for _, f := range files {
 		add, rem := fmt.Sprintf("+%d", f.Added), fmt.Sprintf("−%d", f.Removed)
 		if f.Binary {
 			add, rem = "binary", ""
 		}
 		name := `<code>` + escapeHTML(f.Path) + `</code>`
-		if !print {
-			name = `<a href="#` + escapeHTML(id(f.Path)) + `">` + name + `</a>`
+		if href := link(f.Path); href != "" {
+			name = `<a href="` + escapeHTML(href) + `">` + name + `</a>`
 		}
 		fmt.Fprintf(&out, `<tr class="%s %s"><td>%s</td><td>%s</td><td class="num added">%s</td><td class="num removed">%s</td></tr>`+"\n",
 			escapeHTML(f.Status), diffKind(f.Path), name, escapeHTML(f.Status), add, rem)
 	}
 	out.WriteString("</tbody>\n</table></div>\n")
-	if print {
-		out.WriteString(`<p class="diff-print-note">The diff itself is on this chapter's page of the book's site, and <code>go run ./tools/cmd/stages diff ` + escapeHTML(to) + "</code> prints it.</p>\n</figure>")
-		return out.String(), nil
-	}
-
-	hunks := splitUnified(diff.Unified)
-	fmt.Fprintf(&out, "<details class=\"unified-diff\" data-search=\"skip\">\n<summary>The diff, %s → %s: the mechanism's files open, tests and READMEs folded</summary>\n", escapeHTML(from), escapeHTML(to))
-	for _, f := range files {
-		open := ""
-		if diffRank(f.Path) < 2 {
-			open = " open"
-		}
-		page, stage := f.Path, to
-		if f.Status == "removed" {
-			stage = from
-		}
-		src := prefix + sourcePage(stage+"/"+page)
-		fmt.Fprintf(&out, `<details class="diff-file %s" id="%s"%s>`+"\n"+`<summary><code>%s</code> <span class="diff-status">%s</span> <span class="added">+%d</span> <span class="removed">−%d</span></summary>`+"\n",
-			diffKind(f.Path), escapeHTML(id(f.Path)), open, escapeHTML(f.Path), escapeHTML(f.Status), f.Added, f.Removed)
-		if f.Binary {
-			out.WriteString("<p>Binary file.</p>\n</details>\n")
-			continue
-		}
-		out.WriteString(b.hunksHTML(hunks[f.Path], languageOf(f.Path), src))
-		out.WriteString("</details>\n")
-	}
-	out.WriteString("</details>\n</figure>")
-	return out.String(), nil
+	return out.String()
 }
 
 // diffRank orders a diff's files: the mechanism (Go, not tests) first, then
@@ -210,7 +251,7 @@ var hunkHeaderRE = regexp.MustCompile(`^@@ -[0-9]+(?:,[0-9]+)? \+([0-9]+)(?:,[0-
 // line numbers linked to its source page.
 func (b *builder) hunksHTML(lines []string, lang, src string) string {
 	var out strings.Builder
-	out.WriteString(`<pre class="chroma listing diff" style="--ln-digits: 4"><code>`)
+	out.WriteString(preOpen("chroma listing diff", "--ln-digits: 4", lang))
 	for i := 0; i < len(lines); {
 		m := hunkHeaderRE.FindStringSubmatch(lines[i])
 		if m == nil {

@@ -159,7 +159,7 @@ func writeTokens(b *strings.Builder, line []chroma.Token) {
 // highlight returns code as a <pre class="chroma"> block, for a fenced block.
 func (h *highlighter) highlight(code, lang string) string {
 	var b strings.Builder
-	b.WriteString(`<pre class="chroma"><code>`)
+	b.WriteString(preOpen("chroma", "", lang))
 	for i, line := range h.tokenLines(code, lang) {
 		if i > 0 {
 			b.WriteByte('\n')
@@ -185,7 +185,7 @@ func (h *highlighter) listing(code, lang string, opt listingOptions) string {
 		widest = len(strconv.Itoa(opt.Numbers[n-1]))
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `<pre class="chroma listing" style="--ln-digits: %d"><code>`, widest)
+	b.WriteString(preOpen("chroma listing", "--ln-digits: "+strconv.Itoa(widest), lang))
 	for i, line := range lines {
 		n := i + 1
 		if i < len(opt.Numbers) {

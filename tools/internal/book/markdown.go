@@ -314,7 +314,7 @@ func (r *nodeRenderer) RegisterFuncs(reg renderer.NodeRendererFuncRegisterer) {
 // shadow at the clipped edge, instead of making the page pan sideways.
 func (r *nodeRenderer) renderTable(w util.BufWriter, src []byte, node ast.Node, entering bool) (ast.WalkStatus, error) {
 	if entering {
-		_, _ = w.WriteString(`<div class="table-wrap" tabindex="0">` + "\n")
+		_, _ = w.WriteString(scrollRegion("table-wrap", "Table") + "\n")
 	}
 	s, err := r.table(w, src, node, entering)
 	if !entering {

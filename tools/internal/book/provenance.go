@@ -27,7 +27,7 @@ func statNote(stat string, passes int, spread bool, noisy float64, what string) 
 			b.WriteString("; whiskers span the lowest to the highest pass")
 		default:
 			b.WriteString("; ± is half the range of the passes, as a share of the median")
-			fmt.Fprintf(&b, `; <span class="noisy-mark">noisy</span>: (max − min)/median over %s`, percent(noisy))
+			fmt.Fprintf(&b, `; <span class="noisy-mark">noisy</span>: (max − min)/median over %s`, escapeHTML(percent(noisy)))
 		}
 	}
 	b.WriteString(".")

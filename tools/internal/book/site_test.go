@@ -143,7 +143,7 @@ func TestTimeline(t *testing.T) {
 		{
 			name: "a window and its provenance",
 			src:  `{{#timeline trace=stage7 from=0 to=120 title="Gaps" caption="Commands and sleeps."}}`,
-			want: []string{`<figure class="timeline">`, `<svg xmlns="http://www.w3.org/2000/svg" class="sgt-timeline"`, `<figcaption>Commands and sleeps.</figcaption>`,
+			want: []string{`<figure class="timeline">`, `<svg xmlns="http://www.w3.org/2000/svg" class="sgt-timeline"`, "<figcaption>Commands and sleeps.\n<p class=\"reproduce\">Trace ",
 				`Trace <a href="traces/stage7.json">stage7.json</a> of <code>stage7-idle</code>, made by <code class="command">`,
 				`(2026-11-30; AMD EPYC 7B13, 2 cores, linux/amd64)`},
 		},
@@ -454,7 +454,7 @@ func TestListing(t *testing.T) {
 	h := newHighlighter()
 	html := h.listing("func f() {\n\treturn\n}\n", "go", listingOptions{Numbers: []int{7, 0, 9}, Href: func(n int) string { return "x.html#L" + strconv.Itoa(n) }})
 	for _, w := range []string{
-		`<pre class="chroma listing" style="--ln-digits: 1"><code>`,
+		`<pre class="chroma listing" style="--ln-digits: 1" tabindex="0" role="region" aria-label="Go code"><code>`,
 		`<span class="line"><a class="ln" href="x.html#L7" data-n="7" aria-hidden="true" tabindex="-1"></a><span class="cl"><span class="kd">func</span>`,
 		"<span class=\"line\"><span class=\"ln\"></span><span class=\"cl\">\t<span class=\"k\">return</span></span></span>", // line 0: a gap, no number
 		`data-n="9"`,

@@ -196,7 +196,7 @@ func (b *builder) sourcePages(pg *pager, files map[string][]byte) error {
 		page := srcDir + "/" + st + "/index.html"
 		var s strings.Builder
 		fmt.Fprintf(&s, "<nav class=\"breadcrumbs\" aria-label=\"Breadcrumbs\"><a href=\"../index.html\">Source</a> / %s</nav>\n<h1><code>%s</code></h1>\n", escapeHTML(st), escapeHTML(st))
-		s.WriteString(`<div class="table-wrap" tabindex="0"><table class="source-files">` + "\n<thead><tr><th>file</th><th class=\"num\">lines</th></tr></thead>\n<tbody>\n")
+		s.WriteString(scrollRegion("table-wrap", "Files of "+st) + `<table class="source-files">` + "\n<thead><tr><th>file</th><th class=\"num\">lines</th></tr></thead>\n<tbody>\n")
 		for _, f := range byStage[st] {
 			rel := strings.TrimPrefix(f.Path, st+"/")
 			lines := "—"

@@ -124,7 +124,7 @@ func (b *builder) tableHTML(d directive, prefix string) (string, error) {
 			isNoisy := showSpread && f.noisy(noisy)
 			if showSpread {
 				anySpread = true
-				text += ` <span class="pm">` + f.plusMinus() + `</span>`
+				text += ` <span class="pm">` + escapeHTML(f.plusMinus()) + `</span>`
 			}
 			if isNoisy {
 				class += " noisy"
@@ -151,7 +151,7 @@ func (b *builder) tableHTML(d directive, prefix string) (string, error) {
 	if c := d.arg("caption", ""); c != "" {
 		out.WriteString("<figcaption>" + escapeHTML(c) + "</figcaption>\n")
 	}
-	out.WriteString(`<div class="table-wrap" tabindex="0"><table>` + "\n<thead>")
+	out.WriteString(scrollRegion("table-wrap", tableLabel(d.arg("caption", ""))) + "<table>\n<thead>")
 	if grouped {
 		out.WriteString(`<tr class="group"><th rowspan="2">benchmark</th>`)
 		span := len(cols) / len(stageList)

@@ -75,11 +75,7 @@ func (b *builder) timelineHTML(d directive, prefix string) (string, error) {
 	}
 	var out strings.Builder
 	out.WriteString(`<figure class="timeline">` + "\n" + `<div class="timeline-wrap">` + themeTimeline(svg) + "</div>\n")
-	if caption != "" {
-		out.WriteString("<figcaption>" + escapeHTML(caption) + "</figcaption>\n")
-	}
-	out.WriteString(traceMadeBy(prefix, name, meta))
-	out.WriteString("</figure>")
+	out.WriteString(figureEnd(caption, traceMadeBy(prefix, name, meta)))
 	return out.String(), nil
 }
 

@@ -1,0 +1,66 @@
+package book
+
+import "strings"
+
+// This file holds the markup rules that keep the book's pages valid HTML
+// (the W3C Nu checker) and accessible (axe-core's WCAG 2 A and AA rules),
+// shared by the directives that write figures and scrolling regions.
+// tools/cmd/bookcheck and .ci/run check the built pages against both.
+
+// figureEnd closes a figure whose drawing or table is already written: a
+// <figcaption> must be a figure's first or last child, so a caption that
+// follows the drawing also holds the notes under it (statistic, source,
+// reproduce line); with no caption the notes stand alone.
+func figureEnd(caption, notes string) string {
+	if caption == "" {
+		return notes + "</figure>"
+	}
+	return "<figcaption>" + escapeHTML(caption) + "\n" + notes + "</figcaption>\n</figure>"
+}
+
+// scrollRegion opens a block that scrolls sideways (a wide table or
+// listing) so that a keyboard reaches it: focusable (tabindex 0), a region
+// named by label (read out when it takes focus), drawn with a focus ring
+// by style.css's :focus-visible rule.
+func scrollRegion(class, label string) string {
+	return `<div class="` + class + `" tabindex="0" role="region" aria-label="` + escapeHTML(label) + `">`
+}
+
+// preOpen opens a <pre> code block as a scrolling region (see
+// scrollRegion): its name says what language the code is in.
+func preOpen(class, style, lang string) string {
+	s := `<pre class="` + class + `"`
+	if style != "" {
+		s += ` style="` + style + `"`
+	}
+	return s + ` tabindex="0" role="region" aria-label="` + escapeHTML(codeLabel(lang)) + `"><code>`
+}
+
+// codeLabel names a code block for a screen reader by its language.
+func codeLabel(lang string) string {
+	switch strings.ToLower(lang) {
+	case "go":
+		return "Go code"
+	case "c", "h":
+		return "C code"
+	case "sh", "bash", "shell", "console", "shell-session":
+		return "Shell commands"
+	case "", "text", "plaintext", "txt":
+		return "Text"
+	case "md", "markdown":
+		return "Markdown"
+	}
+	return lang + " code"
+}
+
+// tableLabel names a record table's scrolling region: its caption's first
+// sentence, or "Measurements".
+func tableLabel(caption string) string {
+	if i := strings.IndexAny(caption, ".:;"); i > 0 {
+		caption = caption[:i]
+	}
+	if caption = strings.TrimSpace(caption); caption == "" {
+		return "Measurements"
+	}
+	return caption
+}

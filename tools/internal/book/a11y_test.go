@@ -1,0 +1,47 @@
+package book
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestSpreadUnderATenthIsEscaped: a spread under 0.1 % is written "<0.1%",
+// and a bare "<" before a digit is a parse error in HTML (the Nu checker
+// found 32 of them in the book).
+func TestSpreadUnderATenthIsEscaped(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(fixtureRoot, "book", "records", "test.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tight := strings.Replace(string(data), `"best": 115.0,
+          "median": 119.6,
+          "values": [
+            115.0,
+            119.6,
+            125.35
+          ]`, `"best": 119.6,
+          "median": 119.6,
+          "values": [
+            119.6,
+            119.6,
+            119.6001
+          ]`, 1)
+	if tight == string(data) {
+		t.Fatal("the fixture record changed: Baseline/pingpong's values not found")
+	}
+	b := newTestBuilder(t)
+	b.records.dir = t.TempDir()
+	if err := os.WriteFile(filepath.Join(b.records.dir, "test.json"), []byte(tight), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, html := expandOK(t, b, "{{#table record=test stage=limits bench=Baseline/pingpong unit=ns/op}}\n")
+	if m := regexp.MustCompile(`<[0-9]`).FindString(html); m != "" {
+		t.Errorf("the table has an unescaped %q:\n%s", m, html)
+	}
+	if !strings.Contains(html, `<span class="pm">±&lt;0.1%</span>`) {
+		t.Errorf("the table lacks ±&lt;0.1%%:\n%s", html)
+	}
+}
