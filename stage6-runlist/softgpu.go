@@ -76,6 +76,10 @@ type Config struct {
 	// engine stops it with StatusTimeout and faults its channel and its
 	// context (channel.go); zero (the default) means no limit.
 	Watchdog time.Duration
+	// ContextSize is the bytes of engine context a preemption saves and a
+	// resume restores (device.Config.ContextSize): zero means the device's
+	// default, 256 KiB.
+	ContextSize uint64
 
 	// Trace, if not empty, is a file the device's trace is written to when
 	// the GPU is closed: Chrome trace-event JSON, which Perfetto
@@ -122,7 +126,8 @@ func Open(cfg Config) (*GPU, error) {
 	if cfg.Watchdog < 0 {
 		return nil, fmt.Errorf("%w: Watchdog %v is negative", ErrConfig, cfg.Watchdog)
 	}
-	dev, err := device.Open(device.Config{MemorySize: cfg.MemorySize, YieldEvery: cfg.YieldEvery, RingSize: cfg.RingSize, Trace: g.trace, Walker: cfg.Walker})
+	dev, err := device.Open(device.Config{MemorySize: cfg.MemorySize, YieldEvery: cfg.YieldEvery, RingSize: cfg.RingSize, Trace: g.trace,
+		Walker: cfg.Walker, ContextSize: cfg.ContextSize})
 	if errors.Is(err, device.ErrConfig) {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}

@@ -77,6 +77,10 @@ type Config struct {
 	// engine stops it with StatusTimeout and faults its channel and its
 	// context (channel.go); zero (the default) means no limit.
 	Watchdog time.Duration
+	// ContextSize is the bytes of engine context a preemption saves and a
+	// resume restores (device.Config.ContextSize): zero means the device's
+	// default, 256 KiB.
+	ContextSize uint64
 
 	// Prefetch is the managed-memory fault handler's prefetch policy
 	// (managed.go; default PrefetchWindow), PrefetchPages its window
@@ -132,7 +136,8 @@ func Open(cfg Config) (*GPU, error) {
 	if cfg.Watchdog < 0 {
 		return nil, fmt.Errorf("%w: Watchdog %v is negative", ErrConfig, cfg.Watchdog)
 	}
-	dev, err := device.Open(device.Config{MemorySize: cfg.MemorySize, YieldEvery: cfg.YieldEvery, RingSize: cfg.RingSize, Trace: g.trace, Walker: cfg.Walker})
+	dev, err := device.Open(device.Config{MemorySize: cfg.MemorySize, YieldEvery: cfg.YieldEvery, RingSize: cfg.RingSize, Trace: g.trace,
+		Walker: cfg.Walker, ContextSize: cfg.ContextSize})
 	if errors.Is(err, device.ErrConfig) {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}

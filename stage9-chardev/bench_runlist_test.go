@@ -33,12 +33,35 @@ func BenchmarkRunlist(b *testing.B) {
 		{"slice=5us/prio=equal", 5 * time.Microsecond, softgpu.PriorityNormal},
 		{"slice=none/prio=high", 0, softgpu.PriorityHigh},
 	} {
-		b.Run(tc.name, func(b *testing.B) { benchRunlist(b, tc.slice, tc.prio) })
+		b.Run(tc.name, func(b *testing.B) { benchRunlist(b, tc.slice, tc.prio, 0) })
 	}
 }
 
-func benchRunlist(b *testing.B, slice time.Duration, probePrio softgpu.Priority) {
-	g := openBench(b, softgpu.Config{MemorySize: 64 << 20})
+// BenchmarkRunlistContext is Runlist's equal-priority pair swept over the
+// slice and over the engine context a preemption saves and a resume
+// restores (Config.ContextSize; 256 KiB is the default): the trade between
+// the probe's latency, which falls with the slice, and the stream's
+// throughput, which falls as switches, and the bytes each one moves, rise.
+func BenchmarkRunlistContext(b *testing.B) {
+	for _, ctx := range []struct {
+		name string
+		size uint64
+	}{{"4KiB", 4 << 10}, {"256KiB", 256 << 10}, {"4MiB", 4 << 20}} {
+		for _, sl := range []struct {
+			name  string
+			slice time.Duration
+		}{{"none", 0}, {"500us", 500 * time.Microsecond}, {"50us", 50 * time.Microsecond}, {"5us", 5 * time.Microsecond}} {
+			b.Run("ctx="+ctx.name+"/slice="+sl.name, func(b *testing.B) {
+				benchRunlist(b, sl.slice, softgpu.PriorityNormal, ctx.size)
+			})
+		}
+	}
+}
+
+// benchRunlist is the pair of Runlist and RunlistContext; ctx is the
+// engine context size, 0 for the default.
+func benchRunlist(b *testing.B, slice time.Duration, probePrio softgpu.Priority, ctx uint64) {
+	g := openBench(b, softgpu.Config{MemorySize: 64 << 20, ContextSize: ctx})
 	defer g.Close()
 	bulk, err := g.NewChannel(softgpu.Copy, softgpu.ChannelOptions{Priority: softgpu.PriorityNormal, Timeslice: slice})
 	if err != nil {

@@ -92,6 +92,10 @@ const (
 	RegID       = GlobalPage + 0x000 // the constant DeviceID
 	RegMemSize  = GlobalPage + 0x008 // bytes of device memory
 	RegRingSize = GlobalPage + 0x010 // slots in each channel's ring, a power of two
+	// RegContextSize is the bytes of engine context a preemption saves
+	// and a resume restores (runlist.go): the size of the save area the
+	// driver gives each preemptible channel.
+	RegContextSize = GlobalPage + 0x018
 
 	// RegTimestamp reads the device clock: cycles (ns) since the device
 	// was opened. It is the one register whose value is not a stored
@@ -207,6 +211,7 @@ func Table() []Register {
 	add("ID", RegID, WrittenByDevice, PageReadOnly)
 	add("MemSize", RegMemSize, WrittenByDevice, PageReadOnly)
 	add("RingSize", RegRingSize, WrittenByDevice, PageReadOnly)
+	add("ContextSize", RegContextSize, WrittenByDevice, PageReadOnly)
 	add("Timestamp", RegTimestamp, WrittenByDevice, PageReadOnly)
 	add("DeviceState", RegDeviceState, WrittenByDevice, PageReadOnly)
 	add("Control", RegControl, WrittenByDriver, PagePrivileged)
@@ -234,6 +239,7 @@ func Table() []Register {
 		add(fmt.Sprintf("Engine[%d].Preempts", e), page+RegPreempts, WrittenByDevice, PageReadOnly)
 		add(fmt.Sprintf("Engine[%d].Switches", e), page+RegSwitches, WrittenByDevice, PageReadOnly)
 		add(fmt.Sprintf("Engine[%d].Timeouts", e), page+RegTimeouts, WrittenByDevice, PageReadOnly)
+		add(fmt.Sprintf("Engine[%d].Resets", e), page+RegResets, WrittenByDevice, PageReadOnly)
 	}
 	for c := range Channel(NumChannels) {
 		user, status := DoorbellPage(c), ChannelStatusPage(c)

@@ -73,6 +73,7 @@ type chanState struct {
 	ctx        abi.Context
 	slice      uint64 // cycles; 0: no slice
 	state      uint64 // PA of its state block; 0: not preemptible inside a command
+	ctxSave    uint64 // PA of its engine-context save area (engctx.go), checked when used
 
 	saved     bool   // a preempted command waits in its state block
 	waitSince uint64 // when the scheduler first saw it waiting with work; 0 if it was not

@@ -11,16 +11,22 @@ import (
 )
 
 // The scheduler's tests play the driver's part of runlists by hand: the
-// tables and state blocks live in the last 16 KiB of a test device's table
-// area, which no context maps and the page tables of vm_helpers_test.go
-// never reach.
+// tables, state blocks and context save areas live in the last 80 KiB of a
+// test device's table area, which no context maps and the page tables of
+// vm_helpers_test.go never reach.
 
 // schedBase returns the PA of the scheduler tests' area.
-func schedBase(d *Device) uint64 { return uint64(len(d.mem)) - 16<<10 }
+func schedBase(d *Device) uint64 { return uint64(len(d.mem)) - 80<<10 }
 
 // stateFor returns the PA of channel c's state block in that area.
 func stateFor(d *Device, c abi.Channel) uint64 {
 	return schedBase(d) + 4096 + uint64(c)*abi.ChannelStateSize
+}
+
+// ctxFor returns the PA of channel c's context save area in that area, for
+// a device of testContextSize.
+func ctxFor(d *Device, c abi.Channel) uint64 {
+	return schedBase(d) + 16<<10 + uint64(c)*testContextSize
 }
 
 // submitRunlist hands engine e a runlist of entries and waits for its
@@ -56,7 +62,8 @@ func submitTable(t testing.TB, d *Device, e abi.Engine, base, n uint64) abi.Runl
 // rlEntry is a runlist entry for channel c in context 0 with a state block.
 func rlEntry(d *Device, c abi.Channel, prio uint8, slice uint64) abi.RunlistEntry {
 	clear(d.mem[stateFor(d, c) : stateFor(d, c)+abi.ChannelStateSize])
-	return abi.RunlistEntry{Channel: c, Priority: prio, Flags: abi.RunlistPrivileged, Timeslice: slice, State: stateFor(d, c)}
+	return abi.RunlistEntry{Channel: c, Priority: prio, Flags: abi.RunlistPrivileged, Timeslice: slice, State: stateFor(d, c),
+		CtxSave: ctxFor(d, c)}
 }
 
 // publish places cmds in channel c's ring after what is there and rings

@@ -51,6 +51,8 @@ func (f ChannelFault) String() string {
 		return "watchdog timeout"
 	case FaultState:
 		return "bad saved state"
+	case FaultContextSave:
+		return "bad engine-context save area"
 	}
 	return fmt.Sprintf("fault(%d)", uint64(f))
 }

@@ -12,6 +12,7 @@ const (
 	OpFill  Opcode = 0x02 // memset: Size bytes at Dst to the byte Value
 	OpCopy  Opcode = 0x03 // memmove: Size bytes from Src to Dst (ranges may overlap)
 	OpDelay Opcode = 0x04 // keep the engine busy for Value cycles (a stand-in for a long shader)
+	OpSpin  Opcode = 0x05 // a hung shader, for tests and debugging: busy for Value cycles with no preemption point (runlist.go)
 
 	// Compute kernels: they work on little-endian uint32 words.
 	OpSum32 Opcode = 0x10 // the uint64 sum of the Size/4 words at Src, stored at Dst
@@ -48,6 +49,7 @@ var opcodes = map[Opcode]struct {
 	OpFill:  {"FILL", onBoth},
 	OpCopy:  {"COPY", onCopy},
 	OpDelay: {"DELAY", onBoth},
+	OpSpin:  {"SPIN", onBoth},
 	OpSum32: {"SUM32", onCompute},
 	OpAdd32: {"ADD32", onCompute},
 }

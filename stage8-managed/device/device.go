@@ -88,6 +88,11 @@ type Config struct {
 	// (walker.go): WalkerFragment (the zero value), WalkerScan or
 	// WalkerNone.
 	Walker Walker
+	// ContextSize is the bytes of engine context a preemption saves to
+	// the channel's save area and a resume restores (engctx.go). Zero
+	// means DefaultContextSize (256 KiB; 1/64 of MemorySize below 16 MiB);
+	// otherwise a multiple of 64 up to MaxContextSize.
+	ContextSize uint64
 }
 
 // DefaultMemorySize is the device memory of a zero Config.
@@ -143,6 +148,11 @@ type Device struct {
 	running   sync.WaitGroup // one count per engine goroutine
 	live      atomic.Int32   // engines not yet stopped; the last to stop publishes DeviceStopped
 	closeOnce sync.Once
+
+	// The watchdog unit's goroutine (watchdog.go) also counts in running;
+	// watchStop is closed, once (watchOnce), to end it.
+	watchStop chan struct{}
+	watchOnce sync.Once
 }
 
 // Open creates a device and starts its engines.
@@ -162,15 +172,19 @@ func Open(cfg Config) (*Device, error) {
 	if err := checkWalker(&cfg); err != nil {
 		return nil, err
 	}
+	if err := checkContextConfig(&cfg); err != nil {
+		return nil, err
+	}
 	mem, err := mapMemory(cfg.MemorySize)
 	if err != nil {
 		return nil, err
 	}
-	d := &Device{cfg: cfg, clock: newClock(), mem: mem, trace: cfg.Trace}
+	d := &Device{cfg: cfg, clock: newClock(), mem: mem, trace: cfg.Trace, watchStop: make(chan struct{})}
 	d.regs = mmio.NewRegisters(alignedWords(abi.RegSpaceSize/8), d.clock.Now)
 	d.regs.Store(abi.RegID, abi.DeviceID)
 	d.regs.Store(abi.RegMemSize, cfg.MemorySize)
 	d.regs.Store(abi.RegRingSize, cfg.RingSize)
+	d.regs.Store(abi.RegContextSize, cfg.ContextSize)
 	for c := range abi.Channel(abi.NumChannels) {
 		d.resetRing(c)
 		d.resetFence(c)
@@ -184,6 +198,8 @@ func Open(cfg Config) (*Device, error) {
 		d.running.Add(1)
 		go eng.pollLoop()
 	}
+	d.running.Add(1)
+	go d.watchdogLoop()
 	return d, nil
 }
 
@@ -236,5 +252,6 @@ func (d *Device) Close() {
 func (d *Device) stop() {
 	d.regs.Store(abi.RegControl, abi.ControlStop) // every engine loop loads it; see stopRequested
 	d.wakeAll()                                   // and a sleeping engine must wake to see it (idle.go)
+	d.stopWatchdog()                              // the last engine to stop has done it too; this is for a device that never started one
 	d.running.Wait()
 }

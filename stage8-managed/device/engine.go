@@ -37,13 +37,16 @@ type Engine struct {
 	idleSince uint64        // idle.go: clock when the budget started, at its first look; 0 when not started (private)
 	adaptive  adaptive      // adaptive.go: the learnt budget (private)
 	mmu       mmu           // mmu.go: the TLB and the context translated in (private)
+	context   []byte        // engctx.go: the live engine context, Config.ContextSize bytes (private)
+	wd        watch         // watchdog.go: what the watchdog unit sees of the running command, and its requests
 	wokenAt   atomic.Uint64 // idle.go: when Wake was last called
 }
 
 func newEngine(d *Device, id abi.Engine) *Engine {
 	e := &Engine{dev: d, id: id, regs: d.regs, trace: d.trace, statusPage: abi.EngineStatusPage(id),
 		ringSize: d.cfg.RingSize, mask: d.cfg.RingSize - 1, yieldEvery: d.cfg.YieldEvery, walker: d.cfg.Walker,
-		controlPage: abi.EngineControlPage(id), wakeup: make(chan struct{}, 1), adaptive: adaptive{budget: abi.DefaultIdleBudget}}
+		controlPage: abi.EngineControlPage(id), wakeup: make(chan struct{}, 1), adaptive: adaptive{budget: abi.DefaultIdleBudget},
+		context: make([]byte, d.cfg.ContextSize)}
 	e.resetRunlist()
 	return e
 }
@@ -64,7 +67,9 @@ func (e *Engine) pollLoop() {
 		e.checkReplay()
 		if e.next() {
 			e.startCommand()
-			switch st := e.execute(&e.job); st {
+			st := e.execute(&e.job)
+			e.endCommand()
+			switch st {
 			case preempted:
 				e.preempt() // sched.go: saved; another channel runs next
 			case stalled:
@@ -73,6 +78,11 @@ func (e *Engine) pollLoop() {
 				e.complete(st)
 				e.signal()
 				e.hang() // sched.go: the watchdog faults the channel and its context
+			case engineReset:
+				e.complete(abi.StatusTimeout)
+				e.signal()
+				e.hang()
+				e.resetEngine() // watchdog.go: the command never reached a boundary
 			default:
 				e.complete(st)
 				e.signal()
@@ -107,6 +117,7 @@ func (e *Engine) stop() {
 	e.regs.Store(e.statusPage+abi.RegEngineState, abi.EngineStopped)
 	if e.dev.live.Add(-1) == 0 {
 		e.regs.Store(abi.RegDeviceState, abi.DeviceStopped)
+		e.dev.stopWatchdog()             // watchdog.go: nothing left to watch
 		e.dev.raise(abi.IrqCauseStopped) // blocked waiters must look at the state
 		e.dev.disconnectInterrupts()
 	}

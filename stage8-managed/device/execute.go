@@ -100,6 +100,8 @@ func (e *Engine) dispatch(j *job) abi.Status {
 		return e.copyRuns(j)
 	case abi.OpDelay:
 		return e.delay(j)
+	case abi.OpSpin:
+		return e.spin(j) // watchdog.go
 	case abi.OpSum32:
 		if st := operand(cmd.Src, cmd.Size, 4); st != abi.StatusOK {
 			return st

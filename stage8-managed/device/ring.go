@@ -73,6 +73,7 @@ type chanState struct {
 	ctx        abi.Context
 	slice      uint64 // cycles; 0: no slice
 	state      uint64 // PA of its state block; 0: not preemptible inside a command
+	ctxSave    uint64 // PA of its engine-context save area (engctx.go), checked when used
 
 	saved     bool   // a preempted or stalled command waits in its state block
 	stalled   bool   // it waits for a replay: a replayable fault stopped it (fault.go)

@@ -79,7 +79,7 @@ func (rl *runlists) stateBlock(c abi.Channel) uint64 {
 
 // entryFor returns ch's runlist entry.
 func entryFor(ch *Channel) abi.RunlistEntry {
-	ent := abi.RunlistEntry{Channel: ch.id, Priority: ch.prio, Timeslice: ch.slice, State: ch.state}
+	ent := abi.RunlistEntry{Channel: ch.id, Priority: ch.prio, Timeslice: ch.slice, State: ch.state, CtxSave: ch.ctxSave}
 	if ch.privileged {
 		ent.Flags = abi.RunlistPrivileged
 	} else {
@@ -167,11 +167,16 @@ func (d *Driver) NewChannel(e abi.Engine, c *Context, opts ChannelOptions) (*Cha
 	if err != nil {
 		return nil, err
 	}
-	ch.ctx, ch.prio, ch.slice, ch.state = c, opts.Priority, opts.Timeslice, state
+	ctxSave, err := d.allocContextSave() // ctxsave.go
+	if err != nil {
+		return nil, err
+	}
+	ch.ctx, ch.prio, ch.slice, ch.state, ch.ctxSave = c, opts.Priority, opts.Timeslice, state, ctxSave
 	if d.wake == WakeEvery {
 		d.regs.Store(ch.doorbell+abi.RegIrqArm, abi.IrqEvery)
 	}
 	if !c.addChannel(ch) { // closed meanwhile
+		d.freeContextSave(ctxSave)
 		return nil, ErrClosed
 	}
 	d.channels[id].Store(ch)
@@ -181,6 +186,7 @@ func (d *Driver) NewChannel(e abi.Engine, c *Context, opts ChannelOptions) (*Cha
 		rl.entries[e] = rl.entries[e][:len(rl.entries[e])-1]
 		d.channels[id].Store(nil)
 		c.removeChannel(ch)
+		d.freeContextSave(ctxSave) // refused, or the device stopped: no engine will touch it
 		return nil, err
 	}
 	return ch, nil
@@ -219,6 +225,7 @@ func (ch *Channel) Close() error {
 	if err != nil && !errors.Is(err, ErrClosed) {
 		return err // refused: the device keeps the old list, and the channel on it
 	}
+	d.freeContextSave(ch.ctxSave) // acknowledged, or the device stopped: no engine will touch it
 	d.channels[ch.id].Store(nil)
 	if ch.ctx != nil {
 		ch.ctx.removeChannel(ch)
@@ -238,6 +245,7 @@ type SchedStats struct {
 	Preempts uint64 // commands preempted half-way and saved
 	Switches uint64 // switches from one channel to another
 	Timeouts uint64 // commands the watchdog stopped
+	Resets   uint64 // engine resets: stopped commands that never reached a preemption point
 }
 
 // SchedStats returns the engines' scheduler counters, summed.
@@ -248,6 +256,7 @@ func (d *Driver) SchedStats() SchedStats {
 		s.Preempts += d.regs.Load(page + abi.RegPreempts)
 		s.Switches += d.regs.Load(page + abi.RegSwitches)
 		s.Timeouts += d.regs.Load(page + abi.RegTimeouts)
+		s.Resets += d.regs.Load(page + abi.RegResets)
 	}
 	return s
 }

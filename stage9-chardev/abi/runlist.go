@@ -25,7 +25,11 @@ import (
 //	                          bytes, 64-aligned), where the engine saves a
 //	                          preempted command; 0: the channel is never
 //	                          preempted inside a command
-//	24      8     reserved    zero
+//	24      8     ctxsave     device PA of its engine-context save area
+//	                          (RegContextSize bytes, 64-aligned), where a
+//	                          preemption saves the engine's context and a
+//	                          resume restores it; checked when used: a bad
+//	                          one faults the channel (FaultContextSave)
 //
 // The submit (driver, then engine):
 //
@@ -82,6 +86,7 @@ type RunlistEntry struct {
 	Context   Context
 	Timeslice uint64
 	State     uint64
+	CtxSave   uint64
 }
 
 // Encode writes e into b (RunlistEntrySize bytes), reserved bytes zero.
@@ -94,6 +99,7 @@ func (e RunlistEntry) Encode(b []byte) {
 	binary.LittleEndian.PutUint16(b[4:], uint16(e.Context))
 	binary.LittleEndian.PutUint64(b[8:], e.Timeslice)
 	binary.LittleEndian.PutUint64(b[16:], e.State)
+	binary.LittleEndian.PutUint64(b[24:], e.CtxSave)
 }
 
 // DecodeRunlistEntry reads an entry from b, reporting reserved bytes or
@@ -107,9 +113,9 @@ func DecodeRunlistEntry(b []byte) (e RunlistEntry, ok bool) {
 		Context:   Context(binary.LittleEndian.Uint16(b[4:])),
 		Timeslice: binary.LittleEndian.Uint64(b[8:]),
 		State:     binary.LittleEndian.Uint64(b[16:]),
+		CtxSave:   binary.LittleEndian.Uint64(b[24:]),
 	}
-	ok = binary.LittleEndian.Uint16(b[6:]) == 0 && binary.LittleEndian.Uint64(b[24:]) == 0 &&
-		e.Flags&^RunlistPrivileged == 0
+	ok = binary.LittleEndian.Uint16(b[6:]) == 0 && e.Flags&^RunlistPrivileged == 0
 	return e, ok
 }
 
@@ -126,6 +132,10 @@ const (
 	// preempted) is stopped with StatusTimeout, its channel faulted
 	// (FaultTimeout) and its context marked faulted (FaultHung), as
 	// drm_sched's job timeout does. 0: no watchdog (the reset value).
+	// Passing the limit is a preemption request with a deadline, the
+	// limit again: a command that reaches a preemption point stops there;
+	// one that has not by the deadline (a hung shader: OpSpin) is stopped
+	// by resetting the engine (device/watchdog.go), counted in RegResets.
 	RegWatchdog = 0x0c0
 )
 
@@ -136,6 +146,7 @@ const (
 	RegPreempts     = 0x180 // commands preempted half-way, since reset
 	RegSwitches     = 0x188 // channel switches, since reset
 	RegTimeouts     = 0x190 // commands the watchdog stopped, since reset
+	RegResets       = 0x198 // engine resets: commands the watchdog stopped that never reached a preemption point
 )
 
 // ANCHOR_END: runlistregs
@@ -197,7 +208,14 @@ const (
 // preempted command's saved state did not read back as the engine wrote it
 // (it names a different index, or a cursor past the command's end);
 // RegChannelFaultValue holds the index the engine expected.
+//
+// FaultContextSave: the channel's engine-context save area could not be
+// used — its runlist entry's CtxSave is 0, misaligned or outside device
+// memory (RegChannelFaultValue holds it), or the context read back on a
+// resume is not the one the engine saved there (it holds the channel and
+// index the engine expected, channel<<48 | index&(1<<48-1)).
 const (
-	FaultTimeout ChannelFault = 2
-	FaultState   ChannelFault = 3
+	FaultTimeout     ChannelFault = 2
+	FaultState       ChannelFault = 3
+	FaultContextSave ChannelFault = 4
 )

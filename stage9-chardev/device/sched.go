@@ -81,7 +81,7 @@ type sched struct {
 func (e *Engine) resetRunlist() {
 	c := &e.dev.chans[abi.DefaultChannel(e.id)]
 	e.dev.owner[c.id].Store(uint32(e.id) + 1)
-	c.prio, c.privileged, c.ctx, c.slice, c.state = abi.PriorityNormal, true, 0, 0, 0
+	c.prio, c.privileged, c.ctx, c.slice, c.state, c.ctxSave = abi.PriorityNormal, true, 0, 0, 0, 0
 	e.list, e.at, e.cur = []*chanState{c}, 0, c
 }
 
@@ -182,7 +182,7 @@ func (e *Engine) install(entries []abi.RunlistEntry) {
 	for i, ent := range entries {
 		c := &e.dev.chans[ent.Channel]
 		c.prio, c.privileged, c.ctx = ent.Priority, ent.Flags&abi.RunlistPrivileged != 0, ent.Context
-		c.slice, c.state = ent.Timeslice, ent.State
+		c.slice, c.state, c.ctxSave = ent.Timeslice, ent.State, ent.CtxSave
 		list[i] = c
 		keep[c.id] = true
 	}
@@ -376,6 +376,16 @@ func (e *Engine) startCommand() {
 	if e.timed {
 		e.runStart = e.dev.clock.Now()
 	}
+	if e.watchdog != 0 {
+		e.watchStart(e.runStart, e.job.ran) // watchdog.go: the unit watches this command
+	}
+}
+
+// endCommand tells the watchdog unit the command has stopped running.
+func (e *Engine) endCommand() {
+	if e.watchdog != 0 {
+		e.watchEnd()
+	}
 }
 
 // preemptible reports whether the command being run may stop at a chunk
@@ -402,7 +412,7 @@ func (e *Engine) boundary(j *job) abi.Status {
 		return abi.StatusOK
 	}
 	now := e.dev.clock.Now()
-	if e.watchdog != 0 && j.ran+now-e.runStart >= e.watchdog {
+	if e.watchdog != 0 && (j.ran+now-e.runStart >= e.watchdog || e.preemptRequested()) {
 		return abi.StatusTimeout
 	}
 	if e.preemptible() && (e.runlistPending() || e.switchDue(now) || e.forcePreempt != nil && e.forcePreempt(j)) {
@@ -434,6 +444,9 @@ func (e *Engine) runlistPending() bool {
 func (e *Engine) preempt() {
 	c, j := e.cur, &e.job
 	now := e.dev.clock.Now()
+	if !e.saveContext(c, j.seq) { // engctx.go: the switch's price
+		return // the channel is faulted: its save area is bad
+	}
 	e.save(abi.StateSaved, now)
 	e.regs.Store(e.statusPage+abi.RegPreempts, e.regs.Load(e.statusPage+abi.RegPreempts)+1) // the engine is its only writer
 	if e.trace != nil {
@@ -478,11 +491,17 @@ func (e *Engine) resume() bool {
 	j.sum = binary.LittleEndian.Uint64(st[abi.StateSum:])
 	j.ran = binary.LittleEndian.Uint64(st[abi.StateRan:])
 	end := j.cmd.Size
-	if j.cmd.Op == abi.OpDelay {
+	if j.cmd.Op == abi.OpDelay || j.cmd.Op == abi.OpSpin {
 		end = j.cmd.Value
 	}
 	if (flags != abi.StateSaved && flags != abi.StateSaved|abi.StateFaulted) || j.seq != c.head-1 || j.done > end {
 		e.fault(abi.FaultState, c.head-1)
+		return false
+	}
+	// A preemption saved the engine's context; a replayable fault's stall
+	// (fault.go) did not: the faulting command keeps it, as an SM keeps a
+	// faulting warp's registers, so only a preempted command restores.
+	if flags == abi.StateSaved && !e.restoreContext(c, j.seq) { // engctx.go: read back before the command goes on
 		return false
 	}
 	if e.trace != nil {

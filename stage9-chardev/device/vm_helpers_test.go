@@ -15,8 +15,14 @@ import (
 // data, which the context does not map, so no command can reach them and
 // tests that pattern all of data(d) leave them alone.
 
-// tableArea is the device memory each test device has for page tables.
-const tableArea = 256 << 10
+// tableArea is the device memory each test device has for page tables
+// (and, at its top, the scheduler tests' area: sched_test.go).
+const tableArea = 512 << 10
+
+// testContextSize is the engine context of a test device whose Config
+// leaves it zero: small, so every channel's save area fits in the
+// scheduler tests' area.
+const testContextSize = 512
 
 // data returns the memory a test's commands can reach: all of device
 // memory but the table area.
@@ -27,6 +33,9 @@ func data(d *Device) []byte { return d.mem[:len(d.mem)-tableArea] }
 func openVM(t testing.TB, cfg Config) *Device {
 	t.Helper()
 	cfg.MemorySize += tableArea
+	if cfg.ContextSize == 0 {
+		cfg.ContextSize = testContextSize
+	}
 	d, err := Open(cfg)
 	if err != nil {
 		t.Fatalf("Open(%+v): %v", cfg, err)

@@ -46,6 +46,7 @@ type Channel struct {
 	prio       uint8       // abi.PriorityLow .. abi.MaxPriority
 	slice      uint64      // cycles; 0: none
 	state      uint64      // PA of its state block in device memory; 0: none
+	ctxSave    uint64      // PA of its engine-context save area (ctxsave.go); 0: none
 	hooks      *Hooks
 	doorbells  *atomic.Uint64 // the driver's count of doorbell stores
 

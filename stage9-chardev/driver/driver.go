@@ -119,6 +119,7 @@ const defaultYieldEvery = 64
 
 // Driver is the device-wide half of the driver.
 type Driver struct {
+	ctxSaves   contextSaves // the channels' engine-context save areas (ctxsave.go)
 	hw         Hardware
 	regs       *mmio.Registers
 	trace      *trace.Buffer // nil when tracing is off
@@ -223,6 +224,9 @@ func New(hw Hardware, cfg Config) (*Driver, error) {
 		d.regs.Store(abi.EngineControlPage(e)+abi.RegWatchdog, cfg.Watchdog)
 	}
 	d.alloc = NewAllocator(d.vm.dataSize)
+	if err := d.initContextSaves(); err != nil {
+		return nil, err
+	}
 	for e := range abi.Engine(abi.NumEngines) {
 		// Each engine's default channel alone, with its state block: a
 		// device an earlier driver used may hold its channels, and they
@@ -350,8 +354,13 @@ func (d *Driver) Free(addr uint64) error {
 	return d.alloc.Free(addr)
 }
 
-// MemoryInUse reports the bytes currently allocated.
-func (d *Driver) MemoryInUse() uint64 { return d.alloc.InUse() }
+// MemoryInUse reports the bytes currently allocated, leaving out the
+// channels' engine-context save areas (ContextSaveInUse).
+func (d *Driver) MemoryInUse() uint64 { return d.alloc.InUse() - d.ctxSaves.inUse.Load() }
+
+// ContextSaveInUse reports the bytes of device memory the open channels'
+// engine-context save areas hold (ctxsave.go).
+func (d *Driver) ContextSaveInUse() uint64 { return d.ctxSaves.inUse.Load() }
 
 // MemorySize reports the bytes of device memory the driver can allocate:
 // all of it but the page-table pool (vm.go).

@@ -98,7 +98,7 @@ func (rl *runlists) stateBlock(c abi.Channel) uint64 {
 
 // entryFor returns ch's runlist entry.
 func entryFor(ch *Channel) abi.RunlistEntry {
-	ent := abi.RunlistEntry{Channel: ch.id, Priority: ch.prio, Timeslice: ch.slice, State: ch.state}
+	ent := abi.RunlistEntry{Channel: ch.id, Priority: ch.prio, Timeslice: ch.slice, State: ch.state, CtxSave: ch.ctxSave}
 	if ch.privileged {
 		ent.Flags = abi.RunlistPrivileged
 	} else {
@@ -186,13 +186,18 @@ func (d *Driver) NewChannel(e abi.Engine, c *Context, opts ChannelOptions) (*Cha
 	if err != nil {
 		return nil, err
 	}
+	ctxSave, err := d.allocContextSave() // ctxsave.go
+	if err != nil {
+		return nil, err
+	}
 	ch.ctx, ch.ctxID, ch.prio, ch.slice, ch.state, ch.notify = c, c.id, opts.Priority, opts.Timeslice, state, opts.Notify
-	ch.unshare = opts.Unshare
+	ch.unshare, ch.ctxSave = opts.Unshare, ctxSave
 	if d.wake == WakeEvery && opts.Notify == nil {
 		d.regs.Store(ch.doorbell+abi.RegIrqArm, abi.IrqEvery)
 	}
 	if opts.Share != nil {
 		if err := opts.Share(id); err != nil {
+			d.freeContextSave(ctxSave)
 			return nil, err
 		}
 	}
@@ -200,6 +205,7 @@ func (d *Driver) NewChannel(e abi.Engine, c *Context, opts ChannelOptions) (*Cha
 		if opts.Unshare != nil {
 			opts.Unshare(id)
 		}
+		d.freeContextSave(ctxSave)
 		return nil, ErrClosed
 	}
 	d.channels[id].Store(ch)
@@ -212,6 +218,7 @@ func (d *Driver) NewChannel(e abi.Engine, c *Context, opts ChannelOptions) (*Cha
 		}
 		d.channels[id].Store(nil)
 		c.removeChannel(ch)
+		d.freeContextSave(ctxSave) // refused, or the device stopped: no engine will touch it
 		return nil, err
 	}
 	return ch, nil
@@ -256,6 +263,7 @@ func (ch *Channel) Close() error {
 	if ch.unshare != nil {
 		ch.unshare(ch.id) // off the runlist, and the id not yet free
 	}
+	d.freeContextSave(ch.ctxSave) // acknowledged, or the device stopped: no engine will touch it
 	d.channels[ch.id].Store(nil)
 	if ch.ctx != nil {
 		ch.ctx.removeChannel(ch)
@@ -275,6 +283,7 @@ type SchedStats struct {
 	Preempts uint64 // commands preempted half-way and saved
 	Switches uint64 // switches from one channel to another
 	Timeouts uint64 // commands the watchdog stopped
+	Resets   uint64 // engine resets: stopped commands that never reached a preemption point
 }
 
 // SchedStats returns the engines' scheduler counters, summed.
@@ -285,6 +294,7 @@ func (d *Driver) SchedStats() SchedStats {
 		s.Preempts += d.regs.Load(page + abi.RegPreempts)
 		s.Switches += d.regs.Load(page + abi.RegSwitches)
 		s.Timeouts += d.regs.Load(page + abi.RegTimeouts)
+		s.Resets += d.regs.Load(page + abi.RegResets)
 	}
 	return s
 }

@@ -30,7 +30,7 @@ func newChannel(t testing.TB, d *Driver, e abi.Engine, c *Context, opts ChannelO
 // the maximum each fail with an error that says so; runlists fill up, and
 // a closed channel's id comes back.
 func TestChannelOptionsAreChecked(t *testing.T) {
-	d := openWith(t, device.Config{MemorySize: 8 << 20}, Config{})
+	d := openWith(t, device.Config{MemorySize: 8 << 20, ContextSize: 4096}, Config{}) // every channel's save area fits
 	ctx := d.DefaultContext()
 	if _, err := d.NewChannel(abi.NumEngines, ctx, ChannelOptions{}); !errors.Is(err, ErrNoEngine) {
 		t.Errorf("NewChannel on engine %d = %v; want ErrNoEngine", abi.NumEngines, err)

@@ -1,0 +1,262 @@
+package device
+
+import (
+	"bytes"
+	"encoding/binary"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"softgpu/stage9-chardev/abi"
+)
+
+// The TDR's tests. One scenario, four tests of what it must show: on the
+// compute engine an innocent channel's ADD32 is preempted half-way (the
+// test forces it at its first boundary), and the channel that preempted it
+// runs an OpSpin, which never reaches a preemption point. The watchdog
+// unit must catch it, reset the engine, fault the guilty channel alone,
+// resume the innocent ADD32 exactly once, and leave every other channel
+// running — the copy engine's meanwhile, the compute engine's after.
+//
+// Orders in time are read from the device clock (RegFenceCycles: when a
+// fence was written), never from the test's wall clock, so a loaded
+// machine that stalls the test goroutine cannot make them flake: the
+// unit cannot act before the command has run hangLimit on the engine, and
+// the copy engine's command is submitted once the spin has started.
+
+// hangLimit is the scenario's watchdog: long enough that the test
+// goroutine submits the copy engine's command well within the hang.
+const hangLimit = 50_000_000 // 50 ms
+
+// hang is what the scenario observed.
+type hang struct {
+	d                    *Device
+	innocent, guilty     abi.Channel
+	innocentIdx, spinIdx uint64
+	spinStarted          uint64 // device clock when the spin was published
+	otherFenceAt         uint64 // device clock of the copy engine's fence, during the hang
+	spinFenceAt          uint64 // device clock of the guilty spin's fence (its completion)
+	want                 []byte // data as two unpreempted ADD32s leave it
+}
+
+func runHang(t *testing.T) hang {
+	t.Helper()
+	const memSize = 4 << 20
+	const n = 1<<20 + 4096 // 17 chunks
+	add := abi.Command{Op: abi.OpAdd32, Dst: 0x1000, Size: n, Value: 1}
+	ref := openVM(t, Config{MemorySize: memSize})
+	pattern(data(ref))
+	for range 2 {
+		if st := run(t, ref, abi.EngineCompute, add); st != abi.StatusOK {
+			t.Fatalf("ADD32 unpreempted: %v", st)
+		}
+	}
+	want := bytes.Clone(data(ref))
+	ref.Close()
+
+	d := openTest(t, Config{MemorySize: memSize})
+	pattern(data(d))
+	const e = abi.EngineCompute
+	h := hang{d: d, innocent: 12, guilty: 13, want: want}
+	d.regs.Store(abi.EngineControlPage(e)+abi.RegWatchdog, hangLimit)
+	var fired atomic.Bool
+	var started atomic.Uint64
+	d.engines[e].forcePreempt = func(j *job) bool { // the engine's goroutine: read only after the runlist below
+		if j.cmd.Op != abi.OpAdd32 || fired.Load() {
+			return false
+		}
+		fired.Store(true)
+		started.Store(d.clock.Now())
+		// The guilty channel, of higher priority, rings now: it takes the
+		// engine from the preempted ADD32 and never gives it back.
+		h.spinIdx = publish(d, h.guilty, abi.Command{Op: abi.OpSpin, Value: 60_000_000_000, Flags: abi.FlagFence, Fence: 1})
+		return true
+	}
+	if got := submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, abi.DefaultChannel(e), abi.PriorityNormal, 0),
+		rlEntry(d, h.innocent, abi.PriorityNormal, 0), rlEntry(d, h.guilty, abi.PriorityHigh, 0)}); got != abi.RunlistOK {
+		t.Fatalf("runlist: %v", got)
+	}
+	add1, add2 := add, add
+	add1.Flags, add1.Fence = abi.FlagFence, 1
+	add2.Flags, add2.Fence = abi.FlagFence, 2
+	h.innocentIdx = publish(d, h.innocent, add1, add2)
+	waitUntil(t, "the spin to start", fired.Load)
+	h.spinStarted = started.Load()
+	other := abi.DefaultChannel(abi.EngineCopy)
+	i := publish(d, other, abi.Command{Op: abi.OpNop, Flags: abi.FlagFence, Fence: 1})
+	if st := await(t, d, other, i); st != abi.StatusOK {
+		t.Fatalf("the copy engine's NOP during the hang: %v", st)
+	}
+	h.otherFenceAt = d.regs.Load(abi.ChannelStatusPage(other) + abi.RegFenceCycles)
+	if st := await(t, d, h.guilty, h.spinIdx); st != abi.StatusTimeout {
+		t.Fatalf("the spin = %v; want StatusTimeout", st)
+	}
+	h.spinFenceAt = d.regs.Load(abi.ChannelStatusPage(h.guilty) + abi.RegFenceCycles)
+	for k := range uint64(2) {
+		if st := await(t, d, h.innocent, h.innocentIdx+k); st != abi.StatusOK {
+			t.Fatalf("innocent ADD32 %d = %v; want StatusOK", k, st)
+		}
+	}
+	return h
+}
+
+// TestAHungCommandIsCaughtByAResetOfTheEngine: a command that never
+// reaches a preemption point is stopped all the same, by a reset of the
+// engine once the preemption request's deadline has passed — not before
+// its time on the engine has reached the limit.
+func TestAHungCommandIsCaughtByAResetOfTheEngine(t *testing.T) {
+	h := runHang(t)
+	e := abi.EngineCompute
+	if got := counter(h.d, e, abi.RegResets); got != 1 {
+		t.Errorf("RegResets = %d; want 1", got)
+	}
+	if got := counter(h.d, e, abi.RegTimeouts); got != 1 {
+		t.Errorf("RegTimeouts = %d; want 1", got)
+	}
+	if ran := h.spinFenceAt - h.spinStarted; ran < hangLimit {
+		t.Errorf("the spin was stopped after %d cycles; the watchdog's limit is %d", ran, uint64(hangLimit))
+	}
+}
+
+// TestAHungCommandFaultsOnlyItsChannel: the guilty channel faults with its
+// own status, FaultTimeout, holding the cycles its command ran; the
+// innocent channel on the same engine does not fault.
+func TestAHungCommandFaultsOnlyItsChannel(t *testing.T) {
+	h := runHang(t)
+	st := abi.ChannelStatusPage(h.guilty)
+	if f := abi.ChannelFault(h.d.regs.Load(st + abi.RegChannelFault)); f != abi.FaultTimeout {
+		t.Errorf("the guilty channel's fault = %v; want FaultTimeout", f)
+	}
+	if ran := h.d.regs.Load(st + abi.RegChannelFaultValue); ran < hangLimit {
+		t.Errorf("the guilty channel's fault value = %d cycles; want at least the limit, %d", ran, uint64(hangLimit))
+	}
+	if f := abi.ChannelFault(h.d.regs.Load(abi.ChannelStatusPage(h.innocent) + abi.RegChannelFault)); f != abi.FaultNone {
+		t.Errorf("the innocent channel's fault = %v; want none", f)
+	}
+}
+
+// TestInnocentWorkInFlightCompletesOnceAfterAReset: the innocent ADD32
+// that was preempted half-way when the engine hung is resubmitted from its
+// saved state after the reset: each of the two ADD32s completes once, with
+// its fence, and memory is what two unpreempted ADD32s leave — no chunk
+// added twice (rerun from its start), none skipped.
+func TestInnocentWorkInFlightCompletesOnceAfterAReset(t *testing.T) {
+	h := runHang(t)
+	if got := counter(h.d, abi.EngineCompute, abi.RegPreempts); got != 1 {
+		t.Errorf("RegPreempts = %d; want 1: the innocent ADD32 was in flight when the engine hung", got)
+	}
+	if got := h.d.regs.Load(abi.ChannelStatusPage(h.innocent) + abi.RegFence); got != 2 {
+		t.Errorf("the innocent channel's fence = %d; want 2", got)
+	}
+	if next := h.innocentIdx + 2; entry(h.d, h.innocent, next) == next {
+		t.Errorf("completion entry %d is written: a command completed that was never submitted", next)
+	}
+	if !bytes.Equal(data(h.d), h.want) {
+		w0 := binary.LittleEndian.Uint32(h.want[0x1000:])
+		g0 := binary.LittleEndian.Uint32(data(h.d)[0x1000:])
+		t.Fatalf("memory differs from two unpreempted ADD32s (first word %#x; want %#x)", g0, w0)
+	}
+}
+
+// TestOtherChannelsRunThroughAHang: the copy engine's channel completes a
+// command while the compute engine hangs (by the device clock: after the
+// spin began, before it was stopped), and the compute engine's default
+// channel runs after the reset.
+func TestOtherChannelsRunThroughAHang(t *testing.T) {
+	h := runHang(t)
+	if h.otherFenceAt < h.spinStarted || h.otherFenceAt >= h.spinFenceAt {
+		t.Errorf("the copy engine's fence at cycle %d; want it inside the hang, [%d, %d)", h.otherFenceAt, h.spinStarted, h.spinFenceAt)
+	}
+	def := abi.DefaultChannel(abi.EngineCompute)
+	if st := await(t, h.d, def, publish(h.d, def, abi.Command{Op: abi.OpNop})); st != abi.StatusOK {
+		t.Errorf("the compute engine's default channel after the reset: %v", st)
+	}
+}
+
+// TestABadContextSaveAreaFaultsOnlyItsChannel: a save area the runlist
+// names that is missing, misaligned or runs past device memory is found
+// when the engine first saves to it, and faults that channel with
+// FaultContextSave and the address — no panic, no write outside memory —
+// while another channel on the engine runs on.
+func TestABadContextSaveAreaFaultsOnlyItsChannel(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		at   func(d *Device) uint64
+	}{
+		{"zero", func(*Device) uint64 { return 0 }},
+		{"misaligned", func(d *Device) uint64 { return ctxFor(d, 9) + 8 }},
+		{"past the end", func(d *Device) uint64 { return uint64(len(d.mem)) - 64 }},
+		{"beyond memory", func(*Device) uint64 { return 1 << 62 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := openTest(t, Config{MemorySize: 4 << 20})
+			const e, c = abi.EngineCopy, abi.Channel(9)
+			d.engines[e].forcePreempt = func(*job) bool { return true }
+			bad := rlEntry(d, c, abi.PriorityNormal, 0)
+			bad.CtxSave = tc.at(d)
+			if got := submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, abi.DefaultChannel(e), abi.PriorityNormal, 0), bad}); got != abi.RunlistOK {
+				t.Fatalf("runlist: %v", got)
+			}
+			publish(d, c, abi.Command{Op: abi.OpFill, Dst: 0x1000, Size: 1 << 20, Value: 7})
+			st := abi.ChannelStatusPage(c)
+			waitUntil(t, "the channel to fault", func() bool { return d.regs.Load(st+abi.RegChannelFault) != 0 })
+			if f := abi.ChannelFault(d.regs.Load(st + abi.RegChannelFault)); f != abi.FaultContextSave {
+				t.Errorf("fault = %v; want FaultContextSave", f)
+			}
+			if v := d.regs.Load(st + abi.RegChannelFaultValue); v != bad.CtxSave {
+				t.Errorf("fault value = %#x; want the save area's address, %#x", v, bad.CtxSave)
+			}
+			def := abi.DefaultChannel(e)
+			if got := await(t, d, def, publish(d, def, abi.Command{Op: abi.OpNop})); got != abi.StatusOK {
+				t.Errorf("the other channel after the fault: %v", got)
+			}
+		})
+	}
+}
+
+// TestACorruptSavedContextFaultsTheChannel: a context that does not read
+// back as the engine saved it (here: its stamp overwritten while the
+// command waited preempted) faults the channel with FaultContextSave rather
+// than resume the command on someone else's state.
+func TestACorruptSavedContextFaultsTheChannel(t *testing.T) {
+	d := openTest(t, Config{MemorySize: 4 << 20})
+	const e, c, high = abi.EngineCopy, abi.Channel(9), abi.Channel(10)
+	var fired atomic.Bool
+	d.engines[e].forcePreempt = func(*job) bool {
+		if fired.Swap(true) {
+			return false
+		}
+		// A channel of higher priority takes the engine for 300 ms: the
+		// window in which the test spoils the saved context.
+		publish(d, high, abi.Command{Op: abi.OpDelay, Value: 300_000_000})
+		return true
+	}
+	if got := submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, c, abi.PriorityNormal, 0),
+		rlEntry(d, high, abi.PriorityHigh, 0)}); got != abi.RunlistOK {
+		t.Fatalf("runlist: %v", got)
+	}
+	i := publish(d, c, abi.Command{Op: abi.OpFill, Dst: 0x1000, Size: 1 << 20, Value: 7})
+	waitUntil(t, "the fill to be saved", func() bool { return counter(d, e, abi.RegPreempts) == 1 }) // stored after the save
+	binary.LittleEndian.PutUint64(d.mem[ctxFor(d, c):], 0xbad)
+	st := abi.ChannelStatusPage(c)
+	waitUntil(t, "the channel to fault", func() bool { return d.regs.Load(st+abi.RegChannelFault) != 0 })
+	if f := abi.ChannelFault(d.regs.Load(st + abi.RegChannelFault)); f != abi.FaultContextSave {
+		t.Errorf("fault = %v; want FaultContextSave", f)
+	}
+	if completed(d, c, i) {
+		t.Errorf("the fill completed on a context it never saved")
+	}
+}
+
+// waitUntil polls cond until it holds, failing the test after 10 s.
+func waitUntil(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10 s for %s", what)
+		}
+		runtime.Gosched()
+	}
+}
