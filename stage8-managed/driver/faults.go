@@ -184,6 +184,9 @@ func (d *Driver) serveBatch(polled bool) bool {
 	f.get += n
 	f.overSeen = over
 	d.regs.Store(abi.RegFaultGet, f.get) // the slots are the device's again
+	if h := d.hooks.FaultsRead; h != nil {
+		h()
+	}
 	// Sort by context and page, so duplicates are neighbours and each
 	// allocation's pages are served in address order.
 	slices.SortFunc(recs, func(a, b abi.FaultRecord) int {
@@ -206,14 +209,17 @@ func (d *Driver) serveBatch(polled bool) bool {
 			continue // freed since: the replay finds the entry cleared, and the command fails
 		}
 		idx := int((r.VA - m.va) >> abi.PageShift)
-		if r.Timestamp < m.pages[idx].changed {
-			// The page has moved since the engine recorded the fault: the
-			// record is stale. It may be one the handler reads only after
-			// its command finished and the host took the page back with
+		if r.Timestamp <= m.pages[idx].changed {
+			// The page has moved since the engine recorded the fault, or
+			// the allocation was made or synced since: the record is
+			// stale. It may be one the handler reads only after its
+			// command finished and the host took the page back with
 			// Sync — moving the page now would put a snapshot on the
 			// device while the host goes on writing its own copy. A
 			// command still stalled on the page is not lost: the replay
-			// below resumes it, and it faults again if it must.
+			// below resumes it, and it faults again if it must. (No
+			// later than, not before: two reads of the clock may agree,
+			// and a record wrongly called stale costs only a replay.)
 			stale++
 			continue
 		}

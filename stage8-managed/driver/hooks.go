@@ -12,6 +12,11 @@ type Hooks struct {
 	// Publishing, if set, is called by the goroutine that holds channel
 	// c's publishing flag, just before it lets go of it.
 	Publishing func(c abi.Channel)
+	// FaultsRead, if set, is called by the fault handler after it has
+	// read a batch of fault records and handed their slots back, and
+	// before it takes the managed-memory lock to serve them: the window
+	// in which a record is in no one's buffer and not yet acted on.
+	FaultsRead func()
 }
 
 // SetHooks installs h. Call it before any submission, from a test or a

@@ -138,7 +138,7 @@ type mpage struct {
 	moves     int           // moves to the device, each within thrashLapse of the last
 	lastMove  uint64        // device clock at its last move either way
 	pinnedTil uint64        // remote until then
-	changed   uint64        // device clock when where last changed: a fault recorded before it is stale
+	changed   uint64        // device clock when where last changed, or the allocation was made or synced: a fault recorded no later is stale
 }
 
 // Managed is an allocation of managed memory.
@@ -161,8 +161,17 @@ func (m *Managed) VA() uint64 { return m.va }
 func (m *Managed) Size() uint64 { return m.size }
 
 // Bytes returns the host's view of the allocation. A page the device has
-// is stale here until Sync or a Prefetch to the host brings it back.
-func (m *Managed) Bytes() []byte { return m.host.bytes[:m.size] }
+// is stale here until Sync or a Prefetch to the host brings it back. After
+// Free it returns nil, as a freed HostBuffer's Bytes does: the memory is
+// unmapped, and a slice taken before Free must not be touched.
+func (m *Managed) Bytes() []byte {
+	m.d.um.mu.Lock()
+	defer m.d.um.mu.Unlock()
+	if m.freed {
+		return nil
+	}
+	return m.host.bytes[:m.size]
+}
 
 // Context returns the context the allocation lives in.
 func (m *Managed) Context() *Context { return m.ctx }
@@ -257,6 +266,7 @@ func (c *Context) allocManaged(size uint64, hostPages func(rounded uint64) (*Pin
 	}
 	d.um.mu.Lock()
 	defer d.um.mu.Unlock()
+	m.forgetRecordsLocked() // records about an earlier owner of these addresses
 	list := d.um.allocs[c.id]
 	at, _ := slices.BinarySearchFunc(list, m.va, func(x *Managed, va uint64) int { return cmpU64(x.va, va) })
 	d.um.allocs[c.id] = slices.Insert(list, at, m)
@@ -519,7 +529,25 @@ func (m *Managed) Sync() error {
 		return err
 	}
 	d.migrateTrace(d.Now(), d.toHost(m, 0, len(m.pages), false), ToHost)
+	m.forgetRecordsLocked()
 	return nil
+}
+
+// forgetRecordsLocked makes every fault record about m's pages made until
+// now stale (serveBatch). Records are matched to pages by context and VA,
+// and both are reused: a record read late can be about an allocation that
+// was freed, a context that was closed, or a channel closed while it was
+// stalled, and a new allocation's pages have not moved, so the page's own
+// moves cannot tell. AllocManaged calls it, so no record from before the
+// allocation moves its pages; and Sync, so that none from before the Sync
+// moves a page the host is about to write. A command still stalled on a
+// page loses nothing: the replay resumes it, and it faults again. The
+// caller holds um.mu.
+func (m *Managed) forgetRecordsLocked() {
+	now := m.d.Now()
+	for i := range m.pages {
+		m.pages[i].changed = now
+	}
 }
 
 // ANCHOR_END: sync
