@@ -40,6 +40,17 @@ const (
 	PrefetchWindow   = driver.PrefetchWindow   // the faulting page and its window (default 16 pages)
 	PrefetchOff      = driver.PrefetchOff      // the faulting page alone
 	PrefetchAdaptive = driver.PrefetchAdaptive // a window that doubles while faults are sequential
+	PrefetchDensity  = driver.PrefetchDensity  // per 2 MiB block, the largest run around a fault that is mostly resident or faulting
+)
+
+// Eviction is how a block of managed pages is chosen to leave device
+// memory when it is full (Config.Eviction).
+type Eviction = driver.Eviction
+
+// The eviction policies.
+const (
+	EvictClock = driver.EvictClock // second chance: a block an engine used since the hand passed stays
+	EvictFIFO  = driver.EvictFIFO  // the block that came first leaves first
 )
 
 // Migration is a Prefetch in flight; Wait waits for it.

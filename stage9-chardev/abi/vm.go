@@ -47,7 +47,9 @@ import "fmt"
 //	            same entry in all 16 slots of a 64 KiB-aligned run),
 //	            PTEPage2M (level 2), PTEPage1G (level 1)
 //	bit  4      aperture: 0 device memory, 1 host (the PA is a bus address)
-//	bits 5..11  zero
+//	bit  6      accessed: set by an engine when it reads a 4 KiB leaf
+//	            from the table (managed.go), cleared by the driver
+//	bits 5, 7..11  zero
 //	bits 12..63 the frame: PA >> 12 — the next table, or the page
 //
 // A walk that finds an entry of a kind its level does not allow, a frame not
@@ -64,7 +66,7 @@ const (
 
 	pteKindShift = 2
 	pteKindMask  = 3 << pteKindShift
-	pteReserved  = 0xfe0 // bits 5..11
+	pteReserved  = 0xfe0 &^ PTEAccessed // bits 5, 7..11
 
 	PTETable   = 0 << pteKindShift
 	PTEPage4K  = 1 << pteKindShift
