@@ -16,7 +16,9 @@ import (
 // Each iteration first brings the pages back (Sync) and writes them, outside
 // the timed copy, as measureCopies produces before an H2D; ns/op and MB/s
 // are the copy alone, to set beside H2D/mem=pinned. us/page is the copy's
-// time per 4 KiB page, faults/op and batches/op the handler's counts.
+// time per 4 KiB page, faults/op and batches/op the handler's counts,
+// dups/op the records that named a page another record of their batch
+// named, and faults/batch the records per batch (reportFaults).
 //
 // The thrashing guard is off here: every iteration moves every page to the
 // device and back, quickly, which is what it would catch — and then the
@@ -25,7 +27,8 @@ func BenchmarkManaged(b *testing.B) {
 	policies := []struct {
 		name string
 		p    softgpu.Prefetch
-	}{{"0", softgpu.PrefetchOff}, {"16", softgpu.PrefetchWindow}, {"adaptive", softgpu.PrefetchAdaptive}}
+	}{{"0", softgpu.PrefetchOff}, {"16", softgpu.PrefetchWindow}, {"adaptive", softgpu.PrefetchAdaptive},
+		{"density", softgpu.PrefetchDensity}}
 	for _, pol := range policies {
 		for _, sz := range []struct {
 			name string
@@ -88,8 +91,19 @@ func benchManaged(b *testing.B, cfg softgpu.Config, n int, prefetch bool) {
 	b.ReportMetric(perCopy, "ns/op")
 	b.ReportMetric(float64(n)/perCopy*1e3, "MB/s")
 	b.ReportMetric(perCopy/1e3/float64(n>>12), "us/page")
-	b.ReportMetric(float64(s.Faults-start.Faults)/float64(copies), "faults/op")
-	b.ReportMetric(float64(s.Batches-start.Batches)/float64(copies), "batches/op")
+	reportFaults(b, start, s, copies)
+}
+
+// reportFaults reports the fault handler's counts between start and end
+// over ops operations: faults/op, batches/op, dups/op and faults/batch.
+func reportFaults(b *testing.B, start, end softgpu.ManagedStats, ops int) {
+	faults, batches := float64(end.Faults-start.Faults), float64(end.Batches-start.Batches)
+	b.ReportMetric(faults/float64(ops), "faults/op")
+	b.ReportMetric(batches/float64(ops), "batches/op")
+	b.ReportMetric(float64(end.Duplicates-start.Duplicates)/float64(ops), "dups/op")
+	if batches > 0 {
+		b.ReportMetric(faults/batches, "faults/batch")
+	}
 }
 
 // BenchmarkManagedHost times what the host pays to read back n bytes the
@@ -124,8 +138,15 @@ func BenchmarkManagedHost(b *testing.B) {
 // BenchmarkOversubscribe fills, then sums, a managed allocation 1.5 times
 // the size of device memory: every pass evicts pages to make room for the
 // next ones. ns/op is one pass (FILL then SUM32), evicted/op the pages it
-// pushed out.
+// pushed out. The policy= rows run a pattern with reuse under each
+// eviction policy (benchOversubscribeReuse).
 func BenchmarkOversubscribe(b *testing.B) {
+	for _, pol := range []struct {
+		name string
+		e    softgpu.Eviction
+	}{{"fifo", softgpu.EvictFIFO}, {"clock", softgpu.EvictClock}} {
+		b.Run("policy="+pol.name+"/pattern=reuse/ratio=1.5", func(b *testing.B) { benchOversubscribeReuse(b, pol.e) })
+	}
 	b.Run("ratio=1.5", func(b *testing.B) {
 		const mem = 8 << 20
 		g := openBench(b, softgpu.Config{MemorySize: mem, ThrashThreshold: -1})

@@ -40,6 +40,17 @@ const (
 	PrefetchWindow   = driver.PrefetchWindow   // the faulting page and its window (default 16 pages)
 	PrefetchOff      = driver.PrefetchOff      // the faulting page alone
 	PrefetchAdaptive = driver.PrefetchAdaptive // a window that doubles while faults are sequential
+	PrefetchDensity  = driver.PrefetchDensity  // per 2 MiB block, the largest run around a fault that is mostly resident or faulting
+)
+
+// Eviction is how a block of managed pages is chosen to leave device
+// memory when it is full (Config.Eviction).
+type Eviction = driver.Eviction
+
+// The eviction policies.
+const (
+	EvictClock = driver.EvictClock // second chance: a block an engine used since the hand passed stays
+	EvictFIFO  = driver.EvictFIFO  // the block that came first leaves first
 )
 
 // Migration is a Prefetch in flight; Wait waits for it.
@@ -61,13 +72,17 @@ func (c *Context) AllocManaged(size uint64) (*Managed, error) {
 // Ptr returns the allocation's address in its context.
 func (m *Managed) Ptr() Ptr { return Ptr(m.m.VA()) }
 
-// Bytes returns the program's view of the allocation.
+// Bytes returns the program's view of the allocation. After Free it
+// returns nil, as HostBuffer.Bytes does after HostFree: a late use is an
+// index-out-of-range panic, and a slice taken before Free must not be
+// touched, since the memory behind it is unmapped.
 func (m *Managed) Bytes() []byte { return m.m.Bytes() }
 
 // Size returns its size.
 func (m *Managed) Size() uint64 { return m.m.Size() }
 
-// Sync brings every page the device has back to the host.
+// Sync brings every page the device has back to the host. It is also a
+// barrier for fault records: none made before it moves a page afterwards.
 func (m *Managed) Sync() error { return m.m.Sync() }
 
 // Prefetch moves [off, off+size) to the device or the host ahead of use,

@@ -91,6 +91,11 @@ type Config struct {
 	Prefetch        Prefetch
 	PrefetchPages   int
 	ThrashThreshold int
+	// PrefetchDensity is PrefetchDensity's threshold in percent (default
+	// 51), and Eviction how a block is chosen to leave device memory when
+	// it is full (default EvictClock).
+	PrefetchDensity int
+	Eviction        Eviction
 
 	// Trace, if not empty, is a file the device's trace is written to when
 	// the GPU is closed: Chrome trace-event JSON, which Perfetto
@@ -148,7 +153,8 @@ func Open(cfg Config) (*GPU, error) {
 	drv, err := driver.New(dev, driver.Config{YieldEvery: cfg.YieldEvery, Wait: cfg.Wait, PollBudget: cfg.PollBudget,
 		Delivery: cfg.Delivery, Wake: cfg.Wake, BounceChunk: cfg.BounceChunk, BounceBuffers: cfg.BounceBuffers,
 		Idle:     driver.Idle{Mode: cfg.Idle, Budget: cfg.IdleBudget, BudgetMin: cfg.IdleBudgetMin, BudgetMax: cfg.IdleBudgetMax},
-		Watchdog: uint64(cfg.Watchdog), Prefetch: cfg.Prefetch, PrefetchPages: cfg.PrefetchPages, ThrashThreshold: cfg.ThrashThreshold})
+		Watchdog: uint64(cfg.Watchdog), Prefetch: cfg.Prefetch, PrefetchPages: cfg.PrefetchPages, ThrashThreshold: cfg.ThrashThreshold,
+		PrefetchDensity: cfg.PrefetchDensity, Eviction: cfg.Eviction})
 	if err != nil {
 		dev.Close()
 		return nil, err

@@ -53,6 +53,20 @@ const PTEManaged = 1 << 5
 // ManagedPTE is the leaf entry of a managed page that is not on the device.
 const ManagedPTE PTE = PTEManaged
 
+// PTEAccessed, in a valid 4 KiB leaf entry, says an engine has used the
+// page since the driver last cleared the bit. An engine sets it as real
+// MMUs do, when it reads the entry from the table — a walk that fills a
+// TLB entry, or the run of entries a translation reads past it — and not
+// on a TLB hit; with a compare-and-swap from the entry it read, so it
+// never lands on an entry the driver has changed meanwhile. The driver
+// clears it the same way, and reads it to choose what to evict
+// (driver/evict.go). The bit is a hint: a page used only through a TLB
+// entry made before the bit was cleared looks unused.
+const PTEAccessed = 1 << 6
+
+// Accessed reports whether e has PTEAccessed set.
+func (e PTE) Accessed() bool { return e&PTEAccessed != 0 }
+
 // NotResident reports whether e is a managed page's entry while it is not
 // resident: not valid, and exactly the marker.
 func (e PTE) NotResident() bool { return e == ManagedPTE }
@@ -66,8 +80,12 @@ const FaultNotResident Fault = 5
 const (
 	RegFaultBufBase = ControlPage + 0x140 // device PA of the ring; 0: replayable faults off
 	RegFaultBufSize = ControlPage + 0x148 // records in the ring, a power of two
-	RegFaultGet     = ControlPage + 0x180 // the driver's read count; its own line
-	RegFaultReplay  = ControlPage + 0x1c0 // the replay generation; its own line, which engines poll
+	// RegFaultBurst is how far past a fault an engine looks for more
+	// (device/burst.go), in bytes of the faulting operand's range, at most
+	// MaxFaultBurst; 0: one record per fault.
+	RegFaultBurst  = ControlPage + 0x150
+	RegFaultGet    = ControlPage + 0x180 // the driver's read count; its own line
+	RegFaultReplay = ControlPage + 0x1c0 // the replay generation; its own line, which engines poll
 	// RegFaultNeedIrq is 1 while the driver's handler is not polling the
 	// buffer: a device that writes a record raises IrqCauseFault only
 	// then. It is the engines' need-wakeup flag turned round (NAPI does the
@@ -86,6 +104,14 @@ const (
 
 // MaxFaultBuf is the most records the ring may hold.
 const MaxFaultBuf = 1 << 16
+
+// MaxFaultBurst is the widest burst RegFaultBurst may ask for: 4 MiB.
+const MaxFaultBurst = 4 << 20
+
+// FaultWarpBytes is how much of an operand one warp of a command touches
+// in a fault burst: each 1 KiB piece of a page the burst covers is one
+// record, so a page the command covers whole is recorded four times.
+const FaultWarpBytes = 1 << 10
 
 // IrqCauseFault is the interrupt cause for a fault record: the driver's
 // fault handler should read the buffer.

@@ -47,7 +47,9 @@ import "fmt"
 //	            same entry in all 16 slots of a 64 KiB-aligned run),
 //	            PTEPage2M (level 2), PTEPage1G (level 1)
 //	bit  4      aperture: 0 device memory, 1 host (the PA is a bus address)
-//	bits 5..6   zero
+//	bit  5      zero
+//	bit  6      accessed: set by an engine when it reads a 4 KiB leaf
+//	            from the table (managed.go), cleared by the driver
 //	bits 7..11  fragment, in a level-3 page entry (zero in every other):
 //	            F says the page lies in an aligned block of 2^(12+F) bytes
 //	            of VA, at most its table's 2 MiB (F ≤ MaxFragment), that
@@ -73,7 +75,7 @@ const (
 
 	pteKindShift = 2
 	pteKindMask  = 3 << pteKindShift
-	pteReserved  = 0x060 // bits 5..6
+	pteReserved  = 0x020 // bit 5 (bit 6 is PTEAccessed, managed.go)
 
 	pteFragmentShift = 7
 	PTEFragmentMask  = 0x1f << pteFragmentShift // bits 7..11

@@ -32,6 +32,7 @@ type Engine struct {
 	job        job        // the command being executed (execute.go)
 	sched                 // the runlist and the scheduler's state (sched.go)
 	replaySeen uint64     // the last RegFaultReplay handled (fault.go)
+	burst      []uint64   // burst.go: the pages of the last fault burst (private scratch)
 
 	wakeup    chan struct{} // idle.go: a sleeping engine waits for a token here; buffered, one token
 	idleSince uint64        // idle.go: clock when the budget started, at its first look; 0 when not started (private)

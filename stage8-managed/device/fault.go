@@ -36,11 +36,9 @@ func (d *Device) recordFault(e *Engine, va uint64, acc access) bool {
 	d.faultMu.Lock()
 	defer d.faultMu.Unlock()
 	regs := d.regs
-	base, size := regs.Load(abi.RegFaultBufBase), regs.Load(abi.RegFaultBufSize)
-	mem := uint64(len(d.mem))
-	if base == 0 || size == 0 || size > abi.MaxFaultBuf || size&(size-1) != 0 ||
-		base%abi.FaultRecordSize != 0 || base > mem || size*abi.FaultRecordSize > mem-base {
-		return false // the buffer registers are input: a bad ring is no ring
+	base, size, ok := d.faultRing()
+	if !ok {
+		return false
 	}
 	put := regs.Load(abi.RegFaultPut)
 	get := regs.Load(abi.RegFaultGet) // pairs with the driver's store after it read the records below get

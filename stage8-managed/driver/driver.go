@@ -71,6 +71,13 @@ type Config struct {
 	Prefetch        Prefetch
 	PrefetchPages   int
 	ThrashThreshold int
+	// PrefetchDensity is PrefetchDensity's threshold, in percent of a
+	// subtree's pages resident or faulted (blocks.go; zero means
+	// DefaultPrefetchDensity); Eviction is how a page is chosen to leave
+	// device memory when it is full (evict.go; the zero value is
+	// EvictClock).
+	PrefetchDensity int
+	Eviction        Eviction
 }
 
 // check fills in defaults and refuses values that name nothing, each with
@@ -89,11 +96,18 @@ func (cfg *Config) check() error {
 	if cfg.ThrashThreshold == 0 {
 		cfg.ThrashThreshold = DefaultThrashThreshold
 	}
+	if cfg.PrefetchDensity == 0 {
+		cfg.PrefetchDensity = DefaultPrefetchDensity
+	}
 	switch {
 	case !cfg.Prefetch.Defined():
 		return fmt.Errorf("%w: Prefetch %v is not a policy", ErrConfig, cfg.Prefetch)
 	case cfg.PrefetchPages < 1 || cfg.PrefetchPages > maxAdaptive:
 		return fmt.Errorf("%w: PrefetchPages %d is not in [1, %d]", ErrConfig, cfg.PrefetchPages, maxAdaptive)
+	case cfg.PrefetchDensity < 1 || cfg.PrefetchDensity > 100:
+		return fmt.Errorf("%w: PrefetchDensity %d is not a percentage in [1, 100]", ErrConfig, cfg.PrefetchDensity)
+	case !cfg.Eviction.Defined():
+		return fmt.Errorf("%w: Eviction %v is not a policy", ErrConfig, cfg.Eviction)
 	case !cfg.Wait.Defined():
 		return fmt.Errorf("%w: Wait %d is not a wait mode", ErrConfig, cfg.Wait)
 	case !cfg.Delivery.Defined():

@@ -12,6 +12,17 @@ type Hooks struct {
 	// Publishing, if set, is called by the goroutine that holds channel
 	// c's publishing flag, just before it lets go of it.
 	Publishing func(c abi.Channel)
+	// FaultsRead, if set, is called by the fault handler after it has
+	// read a batch of fault records and handed their slots back, and
+	// before it takes the managed-memory lock to serve them: the window
+	// in which a record is in no one's buffer and not yet acted on.
+	FaultsRead func()
+	// Invalidating, if set, is called by invalidate after it has written
+	// a request's range registers and before it stores the generation
+	// that publishes them: the window in which a waking engine can read
+	// one request's range under another's generation (device/mmu.go,
+	// answerInval). A test widens it to show the engine's answer holds.
+	Invalidating func()
 }
 
 // SetHooks installs h. Call it before any submission, from a test or a

@@ -130,6 +130,9 @@ func (d *Driver) invalidate(ctx abi.Context, va, size uint64) {
 	d.regs.Store(abi.RegInvalCtx, uint64(ctx))
 	d.regs.Store(abi.RegInvalVA, va)
 	d.regs.Store(abi.RegInvalSize, size)
+	if h := d.hooks.Invalidating; h != nil {
+		h()
+	}
 	d.vm.invalGen++
 	gen := d.vm.invalGen
 	d.regs.Store(abi.RegInvalGen, gen) // publishes the request above; the engines' loads in checkInval pair with it

@@ -231,6 +231,7 @@ func Table() []Register {
 	add("InvalGen", RegInvalGen, WrittenByDriver, PagePrivileged)
 	add("FaultBufBase", RegFaultBufBase, WrittenByDriver, PagePrivileged)
 	add("FaultBufSize", RegFaultBufSize, WrittenByDriver, PagePrivileged)
+	add("FaultBurst", RegFaultBurst, WrittenByDriver, PagePrivileged)
 	add("FaultGet", RegFaultGet, WrittenByDriver, PagePrivileged)
 	add("FaultReplay", RegFaultReplay, WrittenByDriver, PagePrivileged)
 	add("FaultNeedIrq", RegFaultNeedIrq, WrittenByDriver, PagePrivileged)

@@ -261,6 +261,7 @@ func (e *Engine) walk(va uint64) (tlbEntry, abi.Fault) {
 			if f := e.fragmentBlock(&t, pte, va); f != 0 {
 				return tlbEntry{}, f
 			}
+			markAccessed(mem, table+abi.LevelIndex(va, level)*8, pte) // accessed.go
 		}
 		return t, 0
 	}
@@ -279,10 +280,11 @@ func (e *Engine) walk(va uint64) (tlbEntry, abi.Fault) {
 // one on a later page only ends the run — the walker will start the next
 // run there and fault then.
 func (e *Engine) translate(va, size uint64, acc access) (pa, n uint64, host bool, st abi.Status) {
+	rest := size                 // the operand's range from va on: a fault burst looks ahead in it (burst.go)
 	size = min(size, e.runCap()) // maxRun, or a chunk if the command may be preempted (sched.go)
 	t, f := e.lookup(va, acc)
 	if f != 0 {
-		return 0, 0, false, e.pageFault(va, f, acc)
+		return 0, 0, false, e.burstFault(va, rest, f, acc)
 	}
 	pa = t.pa + va&(1<<t.shift-1)
 	n = min(size, 1<<t.shift-va&(1<<t.shift-1))
@@ -325,6 +327,7 @@ func (e *Engine) contiguous4K(t tlbEntry, va, size uint64) uint64 {
 	last := min(abi.TableSlots, first+(size+1<<abi.PageShift-1)>>abi.PageShift)
 	want := abi.MakePage(t.pa+1<<abi.PageShift, abi.PTEPage4K, t.writable, t.host)
 	k := countRun(e.dev.mem, t.leaf, first, last, want, 1<<abi.PageShift)
+	markRun(e.dev.mem, t.leaf, first, first+k) // accessed.go
 	e.mmu.hits += k
 	return k
 }
@@ -347,6 +350,7 @@ func (e *Engine) nextPage(t tlbEntry, va uint64, acc access) (tlbEntry, abi.Faul
 	if !pte.Valid() || pte.Reserved() || !ok || pte.Frame()%uint64(size) != 0 {
 		return e.lookup(va, acc) // let the walk find, and report, what is wrong
 	}
+	markAccessed(e.dev.mem, t.leaf+abi.LevelIndex(va, abi.LeafLevel)*8, pte) // accessed.go
 	shift := uint8(bits.TrailingZeros64(uint64(size)))
 	next := tlbEntry{valid: true, writable: pte.Writable(), host: pte.Host(), ctx: t.ctx, shift: shift,
 		vpn: va >> shift, pa: pte.Frame(), leaf: t.leaf}

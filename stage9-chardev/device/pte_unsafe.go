@@ -18,8 +18,9 @@ func loadPTE(mem []byte, pa uint64) abi.PTE {
 // countRun counts the entries of the table at pa, from index first up to
 // (not including) last, that equal want, want+step, want+2*step, …: a run
 // of pages whose frames follow one another, whatever their fragment fields
-// say (WalkerScan ignores them). Each entry is one atomic load, as in
-// loadPTE. The caller keeps [first, last) inside the table.
+// and accessed bits say (WalkerScan ignores the first; the second is not the
+// mapping's). Each entry is one atomic load, as in loadPTE. The caller keeps
+// [first, last) inside the table.
 func countRun(mem []byte, pa, first, last uint64, want abi.PTE, step uint64) uint64 {
 	if first >= last {
 		return 0
@@ -27,7 +28,7 @@ func countRun(mem []byte, pa, first, last uint64, want abi.PTE, step uint64) uin
 	tbl := unsafe.Slice((*uint64)(unsafe.Pointer(&mem[pa : pa+abi.TableBytes][0])), abi.TableSlots)
 	k := uint64(0)
 	for i := first; i < last; i++ {
-		if abi.PTE(atomic.LoadUint64(&tbl[i]))&^abi.PTEFragmentMask != want {
+		if abi.PTE(atomic.LoadUint64(&tbl[i]))&^(abi.PTEFragmentMask|abi.PTEAccessed) != want {
 			break
 		}
 		want += abi.PTE(step)

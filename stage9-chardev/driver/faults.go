@@ -13,10 +13,11 @@ import (
 // is device/fault.go, the protocol abi/managed.go). One goroutine, started
 // with the driver, reads the fault buffer in batches:
 //
-//	read up to maxBatch records, and hand their slots back (RegFaultGet)
-//	sort them by context and page, and drop the duplicates
-//	for each page: find its allocation; move it, and its prefetch window,
-//	  to the device (managed.go)
+//	read the records in the ring, and hand their slots back (RegFaultGet)
+//	sort them by context and page, drop the duplicates and the stale ones
+//	coalesce the pages by 2 MiB block of their allocation, and move each
+//	  block's faulted pages, with what the prefetch policy adds around
+//	  them, in one migration (blocks.go, managed.go)
 //	replay: store RegFaultReplay, and wake an engine that sleeps
 //
 // and then polls the buffer for faultPollBudget before it blocks: a
@@ -34,19 +35,34 @@ import (
 // for good on an entry that is no longer managed.
 
 const (
-	// The ring: one record per channel (a channel stalls at one fault
-	// until the replay), 4 KiB of the page-table pool. A channel that
-	// faults again between the handler's read and its replay can make
-	// more; the device then drops the record, and the next replay makes
-	// the channel fault again.
-	faultBufRecords = abi.NumChannels
-	maxBatch        = faultBufRecords // records per batch: the whole ring
-	faultPollBudget = 50_000          // 50 µs of polling after a batch
+	// The ring: an eighth of the page-table pool, between one record per
+	// channel and faultBufMax records. A faulting channel records a burst
+	// (device/burst.go): every non-resident page of the next faultBurst
+	// bytes of its operand, up to four times each — 2048 records for a
+	// 2 MiB burst. A ring too small for a burst keeps its first records
+	// (every page once, then the duplicates); the device drops the rest,
+	// and the replay makes the channel fault on what is still missing.
+	// A batch is the whole ring.
+	faultBufMin     = abi.NumChannels
+	faultBufMax     = 4096    // 128 KiB
+	faultBurst      = 2 << 20 // RegFaultBurst: a 2 MiB block's worth
+	faultPollBudget = 50_000  // 50 µs of polling after a batch
 )
+
+// faultBufRecords returns the ring's size for a page-table pool of pool
+// bytes: a power of two in [faultBufMin, faultBufMax].
+func faultBufRecords(pool uint64) uint64 {
+	n := uint64(faultBufMin)
+	for n < faultBufMax && 2*n*abi.FaultRecordSize <= pool/8 {
+		n *= 2
+	}
+	return n
+}
 
 // faults is the fault buffer's state, the handler's alone once started.
 type faults struct {
 	base         uint64 // the ring's PA
+	size         uint64 // the ring's records, a power of two
 	get          uint64 // records read, ever
 	overSeen     uint64 // RegFaultOverflow when last read
 	overflowBase uint64 // RegFaultOverflow when the driver was made
@@ -66,21 +82,24 @@ func (d *Driver) initFaults(cfg Config) error {
 	u.chunks = map[uint64]int{}
 	u.policy, u.window = cfg.Prefetch, cfg.PrefetchPages
 	u.threshold = max(cfg.ThrashThreshold, 0)
-	base, err := d.vm.pool.table(faultBufRecords * abi.FaultRecordSize)
+	u.density, u.eviction = cfg.PrefetchDensity, cfg.Eviction
+	size := faultBufRecords(d.memSize - schedArea - d.vm.dataSize)
+	base, err := d.vm.pool.table(size * abi.FaultRecordSize)
 	if err != nil {
 		return err
 	}
 	f := &u.faults
-	f.base = base
+	f.base, f.size = base, size
 	// A device an earlier driver used has its counts where it left them:
 	// start from them.
 	f.get = d.regs.Load(abi.RegFaultPut)
 	f.overSeen = d.regs.Load(abi.RegFaultOverflow)
 	f.overflowBase = f.overSeen
 	f.replayGen = d.regs.Load(abi.RegFaultReplay)
-	f.recs = make([]abi.FaultRecord, 0, maxBatch)
+	f.recs = make([]abi.FaultRecord, 0, size)
 	d.regs.Store(abi.RegFaultGet, f.get)
-	d.regs.Store(abi.RegFaultBufSize, faultBufRecords)
+	d.regs.Store(abi.RegFaultBufSize, size)
+	d.regs.Store(abi.RegFaultBurst, faultBurst)
 	d.regs.Store(abi.RegFaultNeedIrq, 1)
 	d.regs.Store(abi.RegFaultBufBase, base) // last: from here the device may write records
 	f.kick, f.stop = make(chan struct{}, 1), make(chan struct{})
@@ -166,17 +185,16 @@ func (d *Driver) serveBatch(polled bool) bool {
 	}
 	start := d.Now()
 	n := put - f.get
-	if n > faultBufRecords {
+	if n > f.size {
 		// More records than the ring holds: the count is not to be
 		// believed. Skip them; the replay makes every stalled channel
 		// fault again, into a ring that is empty.
 		f.get, n = put, 0
 	}
-	n = min(n, maxBatch)
 	mem := d.hw.Memory()
 	recs := f.recs[:0]
 	for k := range n {
-		at := f.base + (f.get+k)%faultBufRecords*abi.FaultRecordSize
+		at := f.base + (f.get+k)%f.size*abi.FaultRecordSize
 		if r, ok := abi.DecodeFaultRecord(mem[at:]); ok { // the buffer is memory: a malformed record is skipped
 			recs = append(recs, r)
 		}
@@ -184,6 +202,9 @@ func (d *Driver) serveBatch(polled bool) bool {
 	f.get += n
 	f.overSeen = over
 	d.regs.Store(abi.RegFaultGet, f.get) // the slots are the device's again
+	if h := d.hooks.FaultsRead; h != nil {
+		h()
+	}
 	// Sort by context and page, so duplicates are neighbours and each
 	// allocation's pages are served in address order.
 	slices.SortFunc(recs, func(a, b abi.FaultRecord) int {
@@ -194,7 +215,8 @@ func (d *Driver) serveBatch(polled bool) bool {
 	})
 	u := &d.um
 	u.mu.Lock()
-	var pages, migrated, dups, stale uint64
+	var pages, dups, stale uint64
+	faulted := u.faulted[:0]
 	for i, r := range recs {
 		if i > 0 && r.Context == recs[i-1].Context && r.VA>>abi.PageShift == recs[i-1].VA>>abi.PageShift {
 			dups++
@@ -206,27 +228,24 @@ func (d *Driver) serveBatch(polled bool) bool {
 			continue // freed since: the replay finds the entry cleared, and the command fails
 		}
 		idx := int((r.VA - m.va) >> abi.PageShift)
-		if r.Timestamp < m.pages[idx].changed {
-			// The page has moved since the engine recorded the fault: the
-			// record is stale. It may be one the handler reads only after
-			// its command finished and the host took the page back with
+		if r.Timestamp <= m.pages[idx].changed {
+			// The page has moved since the engine recorded the fault, or
+			// the allocation was made or synced since: the record is
+			// stale. It may be one the handler reads only after its
+			// command finished and the host took the page back with
 			// Sync — moving the page now would put a snapshot on the
 			// device while the host goes on writing its own copy. A
 			// command still stalled on the page is not lost: the replay
-			// below resumes it, and it faults again if it must.
+			// below resumes it, and it faults again if it must. (No
+			// later than, not before: two reads of the clock may agree,
+			// and a record wrongly called stale costs only a replay.)
 			stale++
 			continue
 		}
-		faulting := m.pages[idx].where == pageHost
-		first, w := d.window(m, idx)
-		moved := d.toDevice(m, first, w)
-		migrated += uint64(moved)
-		if faulting && moved > 0 {
-			u.stats.Prefetched += uint64(moved - 1)
-		} else {
-			u.stats.Prefetched += uint64(moved)
-		}
+		faulted = append(faulted, faultedPage{m, idx})
 	}
+	migrated := d.serveBlocks(faulted) // blocks.go
+	u.faulted = faulted
 	u.stats.Faults += uint64(len(recs))
 	u.stats.Duplicates += dups
 	u.stats.Stale += stale

@@ -39,8 +39,9 @@ import (
 // that was not valid is in no TLB, so nothing needs invalidating.
 //
 // State, guarded by um.mu: every page's place, frame and counters; the
-// free frames; the LRU list of pages on the device; the allocations of
-// each context.
+// free frames; the blocks with pages on the device, in the order the
+// eviction policy's hand passes them (evict.go); the allocations of each
+// context.
 
 // ErrManaged reports a bad use of managed memory: a size or range outside
 // the allocation, a context that cannot have it, a double Free.
@@ -80,6 +81,11 @@ const (
 	// maxAdaptive pages, while an allocation's faults follow each other
 	// in address order; a fault anywhere else starts it again.
 	PrefetchAdaptive
+	// PrefetchDensity is UVM's prefetcher: per 2 MiB block, a tree over
+	// its pages; with each batch, the largest subtree around a faulting
+	// page in which more than Config.PrefetchDensity percent of the pages
+	// are resident or faulting moves whole (blocks.go).
+	PrefetchDensity
 )
 
 func (p Prefetch) String() string {
@@ -90,12 +96,14 @@ func (p Prefetch) String() string {
 		return "off"
 	case PrefetchAdaptive:
 		return "adaptive"
+	case PrefetchDensity:
+		return "density"
 	}
 	return fmt.Sprintf("Prefetch(%d)", int(p))
 }
 
 // Defined reports whether p is a policy.
-func (p Prefetch) Defined() bool { return p >= PrefetchWindow && p <= PrefetchAdaptive }
+func (p Prefetch) Defined() bool { return p >= PrefetchWindow && p <= PrefetchDensity }
 
 const (
 	// DefaultPrefetchPages is the prefetch window: 16 pages, 64 KiB. A
@@ -132,13 +140,12 @@ const (
 // mpage is one page of a managed allocation.
 type mpage struct {
 	where     uint8
-	frame     uint64        // its device frame, on the device
-	pte       uint64        // the PA of its leaf entry
-	lru       *list.Element // its place in um.lru, on the device
-	moves     int           // moves to the device, each within thrashLapse of the last
-	lastMove  uint64        // device clock at its last move either way
-	pinnedTil uint64        // remote until then
-	changed   uint64        // device clock when where last changed: a fault recorded before it is stale
+	frame     uint64 // its device frame, on the device
+	pte       uint64 // the PA of its leaf entry
+	moves     int    // moves to the device, each within thrashLapse of the last
+	lastMove  uint64 // device clock at its last move either way
+	pinnedTil uint64 // remote until then
+	changed   uint64 // device clock when where last changed, or the allocation was made or synced: a fault recorded no later is stale
 }
 
 // Managed is an allocation of managed memory.
@@ -147,10 +154,11 @@ type Managed struct {
 	ctx      *Context
 	va, size uint64 // size as asked; the pages cover it rounded up to 4 KiB
 	host     *Pinned
-	pages    []mpage // guarded by um.mu
-	freed    bool    // guarded by um.mu
-	next     int     // adaptive prefetch: the page after the last window
-	window   int     // adaptive prefetch: the current window, in pages
+	pages    []mpage  // guarded by um.mu
+	blocks   []mblock // each 2 MiB block of pages (evict.go); guarded by um.mu
+	freed    bool     // guarded by um.mu
+	next     int      // adaptive prefetch: the page after the last window
+	window   int      // adaptive prefetch: the current window, in pages
 }
 
 // VA returns the allocation's address: in its context on the device, and
@@ -161,8 +169,17 @@ func (m *Managed) VA() uint64 { return m.va }
 func (m *Managed) Size() uint64 { return m.size }
 
 // Bytes returns the host's view of the allocation. A page the device has
-// is stale here until Sync or a Prefetch to the host brings it back.
-func (m *Managed) Bytes() []byte { return m.host.bytes[:m.size] }
+// is stale here until Sync or a Prefetch to the host brings it back. After
+// Free it returns nil, as a freed HostBuffer's Bytes does: the memory is
+// unmapped, and a slice taken before Free must not be touched.
+func (m *Managed) Bytes() []byte {
+	m.d.um.mu.Lock()
+	defer m.d.um.mu.Unlock()
+	if m.freed {
+		return nil
+	}
+	return m.host.bytes[:m.size]
+}
 
 // Context returns the context the allocation lives in.
 func (m *Managed) Context() *Context { return m.ctx }
@@ -173,19 +190,18 @@ type um struct {
 	allocs    map[abi.Context][]*Managed // each context's, in VA order
 	frames    []uint64                   // free device frames, popped from the end
 	chunks    map[uint64]int             // frame-pool chunks, and how many of their frames are in use
-	lru       list.List                  // pages on the device, least recently moved first: *pageRef
+	resident  list.List                  // blocks with pages on the device, the eviction hand at the front: blockRef (evict.go)
 	policy    Prefetch
 	window    int
 	threshold int // moves that make a page thrash; 0: the guard is off
+	density   int // PrefetchDensity's threshold, in percent
+	eviction  Eviction
 	stats     ManagedStats
+	faulted   []faultedPage // serveBatch's scratch (blocks.go)
+	spans     []pageSpan    // serveBlock's scratch
+	occupied  []int         // densitySpan's scratch: prefix counts of a block's occupied pages
 
 	faults // the fault buffer and its handler (faults.go)
-}
-
-// pageRef names a page for the LRU list.
-type pageRef struct {
-	m *Managed
-	i int
 }
 
 // ManagedStats counts what the fault handler and migrations did.
@@ -193,12 +209,15 @@ type ManagedStats struct {
 	Faults     uint64 // fault records read
 	Batches    uint64 // batches the handler served
 	Duplicates uint64 // records naming a page another record of the batch named
+	Migrations uint64 // blocks a batch moved pages of, each in one migration
 	Stale      uint64 // records for a page that had moved since: the replay alone serves them
 	Polled     uint64 // batches found by the handler's poll, not an interrupt
 	ToDevice   uint64 // pages moved to the device, prefetched ones included
 	Prefetched uint64 // of those, pages no fault named
 	ToHost     uint64 // pages moved back to the host (Sync, Prefetch, eviction)
 	Evicted    uint64 // of those, pages evicted to make room
+	Evictions  uint64 // blocks evicted, each with one ranged invalidation
+	Referenced uint64 // blocks the clock passed over because an engine had used them
 	Thrashing  uint64 // pages the thrashing guard mapped remotely
 	Replays    uint64 // replays stored
 	Overflows  uint64 // records the device dropped because the buffer was full
@@ -250,13 +269,15 @@ func (c *Context) allocManaged(size uint64, hostPages func(rounded uint64) (*Pin
 	if err != nil {
 		return nil, err
 	}
-	m := &Managed{d: d, ctx: c, size: size, host: host, pages: make([]mpage, rounded>>abi.PageShift)}
+	m := &Managed{d: d, ctx: c, size: size, host: host, pages: make([]mpage, rounded>>abi.PageShift),
+		blocks: make([]mblock, (rounded>>abi.PageShift+blockPages-1)/blockPages)}
 	if err := c.mapManaged(m, rounded); err != nil {
 		d.HostFree(host)
 		return nil, err
 	}
 	d.um.mu.Lock()
 	defer d.um.mu.Unlock()
+	m.forgetRecordsLocked() // records about an earlier owner of these addresses
 	list := d.um.allocs[c.id]
 	at, _ := slices.BinarySearchFunc(list, m.va, func(x *Managed, va uint64) int { return cmpU64(x.va, va) })
 	d.um.allocs[c.id] = slices.Insert(list, at, m)
@@ -350,7 +371,7 @@ func (d *Driver) toDevice(m *Managed, first, n int) int {
 		// The entry last: an engine that finds it valid reads a whole frame.
 		storePTE(d.vm.pool.mem, p.pte, abi.MakePage(frame, abi.PTEPage4K, true, false))
 		p.where, p.frame, p.changed = pageDevice, frame, now
-		p.lru = d.um.lru.PushBack(pageRef{m, i})
+		d.blockIn(m, i) // evict.go
 		moved++
 	}
 	d.um.stats.ToDevice += uint64(moved)
@@ -400,8 +421,7 @@ func (d *Driver) toHost(m *Managed, first, n int, all bool) int {
 		if p.where == pageDevice {
 			copy(m.host.bytes[uint64(i)<<abi.PageShift:], mem[p.frame:p.frame+1<<abi.PageShift])
 			d.freeFrame(p.frame)
-			d.um.lru.Remove(p.lru)
-			p.lru = nil
+			d.blockOut(m, i) // evict.go
 			p.lastMove = now
 			moved++
 		}
@@ -416,9 +436,9 @@ func (d *Driver) toHost(m *Managed, first, n int, all bool) int {
 // ANCHOR: frame
 
 // frame returns a free device frame: from the pool, from the allocator in
-// chunks of 16, or by evicting the least recently moved pages — never
-// pages [lo, hi) of keep, the window being moved, so a window cannot evict
-// itself.
+// chunks of 16, or by evicting a block the eviction policy chooses (evict.go)
+// — never one that holds pages [lo, hi) of keep, the window being moved,
+// so a window cannot evict itself.
 func (d *Driver) frame(keep *Managed, lo, hi int) (uint64, bool) {
 	u := &d.um
 	if len(u.frames) == 0 {
@@ -449,20 +469,6 @@ func (d *Driver) frame(keep *Managed, lo, hi int) (uint64, bool) {
 func (d *Driver) freeFrame(f uint64) {
 	d.um.frames = append(d.um.frames, f)
 	d.um.chunks[f&^(frameChunk-1)]--
-}
-
-// evict moves up to n of the least recently moved pages on the device,
-// not pages [lo, hi) of keep, back to the host.
-func (d *Driver) evict(keep *Managed, lo, hi, n int) {
-	for e := d.um.lru.Front(); e != nil && n > 0; {
-		ref := e.Value.(pageRef)
-		e = e.Next()
-		if ref.m == keep && ref.i >= lo && ref.i < hi {
-			continue
-		}
-		d.um.stats.Evicted += uint64(d.toHost(ref.m, ref.i, 1, false))
-		n--
-	}
 }
 
 // releaseChunks gives the allocator back every frame-pool chunk none of
@@ -520,7 +526,25 @@ func (m *Managed) Sync() error {
 		return err
 	}
 	d.migrateTrace(d.Now(), d.toHost(m, 0, len(m.pages), false), ToHost)
+	m.forgetRecordsLocked()
 	return nil
+}
+
+// forgetRecordsLocked makes every fault record about m's pages made until
+// now stale (serveBatch). Records are matched to pages by context and VA,
+// and both are reused: a record read late can be about an allocation that
+// was freed, a context that was closed, or a channel closed while it was
+// stalled, and a new allocation's pages have not moved, so the page's own
+// moves cannot tell. AllocManaged calls it, so no record from before the
+// allocation moves its pages; and Sync, so that none from before the Sync
+// moves a page the host is about to write. A command still stalled on a
+// page loses nothing: the replay resumes it, and it faults again. The
+// caller holds um.mu.
+func (m *Managed) forgetRecordsLocked() {
+	now := m.d.Now()
+	for i := range m.pages {
+		m.pages[i].changed = now
+	}
 }
 
 // ANCHOR_END: sync
@@ -628,7 +652,7 @@ func (d *Driver) freeManagedLocked(m *Managed) {
 	for i := range m.pages {
 		if p := &m.pages[i]; p.where == pageDevice {
 			d.freeFrame(p.frame)
-			d.um.lru.Remove(p.lru)
+			d.blockOut(m, i)
 		}
 	}
 	d.releaseChunks()

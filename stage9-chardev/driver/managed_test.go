@@ -370,10 +370,12 @@ func TestManagedPrefetchWindow(t *testing.T) {
 	}
 }
 
-// TestManagedAdaptivePrefetchGrows: a sequential copy of 1 MiB out of
-// managed memory faults once per 16-page window with the fixed window (16
-// times) and fewer times with the adaptive one, whose window doubles while
-// the faults follow on. The data is right with both.
+// TestManagedAdaptivePrefetchGrows: the device writes a byte of every
+// page of 1 MiB of managed memory in address order, one FILL per page (a
+// one-byte FILL faults on its page alone: its burst, device/burst.go, has
+// nothing more to look at). That faults once per 16-page window with the
+// fixed window (16 times) and fewer times with the adaptive one, whose
+// window doubles while the faults follow on. The data is right with both.
 func TestManagedAdaptivePrefetchGrows(t *testing.T) {
 	const size = 1 << 20
 	faults := map[Prefetch]uint64{}
@@ -382,20 +384,17 @@ func TestManagedAdaptivePrefetchGrows(t *testing.T) {
 			d, c, cp, _ := managedSetup(t, device.Config{MemorySize: 8 << 20}, Config{Prefetch: pol, PrefetchPages: 16})
 			m := allocManaged(t, c, size)
 			fillPattern(m.Bytes(), 5)
-			dst, err := c.Alloc(size, abi.Page4K)
-			if err != nil {
-				t.Fatal(err)
-			}
-			mustDo(t, cp, c, abi.Command{Op: abi.OpCopy, Src: m.VA(), Dst: dst, Size: size})
-			got := make([]byte, size)
+			want := bytes.Clone(m.Bytes())
 			for off := uint64(0); off < size; off += 4096 {
-				copy(got[off:], readPA(d, paOf(t, c, dst+off), 4096)) // the allocation may not be contiguous
+				mustDo(t, cp, c, abi.Command{Op: abi.OpFill, Dst: m.VA() + off + 7, Size: 1, Value: 0xee})
+				want[off+7] = 0xee
 			}
-			checkBytes(t, "the copied MiB", got, m.Bytes())
 			faults[pol] = d.ManagedStats().Faults
 			if dev, _ := m.Resident(); dev != size>>abi.PageShift {
 				t.Errorf("Resident() = %d; want %d", dev, size>>abi.PageShift)
 			}
+			mustSync(t, m)
+			checkBytes(t, "the MiB after a FILL per page", m.Bytes(), want)
 		})
 	}
 	if t.Failed() {
@@ -678,11 +677,53 @@ func TestAStaleFaultRecordMovesNothing(t *testing.T) {
 // writes b on the host and has the device sum it. Every result is checked,
 // and every wait has a deadline (a lost replay fails the test, it does not
 // hang it).
+//
+// It runs in three modes. pages: 64-page allocations in ample memory, the
+// faults a few pages at a time. burst: two 2 MiB allocations in 3 MiB of
+// device memory, so a range faults hundreds of pages in one burst, the
+// density prefetcher moves whole blocks, and each allocation's block is
+// evicted to make room for the other's while its commands and the
+// prefetches run. The inval-delay modes add a 200 µs pause between
+// invalidate's range registers and its generation store
+// (Hooks.Invalidating): the window in which an engine that woke read the
+// registers of the next request under the previous generation, kept a
+// stale TLB entry and summed a page after it had moved (issue 33 reports
+// a SUM32 mismatch 10 runs in 10 with such a delay before the engine
+// learnt to drop everything on waking; device/mmu.go, answerInval). On
+// today's engines these modes did not fail with that flush removed (8
+// runs, 2 under -race): the deterministic guard of the interleaving is
+// TestASleepingEngineDropsWhatItSleptThrough; these keep the window wide
+// under every other mechanism here.
 func TestManagedStress(t *testing.T) {
-	d, c, cp, cm := managedSetup(t, device.Config{MemorySize: 8 << 20}, Config{})
-	const pages = 64
-	const size = pages << abi.PageShift
-	a, b := allocManaged(t, c, size), allocManaged(t, c, size)
+	modes := []struct {
+		name  string
+		dcfg  device.Config
+		cfg   Config
+		pages int
+		delay time.Duration
+	}{
+		{"pages", device.Config{MemorySize: 8 << 20}, Config{}, 64, 0},
+		{"pages/inval-delay", device.Config{MemorySize: 8 << 20}, Config{}, 64, 200 * time.Microsecond},
+		{"burst", device.Config{MemorySize: 3 << 20}, Config{Prefetch: PrefetchDensity}, blockPages, 0},
+		{"burst/inval-delay", device.Config{MemorySize: 3 << 20}, Config{Prefetch: PrefetchDensity}, blockPages, 200 * time.Microsecond},
+	}
+	for _, mode := range modes {
+		t.Run(mode.name, func(t *testing.T) { managedStress(t, mode.dcfg, mode.cfg, mode.pages, mode.delay) })
+	}
+}
+
+// managedStress is TestManagedStress in one mode: allocations of pages
+// pages, and delay injected into every invalidation.
+func managedStress(t *testing.T, dcfg device.Config, cfg Config, pages int, delay time.Duration) {
+	d, c, cp, cm := managedSetup(t, dcfg, cfg)
+	if delay > 0 {
+		d.SetHooks(Hooks{Invalidating: func() {
+			for start := time.Now(); time.Since(start) < delay; { // spin: a sleep would be 50 µs or more of timer slack
+			}
+		}})
+	}
+	size := pages << abi.PageShift
+	a, b := allocManaged(t, c, uint64(size)), allocManaged(t, c, uint64(size))
 	sumAt, err := c.Alloc(4096, abi.Page4K)
 	if err != nil {
 		t.Fatal(err)
@@ -709,7 +750,7 @@ func TestManagedStress(t *testing.T) {
 			first := rng.IntN(pages)
 			n := 1 + rng.IntN(pages-first)
 			off, length := uint64(first)<<abi.PageShift+uint64(rng.IntN(4096)), uint64(n)<<abi.PageShift
-			length = min(length, size-off)
+			length = min(length, uint64(size)-off)
 			v := byte(rng.Uint32())
 			if err := do(cp, c, abi.Command{Op: abi.OpFill, Dst: a.VA() + off, Size: length, Value: uint64(v)}); err != nil {
 				t.Error(err)
@@ -745,7 +786,7 @@ func TestManagedStress(t *testing.T) {
 			}
 			off := uint64(rng.IntN(size/4)) * 4
 			length := (uint64(rng.IntN(size-int(off))) + 4) &^ 3
-			length = min(length, size-off)
+			length = min(length, uint64(size)-off)
 			if err := do(cm, c, abi.Command{Op: abi.OpSum32, Src: b.VA() + off, Dst: sumAt, Size: length}); err != nil {
 				t.Error(err)
 				return

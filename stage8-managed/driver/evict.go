@@ -1,0 +1,138 @@
+package driver
+
+import (
+	"container/list"
+	"fmt"
+)
+
+// Eviction: when device memory is full, the fault handler moves blocks of
+// managed pages back to the host to make room (managed.go, frame). The
+// unit is a block — 2 MiB of an allocation, as UVM evicts whole root
+// chunks — and a block leaves with one ranged invalidation of its pages
+// (toHost), not one handshake per page.
+//
+// The blocks with pages on the device sit in um.resident in the order
+// they came, and the policy chooses which goes:
+//
+//	fifo   the front one: the block that came first. It ignores use, so
+//	       a hot block that came early leaves before a cold one that
+//	       came late.
+//	clock  second chance (the CLOCK algorithm): the hand is the front.
+//	       A block whose pages an engine has used since the hand last
+//	       passed — an accessed bit set in one of their entries
+//	       (abi.PTEAccessed, set by the engines' walks) — has its bits
+//	       cleared and goes to the back; the first block found unused
+//	       leaves. Within two turns the hand finds one, if any block may
+//	       go at all.
+//
+// Neither is LRU: nothing records when a page was last used, only
+// whether it was used since the hand passed it.
+//
+// The accessed bits are cleared with a compare-and-swap from the entry
+// read, so a bit an engine sets meanwhile, or an entry the device never
+// sees changed, is not lost; the TLBs are not flushed for it (as Linux
+// does not flush for its accessed bits): a page an engine reaches only
+// through a TLB entry it already has looks unused to the next look.
+//
+// State, guarded by um.mu: um.resident, each allocation's blocks.
+
+// Eviction is how a block is chosen to leave device memory.
+type Eviction int
+
+const (
+	// EvictClock gives a block used since the hand last passed a second
+	// chance.
+	EvictClock Eviction = iota
+	// EvictFIFO evicts the block that came to the device first.
+	EvictFIFO
+)
+
+func (e Eviction) String() string {
+	switch e {
+	case EvictClock:
+		return "clock"
+	case EvictFIFO:
+		return "fifo"
+	}
+	return fmt.Sprintf("Eviction(%d)", int(e))
+}
+
+// Defined reports whether e is a policy.
+func (e Eviction) Defined() bool { return e == EvictClock || e == EvictFIFO }
+
+// mblock is a block of an allocation's pages, for eviction.
+type mblock struct {
+	hand     *list.Element // its place in um.resident while resident > 0
+	resident int           // its pages on the device
+}
+
+// blockRef names a block in um.resident.
+type blockRef struct {
+	m     *Managed
+	block int
+}
+
+// blockIn counts page i of m on the device, and puts its block at the
+// back of um.resident if it is new there. The caller holds um.mu.
+func (d *Driver) blockIn(m *Managed, i int) {
+	b := &m.blocks[i/blockPages]
+	if b.resident == 0 {
+		b.hand = d.um.resident.PushBack(blockRef{m, i / blockPages})
+	}
+	b.resident++
+}
+
+// blockOut counts page i of m off the device, and takes its block out of
+// um.resident if it was the last. The caller holds um.mu.
+func (d *Driver) blockOut(m *Managed, i int) {
+	b := &m.blocks[i/blockPages]
+	if b.resident--; b.resident == 0 {
+		d.um.resident.Remove(b.hand)
+		b.hand = nil
+	}
+}
+
+// ANCHOR: evict
+
+// evict moves blocks back to the host, as the policy chooses them, until
+// n pages have gone or no block may go: never a block that holds pages
+// [lo, hi) of keep, the pages being moved in.
+func (d *Driver) evict(keep *Managed, lo, hi, n int) {
+	u := &d.um
+	for looked, limit := 0, 2*u.resident.Len(); n > 0 && looked < limit; looked++ {
+		e := u.resident.Front()
+		if e == nil {
+			return
+		}
+		ref := e.Value.(blockRef)
+		first, end := ref.block*blockPages, min((ref.block+1)*blockPages, len(ref.m.pages))
+		if ref.m == keep && first < hi && lo < end {
+			u.resident.MoveToBack(e) // being filled: not a candidate this time round
+			continue
+		}
+		if u.eviction == EvictClock && d.referenced(ref.m, first, end) {
+			u.resident.MoveToBack(e) // its second chance
+			u.stats.Referenced++
+			continue
+		}
+		moved := d.toHost(ref.m, first, end-first, false) // one ranged invalidation
+		u.stats.Evicted += uint64(moved)
+		u.stats.Evictions++
+		n -= moved
+	}
+}
+
+// ANCHOR_END: evict
+
+// referenced reports whether an engine has used any of the pages
+// [first, end) of m on the device since the bits were last cleared, and
+// clears them.
+func (d *Driver) referenced(m *Managed, first, end int) bool {
+	used := false
+	for i := first; i < end; i++ {
+		if p := &m.pages[i]; p.where == pageDevice && clearAccessed(d.vm.pool.mem, p.pte) {
+			used = true
+		}
+	}
+	return used
+}
