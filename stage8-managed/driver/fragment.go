@@ -104,8 +104,10 @@ func (d *Driver) refragmentTable(table uint64) {
 		size, ok := abi.LeafSize(e, abi.LeafLevel)
 		whole[i] = e.Valid() && ok && !e.Reserved() && e.Frame()%uint64(size) == 0
 	}
-	attrs := func(e abi.PTE) abi.PTE { return e & (1<<abi.PageShift - 1) &^ abi.PTEFragmentMask } // all but frame and fragment
-	slotPA := func(i int) uint64 {                                                                // the physical address slot i maps
+	// all but frame, fragment and the accessed bit, which the engines set
+	// as they walk (accessed_unsafe.go) and which says nothing of the mapping
+	attrs := func(e abi.PTE) abi.PTE { return e & (1<<abi.PageShift - 1) &^ (abi.PTEFragmentMask | abi.PTEAccessed) }
+	slotPA := func(i int) uint64 { // the physical address slot i maps
 		size, _ := abi.LeafSize(entries[i], abi.LeafLevel)
 		return entries[i].Frame() + uint64(i)<<abi.PageShift&(uint64(size)-1)
 	}
@@ -132,8 +134,17 @@ func (d *Driver) refragmentTable(table uint64) {
 		}
 		if e.Fragment() != f {
 			// Compare-and-swap, not a store: an entry that changed since it
-			// was read above is not this function's to write back.
-			casPTE(mem, table+uint64(i)*8, e, e.WithFragment(f))
+			// was read above is not this function's to write back — unless
+			// all that changed is the accessed bit an engine set meanwhile,
+			// which must not cost the entry its new field (a field left too
+			// large would let a walk span the hole this call is for).
+			for pa := table + uint64(i)*8; !casPTE(mem, pa, e, e.WithFragment(f)); {
+				now := loadPTE(mem, pa)
+				if now&^abi.PTEAccessed != e&^abi.PTEAccessed {
+					break
+				}
+				e = now
+			}
 		}
 	}
 }
