@@ -264,6 +264,9 @@ func (c *client) openChannel(a *uapi.ChannelOpen) (send []int, closeAfter []*os.
 	case len(c.chans) >= c.s.cfg.MaxChannels:
 		return nil, nil, fmt.Errorf("the client has %d channels open, the most it may: %w", len(c.chans), uapi.ErrNoChannel)
 	}
+	if err := c.grantPriority(a); err != nil {
+		return nil, nil, err
+	}
 	var files device.ChannelFiles
 	ch, err := c.s.drv.NewChannel(abi.Engine(a.Engine), c.ctx, driver.ChannelOptions{
 		Priority: uint8(a.Priority), Timeslice: a.Timeslice, Notify: c.notify,

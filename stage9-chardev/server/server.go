@@ -90,6 +90,10 @@ type Config struct {
 	// 16 and 64.
 	MaxChannels    int
 	MaxHostRegions int
+	// PriorityUIDs are the users, besides root, who may open channels
+	// above abi.PriorityNormal or with a timeslice of their own
+	// (grant.go); everyone else gets uapi.ErrPerm for asking.
+	PriorityUIDs []uint32
 	// Log receives the daemon's log; nil means a text logger on stderr.
 	Log *slog.Logger
 	// WriteTimeout bounds how long a reply may wait for a client that
