@@ -160,7 +160,7 @@ type wellBehaved struct {
 }
 
 // dialWellBehaved connects the well-behaved client.
-func dialWellBehaved(t *testing.T, node string) *wellBehaved {
+func dialWellBehaved(t testing.TB, node string) *wellBehaved {
 	t.Helper()
 	g, err := client.Dial(node)
 	if err != nil {
@@ -176,7 +176,7 @@ func dialWellBehaved(t *testing.T, node string) *wellBehaved {
 
 // roundTrip fills the client's host page with v and checks every byte,
 // failing the test if that takes longer than liveBound.
-func (w *wellBehaved) roundTrip(t *testing.T, when string, v byte) {
+func (w *wellBehaved) roundTrip(t testing.TB, when string, v byte) {
 	t.Helper()
 	start := time.Now()
 	if err := w.g.Fill(w.host.Ptr(), 4096, v); err != nil {
@@ -185,8 +185,10 @@ func (w *wellBehaved) roundTrip(t *testing.T, when string, v byte) {
 	if took := time.Since(start); took > liveBound {
 		t.Errorf("%s: the well-behaved client's round trip took %v; want under %v", when, took, liveBound)
 	}
-	if i := bytes.IndexFunc(w.host.Bytes(), func(r rune) bool { return r != rune(v) }); i >= 0 {
-		t.Fatalf("%s: the well-behaved client's byte %d reads %#x; want %#x", when, i, w.host.Bytes()[i], v)
+	for i, b := range w.host.Bytes() {
+		if b != v {
+			t.Fatalf("%s: the well-behaved client's byte %d reads %#x; want %#x", when, i, b, v)
+		}
 	}
 }
 
@@ -245,6 +247,18 @@ func startStranger(t *testing.T, role, node, arg string, cred *syscall.Credentia
 // findings collects the stranger's lines until "done" and its exit 0.
 func (s *stranger) findings(t *testing.T) []string {
 	t.Helper()
+	got := s.until(t, "done")
+	if err := s.cmd.Wait(); err != nil {
+		t.Fatalf("stranger %d: %v: %s", s.cmd.Process.Pid, err, s.stderr.String())
+	}
+	return got
+}
+
+// until collects the stranger's lines until last, for a stranger that
+// goes on holding what it took once it has said so; the test's end kills
+// it.
+func (s *stranger) until(t *testing.T, last string) []string {
+	t.Helper()
 	var got []string
 	timeout := time.After(patience)
 	for {
@@ -254,17 +268,15 @@ func (s *stranger) findings(t *testing.T) []string {
 				if err := s.cmd.Wait(); err != nil {
 					t.Fatalf("stranger %d: %v: %s", s.cmd.Process.Pid, err, s.stderr.String())
 				}
-				t.Fatalf("stranger %d ended without \"done\"; it said %q", s.cmd.Process.Pid, got)
+				err := s.cmd.Wait()
+				t.Fatalf("stranger %d ended (%v) without %q; it said %q: %s", s.cmd.Process.Pid, err, last, got, s.stderr.String())
 			}
-			if line == "done" {
-				if err := s.cmd.Wait(); err != nil {
-					t.Fatalf("stranger %d: %v: %s", s.cmd.Process.Pid, err, s.stderr.String())
-				}
+			if line == last {
 				return got
 			}
 			got = append(got, line)
 		case <-timeout:
-			t.Fatalf("stranger %d said %q and not \"done\" within %v", s.cmd.Process.Pid, got, patience)
+			t.Fatalf("stranger %d said %q and not %q within %v", s.cmd.Process.Pid, got, last, patience)
 		}
 	}
 }

@@ -29,7 +29,8 @@ type sample struct {
 	node    string
 	version uapi.Version
 	info    uapi.Info
-	clients []uapi.ClientInfo // every connection, this tool's own included
+	clients []uapi.ClientInfo  // every connection, this tool's own included
+	quotas  []uapi.ClientQuota // likewise, from a daemon of uapi 2.1 or later (quota.go)
 }
 
 // take reads the daemon's counters on ctl.
@@ -42,6 +43,9 @@ func take(ctl *client.Control, node string) (sample, error) {
 	// never counts a client the report no longer shows.
 	if s.clients, err = ctl.Clients(); err != nil {
 		return sample{}, fmt.Errorf("CLIENT_INFO: %w", err)
+	}
+	if err := s.takeQuotas(ctl.Quotas); err != nil {
+		return sample{}, err
 	}
 	if s.info, err = ctl.Info(); err != nil {
 		return sample{}, fmt.Errorf("INFO: %w", err)
@@ -91,13 +95,14 @@ type engineReport struct {
 }
 
 type clientReport struct {
-	Pid          uint32 `json:"pid"`
-	Uid          uint32 `json:"uid"`
-	Context      uint32 `json:"context"`
-	Channels     uint32 `json:"channels"`
-	DeviceMemory uint64 `json:"device_memory_bytes"`
-	HostMemory   uint64 `json:"host_memory_bytes"`
-	Calls        uint64 `json:"calls"`
+	Pid          uint32       `json:"pid"`
+	Uid          uint32       `json:"uid"`
+	Context      uint32       `json:"context"`
+	Channels     uint32       `json:"channels"`
+	DeviceMemory uint64       `json:"device_memory_bytes"`
+	HostMemory   uint64       `json:"host_memory_bytes"`
+	Calls        uint64       `json:"calls"`
+	Quota        *quotaReport `json:"quota,omitempty"` // its use against its quotas; absent from a daemon before uapi 2.1
 }
 
 // newReport makes the report of cur, with rates since prev.
@@ -137,7 +142,7 @@ func newReport(prev, cur sample) report {
 			continue
 		}
 		r.Clients = append(r.Clients, clientReport{Pid: c.Pid, Uid: c.Uid, Context: c.Context, Channels: c.Channels,
-			DeviceMemory: c.DeviceMemory, HostMemory: c.HostMemory, Calls: c.Calls})
+			DeviceMemory: c.DeviceMemory, HostMemory: c.HostMemory, Calls: c.Calls, Quota: cur.quotaOf(c.Pid, c.Context)})
 	}
 	return r
 }

@@ -30,6 +30,8 @@ func main() {
 	verbose := flag.Bool("v", false, "log every refused call")
 	idle := flag.Duration("idle-budget", server.DefaultIdleBudget*time.Nanosecond, "how long an idle engine spins before it sleeps (0: sleep at once)")
 	traceFile := flag.String("trace", "", "write the device's trace to this file when the daemon stops (Chrome trace-event JSON; open it in ui.perfetto.dev)")
+	var clientQuota, uidQuota server.Quota
+	quotaFlags(flag.CommandLine, &clientQuota, &uidQuota)
 	var priorityUIDs uidList
 	flag.Var(&priorityUIDs, "priority-uids", "comma-separated uids, besides root, that may open channels above normal priority or with a timeslice")
 	flag.Parse()
@@ -46,6 +48,7 @@ func main() {
 	cfg := server.Config{Node: *node, Mode: os.FileMode(perm), Log: log, Trace: *traceFile}
 	cfg.Device.MemorySize = *mem
 	cfg.PriorityUIDs = priorityUIDs
+	cfg.ClientQuota, cfg.UidQuota = clientQuota, uidQuota
 	if *idle < 0 {
 		fmt.Fprintf(os.Stderr, "softgpud: -idle-budget %v is negative\n", *idle)
 		os.Exit(2)
