@@ -698,9 +698,10 @@ _Static_assert(sizeof(struct softgpu_client_quota) == 144, "struct softgpu_clien
  * sleep. RegIdleBudgetNow is the budget an adaptive engine has
  * learnt, published each time it learns (DefaultIdleBudget until
  * then); a hybrid engine spins for RegIdleBudget.
+ * RegSleeps, RegIdleBudgetNow and RegSleptCycles are in the counters
+ * page (counters.go): how often an engine sleeps tells of others' work.
  */
 #define SOFTGPU_REG_NEED_WAKEUP 0x80
-#define SOFTGPU_REG_SLEEPS 0x88
 #define SOFTGPU_ENGINE_RUNNING 0
 #define SOFTGPU_ENGINE_STOPPED 1
 /*

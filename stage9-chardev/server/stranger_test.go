@@ -195,6 +195,7 @@ func (w *wellBehaved) roundTrip(t testing.TB, when string, v byte) {
 // stranger is a re-executed test binary in a stranger role.
 type stranger struct {
 	cmd    *exec.Cmd
+	stdin  io.WriteCloser // a line here is the test's signal to a role that waits for one
 	lines  chan string
 	stderr bytes.Buffer
 	done   chan error
@@ -224,6 +225,9 @@ func startStranger(t *testing.T, role, node, arg string, cred *syscall.Credentia
 	}
 	out, err := s.cmd.StdoutPipe()
 	if err != nil {
+		t.Fatal(err)
+	}
+	if s.stdin, err = s.cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.cmd.Start(); err != nil {

@@ -56,6 +56,8 @@ const (
 //
 // 2.1 added ErrQuota and CLIENT_QUOTA: a 2.0 client meets the new errno
 // only where a 2.0 daemon would have run the device out for everyone.
+// It also took the device's counters off the public pages (abi/counters.go):
+// a 2.0 client that read them there reads zeros; INFO has them.
 const (
 	VersionMajor = 2
 	VersionMinor = 1

@@ -120,7 +120,7 @@ func constSections() []cSection {
 			ax("DeviceID", abi.DeviceID), a("DeviceRunning", abi.DeviceRunning), a("DeviceStopped", abi.DeviceStopped),
 		}},
 		{"An engine's status page: the public memfd's page at PublicEngineOffset(e) (abi/registers.go, abi/idle.go)", []cConst{
-			ax("RegEngineState", abi.RegEngineState), ax("RegNeedWakeup", abi.RegNeedWakeup), ax("RegSleeps", abi.RegSleeps),
+			ax("RegEngineState", abi.RegEngineState), ax("RegNeedWakeup", abi.RegNeedWakeup),
 			a("EngineRunning", abi.EngineRunning), a("EngineStopped", abi.EngineStopped), a("EngineAsleep", abi.EngineAsleep),
 		}},
 		{"Channel priorities, for ChannelOpen.Priority (abi/runlist.go)", []cConst{
