@@ -31,6 +31,8 @@ import "softgpu/stage9-chardev/abi"
 // channel leave its runlist (owner 0), which orders the last engine's
 // writes of it before this read.
 
+// ANCHOR: handover
+
 // resetHandedOver puts channel c's status page and completion ring in
 // the state above. c is on no runlist: no engine writes them meanwhile.
 func (d *Device) resetHandedOver(c abi.Channel, head uint64) {
@@ -50,3 +52,5 @@ func (d *Device) resetHandedOver(c abi.Channel, head uint64) {
 		}
 	}
 }
+
+// ANCHOR_END: handover

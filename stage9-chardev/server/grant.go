@@ -29,6 +29,8 @@ func claimsPriority(a *uapi.ChannelOpen) bool {
 	return a.Priority > abi.PriorityNormal || a.Timeslice != 0
 }
 
+// ANCHOR: grant
+
 // grantPriority returns nil if the client may open the channel a asks
 // for, or an error wrapping uapi.ErrPerm that says what was refused.
 func (c *client) grantPriority(a *uapi.ChannelOpen) error {
@@ -38,3 +40,5 @@ func (c *client) grantPriority(a *uapi.ChannelOpen) error {
 	return fmt.Errorf("priority %d, timeslice %d ns: uid %d may open channels at priority %d or below with no timeslice (softgpud -priority-uids grants more): %w",
 		a.Priority, a.Timeslice, c.uid, abi.PriorityNormal, uapi.ErrPerm)
 }
+
+// ANCHOR_END: grant

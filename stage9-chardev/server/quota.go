@@ -153,6 +153,8 @@ func add(use *uapi.Pools, more uapi.Pools, sign int) {
 	use.Channels -= more.Channels
 }
 
+// ANCHOR: charge
+
 // charge takes more from the client's and its uid's quotas, or returns an
 // error wrapping uapi.ErrQuota that names the pool and both figures.
 func (c *client) charge(more uapi.Pools) error {
@@ -174,6 +176,8 @@ func (c *client) charge(more uapi.Pools) error {
 	add(uid, more, +1)
 	return nil
 }
+
+// ANCHOR_END: charge
 
 // refund gives back what charge took.
 func (c *client) refund(less uapi.Pools) {
