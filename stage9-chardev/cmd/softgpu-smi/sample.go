@@ -11,7 +11,8 @@ import (
 
 // This file takes samples of the daemon and turns two of them into a
 // report. A sample is what the daemon's counters read at one moment:
-// INFO and every CLIENT_INFO, made on one control connection. The counters
+// INFO and every CLIENT_INFO and CLIENT_QUOTA, made on one control
+// connection. The counters
 // only grow, so a rate is the difference between two samples divided by
 // the time between them; a report is always made from two:
 //
