@@ -123,7 +123,8 @@ func TestAStrangerSeesNothingOfAnothersWork(t *testing.T) {
 	// The victim's work: memory allocated, touched and freed (TLB misses
 	// and invalidations), host memory copied (the DMA window), a channel
 	// opened and closed (runlists), DELAYs on both engines at two
-	// priorities (switches, preemptions), and sleeps between.
+	// priorities (switches, preemptions), managed memory the device
+	// faults in (the fault buffer), and sleeps between.
 	const size = 4 << 20
 	for round := range 3 {
 		p, err := w.g.Alloc(size)
@@ -157,6 +158,17 @@ func TestAStrangerSeesNothingOfAnothersWork(t *testing.T) {
 			t.Fatal(err)
 		}
 		ch.Close()
+		// Managed memory the device faults in: the fault buffer.
+		m, err := w.g.AllocManaged(256 << 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.g.Fill(m.Ptr(), 256<<10, byte(round)); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Free(); err != nil {
+			t.Fatal(err)
+		}
 		if err := w.g.Free(p); err != nil {
 			t.Fatal(err)
 		}
