@@ -26,8 +26,8 @@ func TestPTEEncoding(t *testing.T) {
 	if got := MakePage(0x7000, PTEPage4K, true, true); uint64(got) != 0x7000|1|2|4|16 {
 		t.Errorf("MakePage(0x7000, 4K, writable, host) = %#x; want %#x", uint64(got), 0x7000|1|2|4|16)
 	}
-	if !PTE(1<<5).Reserved() || !PTE(1<<6).Reserved() {
-		t.Errorf("bits 5 and 6 are not reserved")
+	if !PTE(1<<5).Reserved() || PTE(PTEAccessed).Reserved() {
+		t.Errorf("bit 5 is not reserved, or bit 6, the accessed bit, is")
 	}
 }
 

@@ -58,11 +58,11 @@ const (
 	RegWinSize   = 0x10 // driver: bytes mapped
 	RegWinEnable = 0x18 // driver: 1 while the entry maps; stored last when registering, first when unregistering
 
-	// RegDMAHeld is in each engine's read-only status page, at
-	// EngineStatusPage(e)+RegDMAHeld, written by the engine: bit i is set
-	// while the command the engine is running may touch the host memory
-	// of window entry i. Its own cache line.
-	RegDMAHeld = 0x040
+	// RegDMAHeld is in each engine's counters page, at
+	// EngineStatusPage(e)+RegDMAHeld (counters.go), written by the engine:
+	// bit i is set while the command the engine is running may touch the
+	// host memory of window entry i. Its own cache line.
+	RegDMAHeld = CountersOffset + 0x040
 )
 
 // ANCHOR_END: addresses

@@ -110,13 +110,15 @@ const (
 	// sleep. RegIdleBudgetNow is the budget an adaptive engine has
 	// learnt, published each time it learns (DefaultIdleBudget until
 	// then); a hybrid engine spins for RegIdleBudget.
+	// RegSleeps, RegIdleBudgetNow and RegSleptCycles are in the counters
+	// page (counters.go): how often an engine sleeps tells of others' work.
 	RegNeedWakeup    = 0x080
-	RegSleeps        = 0x088
-	RegIdleBudgetNow = 0x090
+	RegSleeps        = CountersOffset + 0x088
+	RegIdleBudgetNow = CountersOffset + 0x090
 	// RegSleptCycles is the cycles the engine has spent asleep since
 	// reset, added at each wake-up: the share of a period it slept is
 	// what softgpu-smi shows.
-	RegSleptCycles = 0x098
+	RegSleptCycles = CountersOffset + 0x098
 )
 
 // In the engine's privileged control page, at EngineControlPage(e),

@@ -95,11 +95,13 @@ const (
 	RegFaultNeedIrq = ControlPage + 0x200
 )
 
-// Fault buffer registers, device-written, in the global page. One line: the
-// engines write it under the device's fault lock, and the driver reads it.
+// Fault buffer registers, device-written, in the global counters page
+// (counters.go: every client maps the global page, and the pointers tell
+// when another's memory faults). One line: the engines write it under the
+// device's fault lock, and the driver reads it.
 const (
-	RegFaultPut      = GlobalPage + 0x0c0 // records written, ever
-	RegFaultOverflow = GlobalPage + 0x0c8 // records dropped because the ring was full
+	RegFaultPut      = GlobalCountersPage + 0x0c0 // records written, ever
+	RegFaultOverflow = GlobalCountersPage + 0x0c8 // records dropped because the ring was full
 )
 
 // MaxFaultBuf is the most records the ring may hold.

@@ -13,6 +13,9 @@ import "fmt"
 //	                may map and write
 //	PagePrivileged  written by the driver's device-wide half: control of
 //	                the whole device, which no client may ever write
+//	PagePrivate     written by the device only, read by the driver's
+//	                device-wide half, mapped by no client: counters of
+//	                every client's work (counters.go)
 //
 // and every 64-byte cache line has exactly one writer, so polling one side
 // never steals the line the other side is writing. Table (below) lists every
@@ -30,6 +33,8 @@ import "fmt"
 //	        engine e control privileged  idle mode and budget, runlist, watchdog; one per engine
 //	        contexts         privileged  page-table roots, fault acknowledgements
 //	        context status   read-only   faults
+//	        engine e counters private    TLB, scheduler, idle and handshake counters; one per engine
+//	        global counters  private     the fault buffer's pointers
 
 // RegPageSize is the size of one page of the register space.
 const RegPageSize = 0x1000
@@ -41,6 +46,7 @@ const (
 	PageReadOnly PageClass = iota + 1
 	PageUser
 	PagePrivileged
+	PagePrivate
 )
 
 func (c PageClass) String() string {
@@ -51,6 +57,8 @@ func (c PageClass) String() string {
 		return "user"
 	case PagePrivileged:
 		return "privileged"
+	case PagePrivate:
+		return "private"
 	}
 	return fmt.Sprintf("class(%d)", uint8(c))
 }
@@ -145,7 +153,8 @@ const (
 	// RegCommands counts the commands the engine has completed since
 	// reset, for softgpu-smi. Its own line, which no driver polls: the
 	// engine's store to it after every command costs no other core a miss.
-	RegCommands = 0x1c0
+	// In the counters page (counters.go).
+	RegCommands = CountersOffset + 0x1c0
 )
 
 // ANCHOR_END: enginebank
@@ -192,8 +201,9 @@ const (
 
 	// RegSpaceSize is the size of the whole register space in bytes: the
 	// banks, then the DMA window's page (dma.go), the engines' control
-	// pages (idle.go) and the two contexts pages (vm.go).
-	RegSpaceSize = ContextStatusPage + RegPageSize
+	// pages (idle.go), the two contexts pages (vm.go) and the counters
+	// pages (counters.go).
+	RegSpaceSize = GlobalCountersPage + RegPageSize
 )
 
 // EngineStatusPage returns the offset of engine e's read-only status page.
@@ -218,8 +228,8 @@ func Table() []Register {
 	add("ContextSize", RegContextSize, WrittenByDevice, PageReadOnly)
 	add("Timestamp", RegTimestamp, WrittenByDevice, PageReadOnly)
 	add("DeviceState", RegDeviceState, WrittenByDevice, PageReadOnly)
-	add("FaultPut", RegFaultPut, WrittenByDevice, PageReadOnly)
-	add("FaultOverflow", RegFaultOverflow, WrittenByDevice, PageReadOnly)
+	add("FaultPut", RegFaultPut, WrittenByDevice, PagePrivate)
+	add("FaultOverflow", RegFaultOverflow, WrittenByDevice, PagePrivate)
 	add("Control", RegControl, WrittenByDriver, PagePrivileged)
 	add("IrqCause", RegIrqCause, SetByDevice, PagePrivileged)
 	for w := range uint64(IrqChannelWords) {
@@ -238,22 +248,22 @@ func Table() []Register {
 	for e := range Engine(NumEngines) {
 		page := EngineStatusPage(e)
 		add(fmt.Sprintf("Engine[%d].State", e), page+RegEngineState, WrittenByDevice, PageReadOnly)
-		add(fmt.Sprintf("Engine[%d].DMAHeld", e), page+RegDMAHeld, WrittenByDevice, PageReadOnly)
+		add(fmt.Sprintf("Engine[%d].DMAHeld", e), page+RegDMAHeld, WrittenByDevice, PagePrivate)
 		add(fmt.Sprintf("Engine[%d].NeedWakeup", e), page+RegNeedWakeup, WrittenByDevice, PageReadOnly)
-		add(fmt.Sprintf("Engine[%d].Sleeps", e), page+RegSleeps, WrittenByDevice, PageReadOnly)
-		add(fmt.Sprintf("Engine[%d].IdleBudgetNow", e), page+RegIdleBudgetNow, WrittenByDevice, PageReadOnly)
-		add(fmt.Sprintf("Engine[%d].InvalAck", e), page+RegInvalAck, WrittenByDevice, PageReadOnly)
-		add(fmt.Sprintf("Engine[%d].TLBHits", e), page+RegTLBHits, WrittenByDevice, PageReadOnly)
-		add(fmt.Sprintf("Engine[%d].TLBMisses", e), page+RegTLBMisses, WrittenByDevice, PageReadOnly)
-		add(fmt.Sprintf("Engine[%d].TLBWalkReads", e), page+RegTLBWalkReads, WrittenByDevice, PageReadOnly)
-		add(fmt.Sprintf("Engine[%d].RunlistAck", e), page+RegRunlistAck, WrittenByDevice, PageReadOnly)
-		add(fmt.Sprintf("Engine[%d].RunlistError", e), page+RegRunlistError, WrittenByDevice, PageReadOnly)
-		add(fmt.Sprintf("Engine[%d].Preempts", e), page+RegPreempts, WrittenByDevice, PageReadOnly)
-		add(fmt.Sprintf("Engine[%d].Switches", e), page+RegSwitches, WrittenByDevice, PageReadOnly)
-		add(fmt.Sprintf("Engine[%d].Timeouts", e), page+RegTimeouts, WrittenByDevice, PageReadOnly)
-		add(fmt.Sprintf("Engine[%d].Resets", e), page+RegResets, WrittenByDevice, PageReadOnly)
-		add(fmt.Sprintf("Engine[%d].SleptCycles", e), page+RegSleptCycles, WrittenByDevice, PageReadOnly)
-		add(fmt.Sprintf("Engine[%d].Commands", e), page+RegCommands, WrittenByDevice, PageReadOnly)
+		add(fmt.Sprintf("Engine[%d].Sleeps", e), page+RegSleeps, WrittenByDevice, PagePrivate)
+		add(fmt.Sprintf("Engine[%d].IdleBudgetNow", e), page+RegIdleBudgetNow, WrittenByDevice, PagePrivate)
+		add(fmt.Sprintf("Engine[%d].InvalAck", e), page+RegInvalAck, WrittenByDevice, PagePrivate)
+		add(fmt.Sprintf("Engine[%d].TLBHits", e), page+RegTLBHits, WrittenByDevice, PagePrivate)
+		add(fmt.Sprintf("Engine[%d].TLBMisses", e), page+RegTLBMisses, WrittenByDevice, PagePrivate)
+		add(fmt.Sprintf("Engine[%d].TLBWalkReads", e), page+RegTLBWalkReads, WrittenByDevice, PagePrivate)
+		add(fmt.Sprintf("Engine[%d].RunlistAck", e), page+RegRunlistAck, WrittenByDevice, PagePrivate)
+		add(fmt.Sprintf("Engine[%d].RunlistError", e), page+RegRunlistError, WrittenByDevice, PagePrivate)
+		add(fmt.Sprintf("Engine[%d].Preempts", e), page+RegPreempts, WrittenByDevice, PagePrivate)
+		add(fmt.Sprintf("Engine[%d].Switches", e), page+RegSwitches, WrittenByDevice, PagePrivate)
+		add(fmt.Sprintf("Engine[%d].Timeouts", e), page+RegTimeouts, WrittenByDevice, PagePrivate)
+		add(fmt.Sprintf("Engine[%d].SleptCycles", e), page+RegSleptCycles, WrittenByDevice, PagePrivate)
+		add(fmt.Sprintf("Engine[%d].Commands", e), page+RegCommands, WrittenByDevice, PagePrivate)
+		add(fmt.Sprintf("Engine[%d].Resets", e), page+RegResets, WrittenByDevice, PagePrivate)
 	}
 	for c := range Channel(NumChannels) {
 		user, status := DoorbellPage(c), ChannelStatusPage(c)

@@ -8,8 +8,8 @@ import (
 // TestRegisterTable checks the rules of the register space against the
 // table: every register is an aligned word inside the space, no two
 // overlap, every cache line has one writer, and every page has one class —
-// and the class agrees with the writer (the device writes read-only pages,
-// the driver the others).
+// and the class agrees with the writer (the device writes read-only and
+// private pages, the driver the others).
 func TestRegisterTable(t *testing.T) {
 	table := Table()
 	if len(table) == 0 {
@@ -34,7 +34,7 @@ func TestRegisterTable(t *testing.T) {
 			t.Errorf("page %#x mixes classes: %s is %v, %s is %v", r.Offset/RegPageSize*RegPageSize, c.Name, c.Class, r.Name, r.Class)
 		}
 		pageClass[r.Offset/RegPageSize] = r
-		if wantDevice := r.Class == PageReadOnly; wantDevice != (r.Writer == WrittenByDevice) {
+		if wantDevice := r.Class == PageReadOnly || r.Class == PagePrivate; wantDevice != (r.Writer == WrittenByDevice) {
 			t.Errorf("%s is written by the %v but sits in a %v page", r.Name, r.Writer, r.Class)
 		}
 	}
@@ -43,7 +43,7 @@ func TestRegisterTable(t *testing.T) {
 // TestBanksDoNotOverlap: each engine's and channel's pages are distinct and
 // page-aligned, so a later stage can map one channel's pages alone.
 func TestBanksDoNotOverlap(t *testing.T) {
-	seen := map[uint64]string{GlobalPage: "global", ControlPage: "control"}
+	seen := map[uint64]string{GlobalPage: "global", ControlPage: "control", GlobalCountersPage: "global counters"}
 	add := func(name string, page uint64) {
 		t.Helper()
 		if page%RegPageSize != 0 {
@@ -60,6 +60,7 @@ func TestBanksDoNotOverlap(t *testing.T) {
 	for e := range Engine(NumEngines) {
 		add(e.String()+" status", EngineStatusPage(e))
 		add(e.String()+" control", EngineControlPage(e))
+		add(e.String()+" counters", EngineCountersPage(e))
 	}
 	for c := range Channel(NumChannels) {
 		add(c.String()+" doorbell", DoorbellPage(c))

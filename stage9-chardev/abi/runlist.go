@@ -139,14 +139,15 @@ const (
 	RegWatchdog = 0x0c0
 )
 
-// In each engine's read-only status page:
+// In each engine's counters page, addressed from its status page
+// (counters.go):
 const (
-	RegRunlistAck   = 0x140 // the last generation the engine has handled
-	RegRunlistError = 0x148 // RunlistOK, or why it refused that one (RunlistError)
-	RegPreempts     = 0x180 // commands preempted half-way, since reset
-	RegSwitches     = 0x188 // channel switches, since reset
-	RegTimeouts     = 0x190 // commands the watchdog stopped, since reset
-	RegResets       = 0x198 // engine resets: commands the watchdog stopped that never reached a preemption point
+	RegRunlistAck   = CountersOffset + 0x140 // the last generation the engine has handled
+	RegRunlistError = CountersOffset + 0x148 // RunlistOK, or why it refused that one (RunlistError)
+	RegPreempts     = CountersOffset + 0x180 // commands preempted half-way, since reset
+	RegSwitches     = CountersOffset + 0x188 // channel switches, since reset
+	RegTimeouts     = CountersOffset + 0x190 // commands the watchdog stopped, since reset
+	RegResets       = CountersOffset + 0x198 // engine resets: commands the watchdog stopped that never reached a preemption point
 )
 
 // ANCHOR_END: runlistregs

@@ -276,11 +276,12 @@ const (
 	RegInvalSize = ControlPage + 0x0d0 // and size; 0 means the whole address space
 	RegInvalGen  = ControlPage + 0x100 // stored last: the request's generation
 
-	// In each engine's read-only status page:
-	RegInvalAck     = 0x0c0 // the last generation the engine has handled
-	RegTLBHits      = 0x100 // translations its TLB answered
-	RegTLBMisses    = 0x108 // translations that walked the tables
-	RegTLBWalkReads = 0x110 // table entries those walks read
+	// In each engine's counters page, addressed from its status page
+	// (counters.go):
+	RegInvalAck     = CountersOffset + 0x0c0 // the last generation the engine has handled
+	RegTLBHits      = CountersOffset + 0x100 // translations its TLB answered
+	RegTLBMisses    = CountersOffset + 0x108 // translations that walked the tables
+	RegTLBWalkReads = CountersOffset + 0x110 // table entries those walks read
 )
 
 // ANCHOR_END: invalregs

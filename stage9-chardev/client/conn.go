@@ -202,6 +202,26 @@ func (ctl *Control) Clients() ([]uapi.ClientInfo, error) {
 	}
 }
 
+// Quotas returns CLIENT_QUOTA for every connected client, this one
+// included: each one's use of the device-wide pools against its quotas.
+// A daemon older than 2.1 has no such call: ErrBadRequest.
+func (ctl *Control) Quotas() ([]uapi.ClientQuota, error) {
+	if ctl.version.Minor < 1 {
+		return nil, fmt.Errorf("CLIENT_QUOTA: the daemon speaks %d.%d, and the call is 2.1's: %w", ctl.version.Major, ctl.version.Minor, uapi.ErrBadRequest)
+	}
+	var out []uapi.ClientQuota
+	for i := uint32(0); ; i++ {
+		q := uapi.ClientQuota{Index: i}
+		if _, err := ctl.c.call(&q, nil); err != nil {
+			if errors.Is(err, uapi.ErrNoEntry) {
+				return out, nil
+			}
+			return out, err
+		}
+		out = append(out, q)
+	}
+}
+
 // Close ends the connection.
 func (ctl *Control) Close() error {
 	ctl.c.close()

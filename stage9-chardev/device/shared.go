@@ -259,13 +259,14 @@ func (d *Device) FenceVector(c abi.Channel) func() {
 
 // Unshare gives channel c private pages again, after the client that held
 // it is done with it: it has left its runlist (the driver's Close returned),
-// so no engine touches its pages. The status page and the completion ring,
-// which only the device writes, carry over; the doorbell page, which the
-// client wrote, does not — it is reset to the ring's head, as the engine
-// left it, with the interrupt disarmed, and so is the fence timeline,
-// whose values the client's commands chose: the next owner starts from a
-// state the device chose, whatever the last one stored. The client's
-// mappings stay valid, but name memory the device no longer reads.
+// so no engine touches its pages. Nothing of them carries over: the
+// doorbell page, which the client wrote, is reset to the ring's head, as
+// the engine left it, with the interrupt disarmed; the status page and
+// the completion ring, which the engine wrote while the client's work
+// ran, are reset from that head too (handover.go): the next owner starts
+// from a state the device chose, whatever the last one stored and
+// whatever the engine did. The client's mappings stay valid, but name
+// memory the device no longer reads.
 func (d *Device) Unshare(c abi.Channel) error {
 	if d.shm == nil {
 		return errNotShared
@@ -281,12 +282,13 @@ func (d *Device) Unshare(c abi.Channel) error {
 
 // ANCHOR: privatise
 
-// privatise maps fresh private pages over channel c's four ranges,
-// keeping what the device wrote. The owner load in the callers orders the
+// privatise maps fresh private pages over channel c's four ranges and
+// fills them with a state the device chooses from the engine's head
+// alone (handover.go), forgetting whatever the last owner stored and
+// whatever the engine left. The owner load in the callers orders the
 // last engine's writes to d.chans[c] before the read of head here.
 func (d *Device) privatise(c abi.Channel) {
 	bell, status, ring, compl := d.channelPages(c)
-	keepStatus, keepCompl := append([]byte(nil), status...), append([]byte(nil), compl...)
 	for _, b := range [][]byte{bell, ring, status, compl} {
 		if err := mapFixed(b, nil, 0); err != nil {
 			// Replacing a mapping of the device's own range with anonymous
@@ -295,17 +297,14 @@ func (d *Device) privatise(c abi.Channel) {
 			panic(fmt.Sprintf("device: invariant broken: remapping %v's pages: %v", c, err))
 		}
 	}
-	copy(status, keepStatus)
-	copy(compl, keepCompl)
 	head := d.chans[c].head
 	d.regs.Store(abi.DoorbellPage(c)+abi.RegDoorbell, head)
 	// The fence timeline holds whatever the client's commands named as
-	// their fence — the engine writes it as given — so it is reset too:
-	// to the head, which by the driver's rule (a command's fence is its
-	// index + 1) every command below the head has reached, and none
-	// above. Left as the client set it, a timeline far ahead would make
-	// the next owner's waits return before their commands had run.
-	d.regs.Store(abi.ChannelStatusPage(c)+abi.RegFence, head)
+	// their fence — the engine writes it as given — so it goes back to
+	// the head with the rest of the status page. Left as the client set
+	// it, a timeline far ahead would make the next owner's waits return
+	// before their commands had run.
+	d.resetHandedOver(c, head)
 }
 
 // ANCHOR_END: privatise

@@ -52,7 +52,7 @@
 
 /* Message framing (uapi/message.go). */
 #define SOFTGPU_HEADER_SIZE 16
-#define SOFTGPU_MAX_MESSAGE 152
+#define SOFTGPU_MAX_MESSAGE 160
 #define SOFTGPU_MAX_FDS 3
 
 /* Header starts every message. */
@@ -120,9 +120,13 @@ _Static_assert(sizeof(struct softgpu_attach) == 24, "struct softgpu_attach is 24
 struct softgpu_channel_open {
 	/* in: abi.EngineCompute or abi.EngineCopy */
 	uint32_t engine;
-	/* in: abi.PriorityLow .. abi.MaxPriority */
+	/*
+	 * in: abi.PriorityLow .. abi.MaxPriority; above abi.PriorityNormal needs the daemon's grant (ErrPerm)
+	 */
 	uint32_t priority;
-	/* in: ns the channel may hold the engine while another of its priority waits; 0: no slice */
+	/*
+	 * in: ns the channel may hold the engine while another of its priority waits; 0: no slice; not 0 needs the daemon's grant (ErrPerm)
+	 */
 	uint64_t timeslice;
 	/* out: the channel's number, for CHANNEL_CLOSE */
 	uint32_t channel;
@@ -333,6 +337,51 @@ struct softgpu_managed_resident {
 };
 _Static_assert(sizeof(struct softgpu_managed_resident) == 16, "struct softgpu_managed_resident is 16 bytes");
 
+/* Pools is an amount of each device-wide pool a quota limits. */
+struct softgpu_pools {
+	/* out: bytes of device memory (ALLOC, each rounded up to its pages) */
+	uint64_t device_memory;
+	/*
+	 * out: bytes of host memory the daemon locks (HOST_REGISTER, MANAGED_ALLOC): every byte of the memfd's range, touched or not
+	 */
+	uint64_t pinned_bytes;
+	/* out: DMA window entries: one per registered memfd */
+	uint32_t window_entries;
+	/* out: contexts: one per ATTACHed connection */
+	uint32_t contexts;
+	/* out: channels open */
+	uint32_t channels;
+	/* reserved: zero */
+	uint32_t pad;
+};
+_Static_assert(sizeof(struct softgpu_pools) == 32, "struct softgpu_pools is 32 bytes");
+
+/*
+ * ClientQuota is the argument of CLIENT_QUOTA (since 2.1): one connected
+ * client's use of each device-wide pool against its quotas, by position
+ * as CLIENT_INFO. A call that would take the client, or all the clients of
+ * its uid together, past a limit fails with ErrQuota.
+ */
+struct softgpu_client_quota {
+	/* in: the n-th connected client, from 0, as CLIENT_INFO's */
+	uint32_t index;
+	/* out: its process, from SO_PEERCRED */
+	uint32_t pid;
+	/* out: its user, from SO_PEERCRED */
+	uint32_t uid;
+	/* out: its context id (0 before ATTACH), to match CLIENT_INFO's */
+	uint32_t context;
+	/* out: what the client holds */
+	struct softgpu_pools use;
+	/* out: the most one client may hold */
+	struct softgpu_pools limit;
+	/* out: what every client of its uid holds, together */
+	struct softgpu_pools uid_use;
+	/* out: the most they may hold together */
+	struct softgpu_pools uid_limit;
+};
+_Static_assert(sizeof(struct softgpu_client_quota) == 144, "struct softgpu_client_quota is 144 bytes");
+
 /*
  * The calls (uapi/calls.go): request numbers, and the file descriptors
  * each call carries and each successful reply carries.
@@ -382,10 +431,13 @@ _Static_assert(sizeof(struct softgpu_managed_resident) == 16, "struct softgpu_ma
 #define SOFTGPU_IOCTL_MANAGED_RESIDENT SOFTGPU_IOWR(SOFTGPU_IOC_MAGIC, 0x0e, struct softgpu_managed_resident)
 #define SOFTGPU_IOCTL_MANAGED_RESIDENT_FDS_IN 0
 #define SOFTGPU_IOCTL_MANAGED_RESIDENT_FDS_OUT 0
+#define SOFTGPU_IOCTL_CLIENT_QUOTA SOFTGPU_IOWR(SOFTGPU_IOC_MAGIC, 0x0f, struct softgpu_client_quota)
+#define SOFTGPU_IOCTL_CLIENT_QUOTA_FDS_IN 0
+#define SOFTGPU_IOCTL_CLIENT_QUOTA_FDS_OUT 0
 
 /* Versions and capabilities (uapi/args.go) */
 #define SOFTGPU_VERSION_MAJOR 2
-#define SOFTGPU_VERSION_MINOR 0
+#define SOFTGPU_VERSION_MINOR 1
 /* managed memory: allocations whose pages migrate on device faults */
 #define SOFTGPU_CAP_MANAGED 0x1
 /* the daemon records a trace of the device */
@@ -470,6 +522,10 @@ _Static_assert(sizeof(struct softgpu_managed_resident) == 16, "struct softgpu_ma
 #define SOFTGPU_ERR_BUSY 12
 /* the object is faulted: a channel or context the device has stopped serving */
 #define SOFTGPU_ERR_FAULT 13
+/*
+ * the call would take the client, or its uid, past a quota the daemon sets (CLIENT_QUOTA shows them): since 2.1
+ */
+#define SOFTGPU_ERR_QUOTA 14
 
 /* The memfds' layouts (uapi/memfd.go) */
 #define SOFTGPU_PAGE_SIZE 4096
@@ -642,9 +698,10 @@ _Static_assert(sizeof(struct softgpu_managed_resident) == 16, "struct softgpu_ma
  * sleep. RegIdleBudgetNow is the budget an adaptive engine has
  * learnt, published each time it learns (DefaultIdleBudget until
  * then); a hybrid engine spins for RegIdleBudget.
+ * RegSleeps, RegIdleBudgetNow and RegSleptCycles are in the counters
+ * page (counters.go): how often an engine sleeps tells of others' work.
  */
 #define SOFTGPU_REG_NEED_WAKEUP 0x80
-#define SOFTGPU_REG_SLEEPS 0x88
 #define SOFTGPU_ENGINE_RUNNING 0
 #define SOFTGPU_ENGINE_STOPPED 1
 /*

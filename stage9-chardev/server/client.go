@@ -39,6 +39,8 @@ type client struct {
 	devMem  uint64
 	hostMem uint64
 
+	use uapi.Pools // what it holds of each pool, charged and refunded under s.quotaMu (quota.go)
+
 	ids   atomic.Pointer[[]abi.Channel] // its channels, for the kick goroutine
 	calls atomic.Uint64
 
@@ -161,6 +163,8 @@ func (c *client) dispatch(arg uapi.Arg, fds []int) (send []int, closeAfter []*os
 		return nil, nil, nil
 	case *uapi.ClientInfo:
 		return nil, nil, s.clientInfo(a)
+	case *uapi.ClientQuota:
+		return nil, nil, s.clientQuota(a)
 	case *uapi.Attach:
 		return c.attach(a)
 	}
@@ -229,6 +233,11 @@ func (c *client) attach(a *uapi.Attach) (send []int, closeAfter []*os.File, err 
 		return nil, nil, err
 	}
 	ctx, err := c.s.drv.NewContext()
+	if err == nil {
+		if err = c.charge(uapi.Pools{Contexts: 1}); err != nil {
+			ctx.Close()
+		}
+	}
 	if err != nil {
 		pub.Close()
 		unix.Close(kick)
@@ -266,8 +275,12 @@ func (c *client) openChannel(a *uapi.ChannelOpen) (send []int, closeAfter []*os.
 		return nil, nil, fmt.Errorf("engine %d: %w", a.Engine, uapi.ErrInval)
 	case a.Priority > abi.MaxPriority:
 		return nil, nil, fmt.Errorf("priority %d: %w", a.Priority, uapi.ErrInval)
-	case len(c.chans) >= c.s.cfg.MaxChannels:
-		return nil, nil, fmt.Errorf("the client has %d channels open, the most it may: %w", len(c.chans), uapi.ErrNoChannel)
+	}
+	if err := c.grantPriority(a); err != nil {
+		return nil, nil, err
+	}
+	if err := c.charge(uapi.Pools{Channels: 1}); err != nil {
+		return nil, nil, err
 	}
 	var files device.ChannelFiles
 	ch, err := c.s.drv.NewChannel(abi.Engine(a.Engine), c.ctx, driver.ChannelOptions{
@@ -288,6 +301,7 @@ func (c *client) openChannel(a *uapi.ChannelOpen) (send []int, closeAfter []*os.
 			files.User.Close()
 			files.Status.Close()
 		}
+		c.refund(uapi.Pools{Channels: 1})
 		return nil, nil, err
 	}
 	ring := c.s.ringSize()
@@ -315,6 +329,8 @@ func (c *client) closeChannel(id abi.Channel) error {
 		return fmt.Errorf("%v is not a channel of this client: %w", id, uapi.ErrNoEntry)
 	}
 	c.publishIDs()
+	// Refunded once it is off its runlist, when the id is free for another.
+	defer c.refund(uapi.Pools{Channels: 1})
 	return ch.Close() // returns once the engine has let it go, and the pages are the device's again (Unshare)
 }
 
@@ -333,14 +349,22 @@ func (c *client) alloc(a *uapi.Alloc) error {
 	if a.Size == 0 {
 		return fmt.Errorf("ALLOC of 0 bytes: %w", uapi.ErrInval)
 	}
+	if a.Size > c.s.drv.MemorySize() {
+		return fmt.Errorf("ALLOC of %d bytes from a device of %d: %w", a.Size, c.s.drv.MemorySize(), uapi.ErrNoMemory) // no quota could grant it
+	}
+	bytes := allocCharge(a.Size, a.PageSize)
+	if err := c.charge(uapi.Pools{DeviceMemory: bytes}); err != nil {
+		return err
+	}
 	va, err := c.ctx.Alloc(a.Size, abi.PageSize(a.PageSize)) // 0: the largest page Size fills
 	if err != nil {
+		c.refund(uapi.Pools{DeviceMemory: bytes})
 		return err
 	}
 	a.VA = va
 	c.mu.Lock()
-	c.allocs[va] = a.Size
-	c.devMem += a.Size
+	c.allocs[va] = bytes
+	c.devMem += bytes
 	c.mu.Unlock()
 	return nil
 }
@@ -354,6 +378,7 @@ func (c *client) free(va uint64) error {
 	if !ok {
 		return fmt.Errorf("FREE of %#x, not an allocation of this client: %w", va, uapi.ErrNoEntry)
 	}
+	c.refund(uapi.Pools{DeviceMemory: size})
 	return c.ctx.Free(va)
 }
 
@@ -366,21 +391,28 @@ func (c *client) hostRegister(a *uapi.HostRegister, fd int) error {
 	switch {
 	case a.Size == 0 || a.Size%page != 0:
 		return fmt.Errorf("HOST_REGISTER of %d bytes, not a positive multiple of the %d-byte page: %w", a.Size, page, uapi.ErrInval)
-	case len(c.hosts)+len(c.managed) >= c.s.cfg.MaxHostRegions:
-		return fmt.Errorf("the client has %d memfds registered, the most it may: %w", len(c.hosts)+len(c.managed), uapi.ErrBusy)
 	}
 	mapping, err := mapSealed(fd, a.Size)
 	if err != nil {
 		return fmt.Errorf("HOST_REGISTER: %w", err)
 	}
+	// Charged before a byte is locked: mlock makes every page of a
+	// sparse memfd real. (Mapping it took nothing.)
+	pinned := uapi.Pools{PinnedBytes: a.Size, WindowEntries: 1}
+	if err := c.charge(pinned); err != nil {
+		unix.Munmap(mapping)
+		return fmt.Errorf("HOST_REGISTER of %d bytes: %w", a.Size, err)
+	}
 	p, err := c.s.drv.HostAdopt(mapping, a.Size)
 	if err != nil {
 		unix.Munmap(mapping)
+		c.refund(pinned)
 		return err
 	}
 	va, err := c.ctx.Map(p, abi.PageSize(a.PageSize))
 	if err != nil {
 		c.s.drv.HostFree(p)
+		c.refund(pinned)
 		return err
 	}
 	a.VA = va
@@ -425,16 +457,19 @@ func (c *client) managedAlloc(a *uapi.ManagedAlloc, fd int) error {
 	if a.Size == 0 || a.Length != roundPage(a.Size) {
 		return fmt.Errorf("MANAGED_ALLOC of %d bytes on a memfd of %d; want it rounded up to the page: %w", a.Size, a.Length, uapi.ErrInval)
 	}
-	if len(c.hosts)+len(c.managed) >= c.s.cfg.MaxHostRegions {
-		return fmt.Errorf("the client has %d memfds registered, the most it may: %w", len(c.hosts)+len(c.managed), uapi.ErrBusy)
-	}
 	mapping, err := mapSealed(fd, a.Length)
 	if err != nil {
 		return fmt.Errorf("MANAGED_ALLOC: %w", err)
 	}
+	pinned := uapi.Pools{PinnedBytes: a.Length, WindowEntries: 1}
+	if err := c.charge(pinned); err != nil {
+		unix.Munmap(mapping)
+		return fmt.Errorf("MANAGED_ALLOC of %d bytes: %w", a.Length, err)
+	}
 	m, err := c.ctx.AllocManagedOn(mapping, a.Size)
 	if err != nil {
 		unix.Munmap(mapping)
+		c.refund(pinned)
 		return err
 	}
 	a.VA = m.VA()
@@ -473,6 +508,8 @@ func (c *client) managedFree(va uint64) error {
 	if !ok {
 		return fmt.Errorf("MANAGED_FREE of %#x, not managed memory of this client: %w", va, uapi.ErrNoEntry)
 	}
+	// Refunded once it is unlocked and out of the window.
+	defer c.refund(uapi.Pools{PinnedBytes: roundPage(m.Size()), WindowEntries: 1})
 	return m.Free()
 }
 
@@ -487,6 +524,8 @@ func (c *client) hostUnregister(va uint64) error {
 	if !ok {
 		return fmt.Errorf("HOST_UNREGISTER of %#x, not a region of this client: %w", va, uapi.ErrNoEntry)
 	}
+	// Refunded once it is unlocked and out of the window.
+	defer c.refund(uapi.Pools{PinnedBytes: uint64(len(p.Bytes())), WindowEntries: 1})
 	return c.s.drv.HostFree(p) // waits out a command copying from it; unmaps it from the context
 }
 
@@ -580,6 +619,7 @@ func (c *client) teardown() {
 	if c.s.trace != nil && c.ctx != nil {
 		c.s.trace.Record(trace.Event{Kind: trace.KindDetach, Start: start, End: c.s.drv.Now(), Arg: uint64(c.pid), Seq: uint64(c.ctx.ID())})
 	}
+	c.refundAll() // its context and every allocation in it, which ctx.Close gave back
 	c.s.remove(c)
 	c.s.log.Info("client gone", "pid", c.pid, "calls", c.calls.Load())
 }

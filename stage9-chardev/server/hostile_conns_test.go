@@ -141,7 +141,7 @@ func openToOthers(t *testing.T, d *daemonProc) {
 func TestConnectionsPerUidAreCapped(t *testing.T) {
 	d := startDaemon(t, "-mode", "0666", "-max-conns-per-uid", "8")
 	openToOthers(t, d)
-	_, lines := startHostile(t, stranger, "conns", d.node, "200")
+	_, lines := startHostile(t, strangerUID, "conns", d.node, "200")
 	if !lines.Scan() {
 		t.Fatalf("the hostile process printed nothing")
 	}

@@ -21,7 +21,7 @@ import (
 // directory, or on a path, another uid owns or could have made.
 
 // stranger is the uid and gid a hostile process runs as: nobody.
-const stranger = 65534
+const strangerUID = 65534
 
 // asStranger runs a shell command as another uid, a process of its own;
 // it skips the test when this one cannot (not root).
@@ -31,7 +31,7 @@ func asStranger(t *testing.T, script string) {
 		t.Skip("running a process as another uid needs root")
 	}
 	cmd := exec.Command("/bin/sh", "-c", script)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: stranger, Gid: stranger}}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: strangerUID, Gid: strangerUID}}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("the stranger's %q: %v: %s", script, err, out)
 	}

@@ -142,7 +142,7 @@ func TestCallsOutOfOrderAreRefused(t *testing.T) {
 // client may not have.
 func TestBadArgumentsAreRefused(t *testing.T) {
 	const maxChannels = 4
-	s := serve(t, server.Config{MaxChannels: maxChannels})
+	s := serve(t, server.Config{ClientQuota: server.Quota{Channels: maxChannels}})
 	r := dialRaw(t, s.Node())
 	r.attach()
 	tests := []struct {
@@ -176,14 +176,14 @@ func TestBadArgumentsAreRefused(t *testing.T) {
 	if errno, _ := r.call(&uapi.Free{VA: va}); errno != uapi.ErrNoEntry {
 		t.Errorf("FREE twice: %v; want %v", errno, uapi.ErrNoEntry)
 	}
-	// One client may hold MaxChannels channels and no more.
+	// One client may hold its quota of channels and no more.
 	for i := range maxChannels {
 		if errno, _ := r.call(&uapi.ChannelOpen{Engine: uint32(i % abi.NumEngines)}); errno != uapi.OK {
 			t.Fatalf("CHANNEL_OPEN %d of %d: %v", i+1, maxChannels, errno)
 		}
 	}
-	if errno, _ := r.call(&uapi.ChannelOpen{Engine: uint32(abi.EngineCopy)}); errno != uapi.ErrNoChannel {
-		t.Errorf("CHANNEL_OPEN past MaxChannels: %v; want %v", errno, uapi.ErrNoChannel)
+	if errno, _ := r.call(&uapi.ChannelOpen{Engine: uint32(abi.EngineCopy)}); errno != uapi.ErrQuota {
+		t.Errorf("CHANNEL_OPEN past the client's channel quota: %v; want %v", errno, uapi.ErrQuota)
 	}
 	if errno, _ := r.call(&uapi.Info{}); errno != uapi.OK {
 		t.Errorf("INFO after the refusals: %v", errno)

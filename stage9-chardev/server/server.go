@@ -84,18 +84,23 @@ type Config struct {
 	// the latest TraceEvents events (0: trace.DefaultEvents).
 	Trace       string
 	TraceEvents int
-	// MaxChannels is the most channels one client may have open, and
-	// MaxHostRegions the most memfds it may have registered: without a
-	// cap, one client could take every channel of the device. Zero means
-	// 16 and 64.
-	MaxChannels    int
-	MaxHostRegions int
 	// MaxConnsPerUID is the most connections one uid may hold open at
 	// once, and AttachTimeout how long a connection that has not
 	// attached may go without a call before it is dropped (conns.go).
 	// Zero means DefaultMaxConnsPerUID and DefaultAttachTimeout.
 	MaxConnsPerUID int
 	AttachTimeout  time.Duration
+	// ClientQuota is the most of each device-wide pool one client may
+	// hold, UidQuota the most all the clients of one uid may hold
+	// together (quota.go); past either a call fails with uapi.ErrQuota.
+	// Zero fields mean the defaults, which let one client alone use the
+	// whole device but for the DMA window, of which no quota may grant
+	// every entry.
+	ClientQuota, UidQuota Quota
+	// PriorityUIDs are the users, besides root, who may open channels
+	// above abi.PriorityNormal or with a timeslice of their own
+	// (grant.go); everyone else gets uapi.ErrPerm for asking.
+	PriorityUIDs []uint32
 	// Log receives the daemon's log; nil means a text logger on stderr.
 	Log *slog.Logger
 	// WriteTimeout bounds how long a reply may wait for a client that
@@ -117,6 +122,13 @@ type Server struct {
 	mu      sync.Mutex
 	clients []*client // in connection order: CLIENT_INFO's index
 	closing bool
+
+	// quotaMu guards every client's use and the uids' (quota.go); it is
+	// a leaf lock.
+	quotaMu     sync.Mutex
+	uidUse      map[uint32]*uapi.Pools // by uid: the sum of its clients' use
+	clientLimit uapi.Pools             // Config.ClientQuota, defaults filled; fixed after New
+	uidLimit    uapi.Pools             // Config.UidQuota, likewise
 
 	messages atomic.Uint64 // messages received from every client
 	serving  sync.WaitGroup
@@ -155,11 +167,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Mode == 0 {
 		cfg.Mode = 0o600
 	}
-	if cfg.MaxChannels == 0 {
-		cfg.MaxChannels = 16
-	}
-	if cfg.MaxHostRegions == 0 {
-		cfg.MaxHostRegions = 64
+	for _, q := range []struct {
+		name  string
+		quota Quota
+	}{{"client", cfg.ClientQuota}, {"uid", cfg.UidQuota}} {
+		if err := checkQuota(q.name, q.quota); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.MaxConnsPerUID == 0 {
 		cfg.MaxConnsPerUID = DefaultMaxConnsPerUID
@@ -199,8 +213,13 @@ func New(cfg Config) (*Server, error) {
 		ln.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, dev: dev, drv: drv, ln: ln, node: cfg.Node, log: cfg.Log, closed: make(chan struct{}), trace: tb}
+	s := &Server{cfg: cfg, dev: dev, drv: drv, ln: ln, node: cfg.Node, log: cfg.Log, closed: make(chan struct{}), trace: tb,
+		uidUse: map[uint32]*uapi.Pools{}}
+	s.cfg.ClientQuota = defaultQuota(cfg.ClientQuota, drv.MemorySize(), true)
+	s.cfg.UidQuota = defaultQuota(cfg.UidQuota, drv.MemorySize(), false)
+	s.clientLimit, s.uidLimit = s.cfg.ClientQuota.pools(), s.cfg.UidQuota.pools()
 	s.log.Info("device open", "node", cfg.Node, "memory", drv.MemorySize(), "mode", fmt.Sprintf("%#o", cfg.Mode))
+	s.log.Info("quotas", "client", fmt.Sprintf("%+v", s.cfg.ClientQuota), "uid", fmt.Sprintf("%+v", s.cfg.UidQuota))
 	return s, nil
 }
 

@@ -53,9 +53,14 @@ const (
 // irq eventfd, 2.0 wakes the channel's fence word (AttachFDIrq says how
 // to sleep on it). A 1.0 client that blocked on the eventfd for a fence
 // would wait forever on a 2.0 daemon, so the major moved.
+//
+// 2.1 added ErrQuota and CLIENT_QUOTA: a 2.0 client meets the new errno
+// only where a 2.0 daemon would have run the device out for everyone.
+// It also took the device's counters off the public pages (abi/counters.go):
+// a 2.0 client that read them there reads zeros; INFO has them.
 const (
 	VersionMajor = 2
-	VersionMinor = 0
+	VersionMinor = 1
 )
 
 // Attach is the argument of ATTACH: the client becomes a context of the
@@ -108,8 +113,8 @@ const (
 // descriptors, at ChannelFDUser and ChannelFDStatus.
 type ChannelOpen struct {
 	Engine     uint32 `uapi:"in"`  // abi.EngineCompute or abi.EngineCopy
-	Priority   uint32 `uapi:"in"`  // abi.PriorityLow .. abi.MaxPriority
-	Timeslice  uint64 `uapi:"in"`  // ns the channel may hold the engine while another of its priority waits; 0: no slice
+	Priority   uint32 `uapi:"in"`  // abi.PriorityLow .. abi.MaxPriority; above abi.PriorityNormal needs the daemon's grant (ErrPerm)
+	Timeslice  uint64 `uapi:"in"`  // ns the channel may hold the engine while another of its priority waits; 0: no slice; not 0 needs the daemon's grant (ErrPerm)
 	Channel    uint32 `uapi:"out"` // the channel's number, for CHANNEL_CLOSE
 	RingSize   uint32 `uapi:"out"` // slots in its rings, a power of two
 	UserSize   uint64 `uapi:"out"` // bytes of the user memfd: UserSize(RingSize)
@@ -253,4 +258,29 @@ type ManagedResident struct {
 	VA     uint64 `uapi:"in"`  // a ManagedAlloc.VA of this client
 	Device uint32 `uapi:"out"` // pages in device memory
 	Remote uint32 `uapi:"out"` // pages the device reaches on the host (the thrashing guard's)
+}
+
+// ClientQuota is the argument of CLIENT_QUOTA (since 2.1): one connected
+// client's use of each device-wide pool against its quotas, by position
+// as CLIENT_INFO. A call that would take the client, or all the clients of
+// its uid together, past a limit fails with ErrQuota.
+type ClientQuota struct {
+	Index    uint32 `uapi:"in"`  // the n-th connected client, from 0, as CLIENT_INFO's
+	Pid      uint32 `uapi:"out"` // its process, from SO_PEERCRED
+	Uid      uint32 `uapi:"out"` // its user, from SO_PEERCRED
+	Context  uint32 `uapi:"out"` // its context id (0 before ATTACH), to match CLIENT_INFO's
+	Use      Pools  `uapi:"out"` // what the client holds
+	Limit    Pools  `uapi:"out"` // the most one client may hold
+	UidUse   Pools  `uapi:"out"` // what every client of its uid holds, together
+	UidLimit Pools  `uapi:"out"` // the most they may hold together
+}
+
+// Pools is an amount of each device-wide pool a quota limits.
+type Pools struct {
+	DeviceMemory  uint64 `uapi:"out"`      // bytes of device memory (ALLOC, each rounded up to its pages)
+	PinnedBytes   uint64 `uapi:"out"`      // bytes of host memory the daemon locks (HOST_REGISTER, MANAGED_ALLOC): every byte of the memfd's range, touched or not
+	WindowEntries uint32 `uapi:"out"`      // DMA window entries: one per registered memfd
+	Contexts      uint32 `uapi:"out"`      // contexts: one per ATTACHed connection
+	Channels      uint32 `uapi:"out"`      // channels open
+	Pad           uint32 `uapi:"reserved"` // zero
 }

@@ -31,6 +31,7 @@ const (
 	IoctlManagedPrefetch = 0x4020470C // IOW(0x0c, 32): struct ManagedPrefetch
 	IoctlManagedFree     = 0x4008470D // IOW(0x0d, 8): struct ManagedFree
 	IoctlManagedResident = 0xC010470E // IOWR(0x0e, 16): struct ManagedResident
+	IoctlClientQuota     = 0xC090470F // IOWR(0x0f, 144): struct ClientQuota
 )
 
 // Request returns IoctlVersion: a Version is the argument of VERSION.
@@ -78,6 +79,9 @@ func (*ManagedFree) Request() uint32 { return IoctlManagedFree }
 // Request returns IoctlManagedResident: a ManagedResident is the argument of MANAGED_RESIDENT.
 func (*ManagedResident) Request() uint32 { return IoctlManagedResident }
 
+// Request returns IoctlClientQuota: a ClientQuota is the argument of CLIENT_QUOTA.
+func (*ClientQuota) Request() uint32 { return IoctlClientQuota }
+
 // Call describes one call: a row of Calls.
 type Call struct {
 	Name    string     // the call's name, as in the C header's SOFTGPU_IOCTL_<Name>
@@ -108,6 +112,7 @@ var Calls = [...]Call{
 	{"MANAGED_PREFETCH", IoctlManagedPrefetch, 0, 0, func() Arg { return new(ManagedPrefetch) }},
 	{"MANAGED_FREE", IoctlManagedFree, 0, 0, func() Arg { return new(ManagedFree) }},
 	{"MANAGED_RESIDENT", IoctlManagedResident, 0, 0, func() Arg { return new(ManagedResident) }},
+	{"CLIENT_QUOTA", IoctlClientQuota, 0, 0, func() Arg { return new(ClientQuota) }},
 }
 
 // ANCHOR_END: calls
@@ -134,10 +139,10 @@ func (c *Call) ReplySize() int {
 const HeaderSize = 16
 
 // MaxMessage is the size of the largest message of either direction: a
-// header and the largest argument struct (Info). A buffer this long
+// header and the largest argument struct (ClientQuota). A buffer this long
 // receives any well-formed message whole; a receiver that sees MSG_TRUNC
 // with it has a message no call has.
-const MaxMessage = HeaderSize + 136
+const MaxMessage = HeaderSize + 144
 
 // MaxFDs is the most file descriptors any message carries (ATTACH's
 // reply): the size of a receiver's SCM_RIGHTS buffer.

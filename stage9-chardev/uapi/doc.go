@@ -50,12 +50,14 @@
 //	0x0c  MANAGED_PREFETCH IOW   ManagedPrefetch -
 //	0x0d  MANAGED_FREE     IOW   ManagedFree     -
 //	0x0e  MANAGED_RESIDENT IOWR  ManagedResident -
+//	0x0f  CLIENT_QUOTA     IOWR  ClientQuota     -      (since 2.1)
 //
 // VERSION comes first on every connection, as DRM_IOCTL_VERSION does: the
 // daemon answers any other call before it with ErrNotNegotiated, and a
 // VERSION whose major version is not its own with ErrVersion. A client
 // then ATTACHes (it becomes a context of the device), opens channels,
-// allocates memory and submits. INFO and CLIENT_INFO are for tools.
+// allocates memory and submits. INFO, CLIENT_INFO and CLIENT_QUOTA are for
+// tools.
 //
 // The daemon decodes every datagram with DecodeCall, which never panics
 // and says what is wrong with a message as an Errno; a client uses
@@ -69,7 +71,7 @@
 //	1 ErrBadRequest     2 ErrSize       3 ErrFDs        4 ErrInval
 //	5 ErrNotNegotiated  6 ErrVersion    7 ErrNoMemory   8 ErrNoChannel
 //	9 ErrNoEntry       10 ErrPerm      11 ErrGone      12 ErrBusy
-//	13 ErrFault
+//	13 ErrFault        14 ErrQuota
 //
 // The first four are about the message: the daemon's decoder finds them.
 // The rest are about what the call asked for.

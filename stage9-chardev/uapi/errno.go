@@ -33,6 +33,7 @@ const (
 	ErrGone          Errno = 11 // the device is shutting down or has stopped
 	ErrBusy          Errno = 12 // the object is in use: a channel with work in flight, memory a channel still uses
 	ErrFault         Errno = 13 // the object is faulted: a channel or context the device has stopped serving
+	ErrQuota         Errno = 14 // the call would take the client, or its uid, past a quota the daemon sets (CLIENT_QUOTA shows them): since 2.1
 )
 
 var errnoText = [...]string{
@@ -50,6 +51,7 @@ var errnoText = [...]string{
 	ErrGone:          "device gone",
 	ErrBusy:          "busy",
 	ErrFault:         "faulted",
+	ErrQuota:         "over quota",
 }
 
 // String returns what the errno means, in a few words.

@@ -28,6 +28,7 @@ func TestErrnoNumbers(t *testing.T) {
 		{ErrGone, 11, "device gone"},
 		{ErrBusy, 12, "busy"},
 		{ErrFault, 13, "faulted"},
+		{ErrQuota, 14, "over quota"},
 	}
 	if len(tests) != len(errnoText) {
 		t.Errorf("%d errnos pinned; errnoText has %d", len(tests), len(errnoText))

@@ -67,7 +67,7 @@ func constSections() []cSection {
 			u("ErrFDs", uint64(ErrFDs)), u("ErrInval", uint64(ErrInval)), u("ErrNotNegotiated", uint64(ErrNotNegotiated)),
 			u("ErrVersion", uint64(ErrVersion)), u("ErrNoMemory", uint64(ErrNoMemory)), u("ErrNoChannel", uint64(ErrNoChannel)),
 			u("ErrNoEntry", uint64(ErrNoEntry)), u("ErrPerm", uint64(ErrPerm)), u("ErrGone", uint64(ErrGone)),
-			u("ErrBusy", uint64(ErrBusy)), u("ErrFault", uint64(ErrFault)),
+			u("ErrBusy", uint64(ErrBusy)), u("ErrFault", uint64(ErrFault)), u("ErrQuota", uint64(ErrQuota)),
 		}},
 		{"The memfds' layouts (uapi/memfd.go)", []cConst{
 			u("PageSize", PageSize),
@@ -120,7 +120,7 @@ func constSections() []cSection {
 			ax("DeviceID", abi.DeviceID), a("DeviceRunning", abi.DeviceRunning), a("DeviceStopped", abi.DeviceStopped),
 		}},
 		{"An engine's status page: the public memfd's page at PublicEngineOffset(e) (abi/registers.go, abi/idle.go)", []cConst{
-			ax("RegEngineState", abi.RegEngineState), ax("RegNeedWakeup", abi.RegNeedWakeup), ax("RegSleeps", abi.RegSleeps),
+			ax("RegEngineState", abi.RegEngineState), ax("RegNeedWakeup", abi.RegNeedWakeup),
 			a("EngineRunning", abi.EngineRunning), a("EngineStopped", abi.EngineStopped), a("EngineAsleep", abi.EngineAsleep),
 		}},
 		{"Channel priorities, for ChannelOpen.Priority (abi/runlist.go)", []cConst{

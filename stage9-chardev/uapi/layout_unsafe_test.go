@@ -31,6 +31,8 @@ func TestSizeofPinned(t *testing.T) {
 		{"ManagedPrefetch", unsafe.Sizeof(ManagedPrefetch{}), 32},
 		{"ManagedFree", unsafe.Sizeof(ManagedFree{}), 8},
 		{"ManagedResident", unsafe.Sizeof(ManagedResident{}), 16},
+		{"ClientQuota", unsafe.Sizeof(ClientQuota{}), 144},
+		{"Pools", unsafe.Sizeof(Pools{}), 32},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {

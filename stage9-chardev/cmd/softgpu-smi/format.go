@@ -18,6 +18,8 @@ import (
 //
 //	PID    UID   CONTEXT  CHANNELS  DEVICE MEM  HOST MEM  CALLS
 //	4242   1000  1        2         1.0 MiB     64.0 KiB  9
+//
+//	QUOTA  … (quota.go)
 func writeText(w io.Writer, prev, cur sample) error {
 	r := newReport(prev, cur)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -39,6 +41,7 @@ func writeText(w io.Writer, prev, cur sample) error {
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%d\n",
 			c.Pid, c.Uid, c.Context, c.Channels, byteSize(c.DeviceMemory), byteSize(c.HostMemory), c.Calls)
 	}
+	writeQuotas(tw, r.Clients)
 	return tw.Flush()
 }
 

@@ -7,9 +7,10 @@
 //	go run ./stage9-chardev/cmd/softgpu-smi -json | jq .engines
 //
 // It is a client of the node like any other, but it never attaches: it
-// makes VERSION, then INFO and CLIENT_INFO (client.DialControl), so it
-// holds no context, no channel and no memory, and does not appear among
-// the clients it lists. Rates (commands/s, % of the time asleep) need two
+// makes VERSION, then INFO, CLIENT_INFO and CLIENT_QUOTA (each client's
+// use of the device-wide pools against its quotas: quota.go) on a
+// client.DialControl connection, so it holds no context, no channel and
+// no memory, and does not appear among the clients it lists. Rates (commands/s, % of the time asleep) need two
 // samples; a report is made from the last two, and the first from two
 // taken firstGap apart (sample.go).
 package main

@@ -11,7 +11,8 @@ import (
 
 // This file takes samples of the daemon and turns two of them into a
 // report. A sample is what the daemon's counters read at one moment:
-// INFO and every CLIENT_INFO, made on one control connection. The counters
+// INFO and every CLIENT_INFO and CLIENT_QUOTA, made on one control
+// connection. The counters
 // only grow, so a rate is the difference between two samples divided by
 // the time between them; a report is always made from two:
 //
@@ -29,7 +30,8 @@ type sample struct {
 	node    string
 	version uapi.Version
 	info    uapi.Info
-	clients []uapi.ClientInfo // every connection, this tool's own included
+	clients []uapi.ClientInfo  // every connection, this tool's own included
+	quotas  []uapi.ClientQuota // likewise, from a daemon of uapi 2.1 or later (quota.go)
 }
 
 // take reads the daemon's counters on ctl.
@@ -42,6 +44,9 @@ func take(ctl *client.Control, node string) (sample, error) {
 	// never counts a client the report no longer shows.
 	if s.clients, err = ctl.Clients(); err != nil {
 		return sample{}, fmt.Errorf("CLIENT_INFO: %w", err)
+	}
+	if err := s.takeQuotas(ctl.Quotas); err != nil {
+		return sample{}, err
 	}
 	if s.info, err = ctl.Info(); err != nil {
 		return sample{}, fmt.Errorf("INFO: %w", err)
@@ -91,13 +96,14 @@ type engineReport struct {
 }
 
 type clientReport struct {
-	Pid          uint32 `json:"pid"`
-	Uid          uint32 `json:"uid"`
-	Context      uint32 `json:"context"`
-	Channels     uint32 `json:"channels"`
-	DeviceMemory uint64 `json:"device_memory_bytes"`
-	HostMemory   uint64 `json:"host_memory_bytes"`
-	Calls        uint64 `json:"calls"`
+	Pid          uint32       `json:"pid"`
+	Uid          uint32       `json:"uid"`
+	Context      uint32       `json:"context"`
+	Channels     uint32       `json:"channels"`
+	DeviceMemory uint64       `json:"device_memory_bytes"`
+	HostMemory   uint64       `json:"host_memory_bytes"`
+	Calls        uint64       `json:"calls"`
+	Quota        *quotaReport `json:"quota,omitempty"` // its use against its quotas; absent from a daemon before uapi 2.1
 }
 
 // newReport makes the report of cur, with rates since prev.
@@ -137,7 +143,7 @@ func newReport(prev, cur sample) report {
 			continue
 		}
 		r.Clients = append(r.Clients, clientReport{Pid: c.Pid, Uid: c.Uid, Context: c.Context, Channels: c.Channels,
-			DeviceMemory: c.DeviceMemory, HostMemory: c.HostMemory, Calls: c.Calls})
+			DeviceMemory: c.DeviceMemory, HostMemory: c.HostMemory, Calls: c.Calls, Quota: cur.quotaOf(c.Pid, c.Context)})
 	}
 	return r
 }

@@ -42,6 +42,10 @@ func main() {
 	attachTimeout := flag.Duration("attach-timeout", server.DefaultAttachTimeout, "how long a connection that has not attached may go without a call before it is dropped (softgpu-smi's control connection redials)")
 	watchdog := flag.Duration("watchdog", defaultWatchdog, "the longest one command may run on an engine before it is stopped and its channel faulted (0: no limit)")
 	stopIt := flag.Bool("stop", false, "stop the daemon serving -node (SIGTERM to the pid in NODE.pid) and wait for it to exit")
+	var clientQuota, uidQuota server.Quota
+	quotaFlags(flag.CommandLine, &clientQuota, &uidQuota)
+	var priorityUIDs uidList
+	flag.Var(&priorityUIDs, "priority-uids", "comma-separated uids, besides root, that may open channels above normal priority or with a timeslice")
 	flag.Parse()
 	if *stopIt {
 		if err := stop(*node); err != nil {
@@ -77,6 +81,8 @@ func main() {
 		os.Exit(2)
 	}
 	cfg.Driver.Watchdog = uint64(watchdog.Nanoseconds()) // cycles are nanoseconds
+	cfg.PriorityUIDs = priorityUIDs
+	cfg.ClientQuota, cfg.UidQuota = clientQuota, uidQuota
 	if *idle < 0 {
 		fmt.Fprintf(os.Stderr, "softgpud: -idle-budget %v is negative\n", *idle)
 		os.Exit(2)

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"softgpu/stage9-chardev/internal/leakcheck"
+	"softgpu/stage9-chardev/server"
+)
+
+// TestShowsEachClientsUseAgainstItsQuotas: softgpu-smi shows a client's
+// use of every pool against the daemon's per-client and per-uid limits,
+// in text and in JSON alike.
+func TestShowsEachClientsUseAgainstItsQuotas(t *testing.T) {
+	leakcheck.Check(t)
+	s := serve(t, server.Config{
+		ClientQuota: server.Quota{DeviceMemory: 8 << 20, PinnedBytes: 4 << 20, WindowEntries: 5, Channels: 6},
+		UidQuota:    server.Quota{DeviceMemory: 12 << 20, PinnedBytes: 6 << 20, WindowEntries: 7, Contexts: 3, Channels: 9},
+	})
+	ctl := control(t, s.Node())
+	g := busyClient(t, s) // deviceBytes of device memory, hostBytes registered, two channels
+	cur := mustTake(t, ctl, s.Node())
+
+	var text bytes.Buffer
+	if err := writeText(&text, cur, cur); err != nil {
+		t.Fatal(err)
+	}
+	wantPid := fmt.Sprintf("pid %d  %s/8.0 MiB  %s/4.0 MiB  1/5  1/1  2/6", os.Getpid(), byteSize(deviceBytes), byteSize(hostBytes))
+	wantUid := fmt.Sprintf(" uid %d  %s/12.0 MiB  %s/6.0 MiB  1/7  1/3  2/9", os.Getuid(), byteSize(deviceBytes), byteSize(hostBytes))
+	squeeze := func(s string) string { return strings.Join(strings.Fields(s), " ") }
+	if out := squeeze(text.String()); !strings.Contains(out, squeeze(wantPid)) || !strings.Contains(out, squeeze(wantUid)) {
+		t.Errorf("the quotas table lacks the client's rows\n%s\n%s\nin:\n%s", wantPid, wantUid, text.String())
+	}
+
+	var out bytes.Buffer
+	if err := writeJSON(&out, cur, cur); err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Clients []struct {
+			Context uint32      `json:"context"`
+			Quota   quotaReport `json:"quota"`
+		} `json:"clients"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("-json output does not parse: %v\n%s", err, out.String())
+	}
+	if len(r.Clients) != 1 || r.Clients[0].Context != uint32(g.Context()) {
+		t.Fatalf("JSON clients = %+v; want context %d", r.Clients, g.Context())
+	}
+	want := quotaReport{
+		DeviceMemory: poolReport{deviceBytes, 8 << 20, deviceBytes, 12 << 20},
+		PinnedBytes:  poolReport{hostBytes, 4 << 20, hostBytes, 6 << 20},
+		Window:       poolReport{1, 5, 1, 7},
+		Contexts:     poolReport{1, 1, 1, 3},
+		Channels:     poolReport{2, 6, 2, 9},
+	}
+	if got := r.Clients[0].Quota; got != want {
+		t.Errorf("JSON quota = %+v; want %+v", got, want)
+	}
+}

@@ -1,0 +1,103 @@
+package server_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"softgpu/stage9-chardev/abi"
+	"softgpu/stage9-chardev/client"
+	"softgpu/stage9-chardev/uapi"
+)
+
+// A channel id that changes hands starts clean (issue 32, item 4): when a
+// channel leaves its runlist, the daemon itself — not the engine, whose
+// reset runs only for a channel it saw fault — puts the channel's status
+// page and completion ring in a state it chooses: no fault, the fence at
+// the head, the counters at zero, and every completion entry saying
+// "below the head: done; at or above it: not yet". So the next owner
+// inherits no completion, no fault, no stale lap and nothing of how its
+// predecessor's work went (when its fences landed, how many interrupts it
+// raised).
+
+func init() {
+	strangerRoles["dirty-channels"] = dirtyChannels
+}
+
+// dirtyChannels leaves every trace it can on its two channels — fences
+// waited for by sleeping (interrupts), then a fault on each — and exits.
+func dirtyChannels(node, _ string) error {
+	g, err := client.Dial(node)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	for _, e := range []client.Engine{client.Copy, client.Compute} {
+		for range 3 {
+			// 5 ms: longer than any poll budget, so the wait sleeps and
+			// the fence raises an interrupt.
+			if err := g.Delay(e, uint64(5*time.Millisecond)); err != nil {
+				return fmt.Errorf("%v: Delay: %w", e, err)
+			}
+		}
+	}
+	fmt.Println(errnoLine("fault copy", g.Fill(client.Ptr(0xdead_0000), 4096, 1)))
+	fmt.Println(errnoLine("fault compute", g.Sum32(client.Ptr(0xdead_0000), client.Ptr(0xbeef_0000), 4096)))
+	fmt.Println("done")
+	return nil
+}
+
+func TestAChannelThatChangesHandsStartsClean(t *testing.T) {
+	d := startStrangerDaemon(t)
+	w := dialWellBehaved(t, d.node) // channels 2 and 3
+	w.roundTrip(t, "before", 1)
+	cred, _ := strangerCred()
+	for _, line := range startStranger(t, "dirty-channels", d.node, "", cred).findings(t) {
+		t.Logf("the stranger: %s", line)
+	}
+	w.roundTrip(t, "after the stranger", 2)
+	ctl := control(t, d.node)
+	waitClients(t, ctl, 2) // the well-behaved client and ctl: the stranger is gone
+
+	next := dialRaw(t, d.node)
+	next.attach()
+	for e := range abi.Engine(abi.NumEngines) {
+		ch := next.openChannel(e)
+		if want := 2*abi.Channel(abi.NumEngines) + abi.Channel(e); ch.id != want {
+			t.Fatalf("the next owner's %v channel is %v; want %v, the stranger's", e, ch.id, want)
+		}
+		status := func(off uint64) uint64 { return word(ch.status, uapi.StatusPageOffset+off).Load() }
+		for _, r := range []struct {
+			name      string
+			off, want uint64
+		}{
+			{"RegChannelFault", abi.RegChannelFault, uint64(abi.FaultNone)},
+			{"RegChannelFaultValue", abi.RegChannelFaultValue, 0},
+			{"RegFence", abi.RegFence, ch.head},
+			{"RegFenceCycles", abi.RegFenceCycles, 0},
+			{"RegIrqCount", abi.RegIrqCount, 0},
+		} {
+			if got := status(r.off); got != r.want {
+				t.Errorf("%v handed to its next owner: %s = %#x; want %#x", ch.id, r.name, got, r.want)
+			}
+		}
+		for i := ch.head; i != ch.head+ch.size; i++ {
+			if done, st := ch.completion(i); done {
+				t.Errorf("%v handed over at head %d: command %d reads completed (%v) before it was submitted", ch.id, ch.head, i, st)
+				break
+			}
+		}
+		if ch.head > 0 {
+			if done, _ := ch.completion(ch.head - 1); !done {
+				t.Errorf("%v handed over at head %d: command %d, below the head, reads not completed", ch.id, ch.head, ch.head-1)
+			}
+		}
+		i := ch.put(abi.Command{Op: abi.OpNop, Ctx: next.ctx})
+		ch.ring(ch.next)
+		if st := ch.wait(i); st != abi.StatusOK {
+			t.Errorf("NOP on %v, the stranger's channel once: %v", ch.id, st)
+		}
+	}
+	w.roundTrip(t, "after the next owner", 3)
+	d.stopDaemon(t)
+}

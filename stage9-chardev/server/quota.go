@@ -1,0 +1,253 @@
+package server
+
+import (
+	"fmt"
+	"math"
+
+	"golang.org/x/sys/unix"
+
+	"softgpu/stage9-chardev/abi"
+	"softgpu/stage9-chardev/uapi"
+)
+
+// Quotas, per client and per uid, on every device-wide pool. Without
+// them the first client to ask takes the device: all its memory, every
+// DMA window entry, every channel, and as much of the host's RAM as the
+// daemon will lock for it. So every call that takes from a pool first
+// charges the client and the client's uid (every connection of that
+// user, together), and is refused with uapi.ErrQuota — its own errno, not
+// ErrNoMemory, so a client can tell "the device is full" from "you have
+// had your share" — if either would go past its limit; whatever gives
+// the thing back refunds the charge, and teardown refunds whatever is
+// left. The pools:
+//
+//	DeviceMemory   ALLOC's bytes, each rounded up to the pages the driver
+//	               maps it with (the memory it really takes)
+//	PinnedBytes    the bytes the daemon locks for a client's memfd
+//	               (HOST_REGISTER, MANAGED_ALLOC): every byte of the
+//	               range, since mlock makes a sparse memfd's pages real —
+//	               charged before the daemon locks anything
+//	WindowEntries  one per registered memfd; the defaults stay below the
+//	               device's abi.WindowSlots, and New refuses a limit that
+//	               does not, so one client can never exhaust them
+//	Contexts       one per ATTACHed connection
+//	Channels       one per open channel, the engines' defaults included
+//
+// (Connections per uid are the accept loop's cap.) The defaults let one
+// client alone use the whole device; an operator shares it out with
+// softgpud's -client-* and -uid-* flags. CLIENT_QUOTA reports each
+// client's use against both limits, for softgpu-smi.
+//
+// quotaMu is a leaf: nothing else is locked while it is held.
+//
+// Invariant, under quotaMu: for every uid, uidUse[uid] is the sum of use
+// over that uid's clients, and each client's use is the sum of what it
+// holds; neither is ever above its limit, except that a limit lowered
+// between runs does not apply to what a client already holds (limits are
+// fixed for the daemon's life).
+
+// Quota is the most of each pool one client — or, as Config.UidQuota,
+// all the clients of one uid together — may hold. A zero field means the
+// default (defaultQuota).
+type Quota struct {
+	DeviceMemory  uint64 // bytes of device memory
+	PinnedBytes   uint64 // bytes of host memory locked for the client's memfds
+	WindowEntries int    // DMA window entries; fewer than abi.WindowSlots
+	Contexts      int    // contexts (a client has at most one)
+	Channels      int    // open channels
+}
+
+// defaultQuota fills q's zero fields: the whole device for memory and
+// channels; for pinned bytes the daemon's RLIMIT_MEMLOCK, or half the
+// host's RAM if that is unlimited (root's), since every pinned byte is
+// RAM no one else can have; half the window's entries; every context but
+// the driver's.
+func defaultQuota(q Quota, memory uint64, perClient bool) Quota {
+	if q.DeviceMemory == 0 {
+		q.DeviceMemory = memory
+	}
+	if q.PinnedBytes == 0 {
+		q.PinnedBytes = pinLimit()
+	}
+	if q.WindowEntries == 0 {
+		q.WindowEntries = abi.WindowSlots / 2
+	}
+	if q.Contexts == 0 {
+		q.Contexts = abi.MaxContexts - 1
+		if perClient {
+			q.Contexts = 1
+		}
+	}
+	if q.Channels == 0 {
+		q.Channels = abi.NumChannels - abi.NumEngines // all but the driver's own
+	}
+	return q
+}
+
+// pinLimit is the default PinnedBytes: see defaultQuota.
+func pinLimit() uint64 {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &rl); err == nil && rl.Cur != unix.RLIM_INFINITY {
+		return rl.Cur
+	}
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err == nil && si.Totalram > 0 {
+		return uint64(si.Totalram) * uint64(si.Unit) / 2
+	}
+	return 1 << 30
+}
+
+// checkQuota refuses a quota no limit can honour.
+func checkQuota(name string, q Quota) error {
+	switch {
+	case q.WindowEntries < 0 || q.Contexts < 0 || q.Channels < 0:
+		return fmt.Errorf("softgpu: %s quota %+v: a negative limit", name, q)
+	case q.WindowEntries >= abi.WindowSlots:
+		return fmt.Errorf("softgpu: %s quota of %d DMA window entries: the device has %d, and a quota must leave some for others", name, q.WindowEntries, abi.WindowSlots)
+	case q.Channels > math.MaxUint32 || q.Contexts > math.MaxUint32:
+		return fmt.Errorf("softgpu: %s quota %+v: out of range", name, q)
+	}
+	return nil
+}
+
+// pools turns a Quota into the uapi's amounts.
+func (q Quota) pools() uapi.Pools {
+	return uapi.Pools{DeviceMemory: q.DeviceMemory, PinnedBytes: q.PinnedBytes,
+		WindowEntries: uint32(q.WindowEntries), Contexts: uint32(q.Contexts), Channels: uint32(q.Channels)}
+}
+
+// overBy names the first pool in which use plus more exceeds limit, or
+// returns "".
+func overBy(use, more, limit uapi.Pools) (pool string, have, max uint64) {
+	for _, p := range []struct {
+		name             string
+		use, more, limit uint64
+	}{
+		{"device memory bytes", use.DeviceMemory, more.DeviceMemory, limit.DeviceMemory},
+		{"pinned host bytes", use.PinnedBytes, more.PinnedBytes, limit.PinnedBytes},
+		{"DMA window entries", uint64(use.WindowEntries), uint64(more.WindowEntries), uint64(limit.WindowEntries)},
+		{"contexts", uint64(use.Contexts), uint64(more.Contexts), uint64(limit.Contexts)},
+		{"channels", uint64(use.Channels), uint64(more.Channels), uint64(limit.Channels)},
+	} {
+		if p.more > p.limit || p.use > p.limit-p.more { // use+more > limit, without overflow
+			return p.name, p.use, p.limit
+		}
+	}
+	return "", 0, 0
+}
+
+// add adds more to use (sign +1) or takes it away (sign -1).
+func add(use *uapi.Pools, more uapi.Pools, sign int) {
+	if sign > 0 {
+		use.DeviceMemory += more.DeviceMemory
+		use.PinnedBytes += more.PinnedBytes
+		use.WindowEntries += more.WindowEntries
+		use.Contexts += more.Contexts
+		use.Channels += more.Channels
+		return
+	}
+	use.DeviceMemory -= more.DeviceMemory
+	use.PinnedBytes -= more.PinnedBytes
+	use.WindowEntries -= more.WindowEntries
+	use.Contexts -= more.Contexts
+	use.Channels -= more.Channels
+}
+
+// ANCHOR: charge
+
+// charge takes more from the client's and its uid's quotas, or returns an
+// error wrapping uapi.ErrQuota that names the pool and both figures.
+func (c *client) charge(more uapi.Pools) error {
+	s := c.s
+	s.quotaMu.Lock()
+	defer s.quotaMu.Unlock()
+	if pool, have, max := overBy(c.use, more, s.clientLimit); pool != "" {
+		return fmt.Errorf("the client holds %d %s of its quota of %d: %w", have, pool, max, uapi.ErrQuota)
+	}
+	uid := s.uidUse[c.uid]
+	if uid == nil {
+		uid = new(uapi.Pools)
+		s.uidUse[c.uid] = uid
+	}
+	if pool, have, max := overBy(*uid, more, s.uidLimit); pool != "" {
+		return fmt.Errorf("the clients of uid %d hold %d %s of its quota of %d: %w", c.uid, have, pool, max, uapi.ErrQuota)
+	}
+	add(&c.use, more, +1)
+	add(uid, more, +1)
+	return nil
+}
+
+// ANCHOR_END: charge
+
+// refund gives back what charge took.
+func (c *client) refund(less uapi.Pools) {
+	s := c.s
+	s.quotaMu.Lock()
+	defer s.quotaMu.Unlock()
+	if pool, _, _ := overBy(less, uapi.Pools{}, c.use); pool != "" {
+		panic(fmt.Sprintf("server: invariant broken: refund of %+v to a client holding %+v", less, c.use))
+	}
+	add(&c.use, less, -1)
+	uid := s.uidUse[c.uid]
+	add(uid, less, -1)
+	if *uid == (uapi.Pools{}) {
+		delete(s.uidUse, c.uid)
+	}
+}
+
+// refundAll gives back everything the client still holds: its teardown's
+// last step, after which it holds nothing.
+func (c *client) refundAll() {
+	c.s.quotaMu.Lock()
+	held := c.use
+	c.s.quotaMu.Unlock()
+	if held != (uapi.Pools{}) {
+		c.refund(held)
+	}
+}
+
+// allocCharge is the device memory an ALLOC of size bytes with page size
+// page takes: size rounded up to the page the driver maps it with (0: the
+// largest of 2 MiB and 64 KiB that size fills, else 4 KiB, as
+// driver.Context.Alloc chooses). size is at most the device's memory.
+func allocCharge(size, page uint64) uint64 {
+	if page == 0 {
+		page = uint64(abi.Page4K)
+		for _, p := range []uint64{uint64(abi.Page2M), uint64(abi.Page64K)} {
+			if size >= p {
+				page = p
+				break
+			}
+		}
+	}
+	if p := abi.PageSize(page); p != abi.Page4K && p != abi.Page64K && p != abi.Page2M {
+		page = uint64(abi.Page4K) // the driver refuses it; the charge is refunded
+	}
+	return (size + page - 1) &^ (page - 1)
+}
+
+// clientQuota answers CLIENT_QUOTA: the index-th client's use of each
+// pool against its limits.
+func (s *Server) clientQuota(a *uapi.ClientQuota) error {
+	s.mu.Lock()
+	if int(a.Index) >= len(s.clients) {
+		n := len(s.clients)
+		s.mu.Unlock()
+		return fmt.Errorf("client %d of %d: %w", a.Index, n, uapi.ErrNoEntry)
+	}
+	c := s.clients[a.Index]
+	s.mu.Unlock()
+	var ctx uint32
+	c.mu.Lock()
+	if c.ctx != nil { // written under c.mu by attach
+		ctx = uint32(c.ctx.ID())
+	}
+	c.mu.Unlock()
+	s.quotaMu.Lock()
+	defer s.quotaMu.Unlock()
+	*a = uapi.ClientQuota{Index: a.Index, Pid: c.pid, Uid: c.uid, Context: ctx, Use: c.use, Limit: s.clientLimit, UidLimit: s.uidLimit}
+	if u := s.uidUse[c.uid]; u != nil {
+		a.UidUse = *u
+	}
+	return nil
+}

@@ -1,0 +1,318 @@
+package server_test
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"softgpu/stage9-chardev/client"
+	"softgpu/stage9-chardev/uapi"
+)
+
+// The stranger's harness: the real softgpud, built from this stage and
+// run as a process of its own; attackers that are processes of their own
+// too (this test binary re-executed in a stranger role, speaking the uapi
+// through package client or by hand), as root or as another uid; and a
+// well-behaved client in the test's process whose round trips say the
+// daemon stayed alive. Every test that uses it ends by stopping the daemon
+// with SIGTERM and requiring it to exit 0 within patience.
+//
+// A stranger role is chosen before TestMain runs, by this file's init:
+// the roles live here, beside the tests that start them, not in TestMain.
+
+// strangerArgEnv carries a stranger role's argument.
+const strangerArgEnv = "SOFTGPU_TEST_STRANGER_ARG"
+
+// strangerRoles are the roles a re-executed test binary may play against
+// the node in nodeEnv, each with the argument in strangerArgEnv. A role
+// prints what it found on stdout, one line per finding, and "done" last.
+var strangerRoles = map[string]func(node, arg string) error{}
+
+func init() {
+	if role, ok := strangerRoles[os.Getenv(roleEnv)]; ok {
+		os.Exit(report(role(os.Getenv(nodeEnv), os.Getenv(strangerArgEnv))))
+	}
+}
+
+// strangerBound is the round trip a well-behaved client must stay within
+// while a stranger attacks and after: a 4 KiB FILL and its fence take
+// well under a millisecond, and a loaded 2-core machine under -race stays
+// far below a second; two seconds is a wedge, not a slow machine.
+const strangerBound = 2 * time.Second
+
+// daemon is a softgpud process.
+type daemon struct {
+	cmd    *exec.Cmd
+	node   string
+	exited chan error
+	logsMu sync.Mutex
+	logs   bytes.Buffer
+}
+
+func (d *daemon) Write(p []byte) (int, error) {
+	d.logsMu.Lock()
+	defer d.logsMu.Unlock()
+	return d.logs.Write(p)
+}
+
+func (d *daemon) log() string {
+	d.logsMu.Lock()
+	defer d.logsMu.Unlock()
+	return d.logs.String()
+}
+
+// startDaemon builds softgpud and runs it with args on a node in a
+// directory any uid may enter (mode 0666 on the node, so a stranger of
+// another uid can connect), and waits until it answers. The test fails at
+// its end if the daemon did not stop (stopDaemon).
+func startStrangerDaemon(t *testing.T, args ...string) *daemon {
+	t.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH to build softgpud with")
+	}
+	dir := strangerDir(t)
+	bin, node := filepath.Join(dir, "softgpud"), filepath.Join(dir, "node", "card0")
+	if out, err := exec.Command(gobin, "build", "-o", bin, "softgpu/stage9-chardev/cmd/softgpud").CombinedOutput(); err != nil {
+		t.Fatalf("go build softgpud: %v\n%s", err, out)
+	}
+	if err := os.Mkdir(filepath.Dir(node), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d := &daemon{node: node, exited: make(chan error, 1)}
+	d.cmd = exec.Command(bin, append([]string{"-node", node, "-mode", "0666", "-mem", "16777216"}, args...)...)
+	d.cmd.Stderr = d
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.exited <- d.cmd.Wait() }()
+	t.Cleanup(func() {
+		d.cmd.Process.Kill()
+		err := <-d.exited
+		d.exited <- err
+	})
+	waitFor(t, "softgpud answering on its node", func() (bool, string) {
+		select {
+		case err := <-d.exited:
+			d.exited <- err
+			t.Fatalf("softgpud %q exited before it answered: %v\n%s", args, err, d.log())
+		default:
+		}
+		ctl, err := client.DialControl(node)
+		if err != nil {
+			return false, err.Error()
+		}
+		ctl.Close()
+		return true, ""
+	})
+	return d
+}
+
+// strangerDir makes a directory every uid may read and enter, removed at
+// the test's end: the daemon's binary, the node's directory and a copy of
+// this test binary that a stranger of another uid can run live there.
+// (t.TempDir is 0700 under a 0700 parent.)
+func strangerDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "softgpu-stranger-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// stopDaemon sends SIGTERM and requires the daemon to exit 0 within
+// patience.
+func (d *daemon) stopDaemon(t *testing.T) {
+	t.Helper()
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-d.exited:
+		d.exited <- err
+		if err != nil {
+			t.Fatalf("softgpud after SIGTERM: %v; want exit status 0\n%s", err, d.log())
+		}
+	case <-time.After(patience):
+		t.Fatalf("softgpud still running %v after SIGTERM\n%s", patience, d.log())
+	}
+}
+
+// wellBehaved is a client in the test's process whose round trips show
+// the daemon is alive.
+type wellBehaved struct {
+	g    *client.GPU
+	host *client.HostBuffer
+}
+
+// dialWellBehaved connects the well-behaved client.
+func dialWellBehaved(t testing.TB, node string) *wellBehaved {
+	t.Helper()
+	g, err := client.Dial(node)
+	if err != nil {
+		t.Fatalf("the well-behaved client's Dial: %v", err)
+	}
+	t.Cleanup(func() { g.Close() })
+	h, err := g.HostAlloc(4096)
+	if err != nil {
+		t.Fatalf("the well-behaved client's HostAlloc: %v", err)
+	}
+	return &wellBehaved{g: g, host: h}
+}
+
+// roundTrip fills the client's host page with v and checks every byte,
+// failing the test if that takes longer than strangerBound.
+func (w *wellBehaved) roundTrip(t testing.TB, when string, v byte) {
+	t.Helper()
+	start := time.Now()
+	if err := w.g.Fill(w.host.Ptr(), 4096, v); err != nil {
+		t.Fatalf("%s: the well-behaved client's Fill: %v", when, err)
+	}
+	if took := time.Since(start); took > strangerBound {
+		t.Errorf("%s: the well-behaved client's round trip took %v; want under %v", when, took, strangerBound)
+	}
+	for i, b := range w.host.Bytes() {
+		if b != v {
+			t.Fatalf("%s: the well-behaved client's byte %d reads %#x; want %#x", when, i, b, v)
+		}
+	}
+}
+
+// stranger is a re-executed test binary in a stranger role.
+type stranger struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser // a line here is the test's signal to a role that waits for one
+	lines  chan string
+	stderr bytes.Buffer
+	done   chan error
+}
+
+// otherUser is the uid a stranger runs as to be "not root": nobody.
+const otherUser = 65534
+
+// startStranger starts the test binary as role against node, with arg,
+// as the user cred names (nil: this process's). A stranger of another uid
+// runs a copy of the test binary from a directory it may enter.
+func startStranger(t *testing.T, role, node, arg string, cred *syscall.Credential) *stranger {
+	t.Helper()
+	bin := os.Args[0]
+	if cred != nil {
+		bin = filepath.Join(strangerDir(t), "stranger.test")
+		if err := copyFile(bin, os.Args[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &stranger{cmd: exec.Command(bin, "-test.run=^$"), lines: make(chan string, 64), done: make(chan error, 1)}
+	s.cmd.Env = append(os.Environ(), roleEnv+"="+role, nodeEnv+"="+node, strangerArgEnv+"="+arg)
+	s.cmd.Stderr = &s.stderr
+	if cred != nil {
+		s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		s.cmd.Dir = filepath.Dir(bin)
+	}
+	out, err := s.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.stdin, err = s.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatalf("starting a %s process: %v", role, err)
+	}
+	go func() {
+		defer close(s.lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			s.lines <- sc.Text()
+		}
+		io.Copy(io.Discard, out)
+	}()
+	t.Cleanup(func() {
+		s.cmd.Process.Kill()
+		s.cmd.Wait()
+	})
+	return s
+}
+
+// findings collects the stranger's lines until "done" and its exit 0.
+func (s *stranger) findings(t *testing.T) []string {
+	t.Helper()
+	got := s.until(t, "done")
+	if err := s.cmd.Wait(); err != nil {
+		t.Fatalf("stranger %d: %v: %s", s.cmd.Process.Pid, err, s.stderr.String())
+	}
+	return got
+}
+
+// until collects the stranger's lines until last, for a stranger that
+// goes on holding what it took once it has said so; the test's end kills
+// it.
+func (s *stranger) until(t *testing.T, last string) []string {
+	t.Helper()
+	var got []string
+	timeout := time.After(patience)
+	for {
+		select {
+		case line, ok := <-s.lines:
+			if !ok {
+				if err := s.cmd.Wait(); err != nil {
+					t.Fatalf("stranger %d: %v: %s", s.cmd.Process.Pid, err, s.stderr.String())
+				}
+				err := s.cmd.Wait()
+				t.Fatalf("stranger %d ended (%v) without %q; it said %q: %s", s.cmd.Process.Pid, err, last, got, s.stderr.String())
+			}
+			if line == last {
+				return got
+			}
+			got = append(got, line)
+		case <-timeout:
+			t.Fatalf("stranger %d said %q and not %q within %v", s.cmd.Process.Pid, got, last, patience)
+		}
+	}
+}
+
+// copyFile copies an executable from src to dst, mode 0755.
+func copyFile(dst, src string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// errnoLine is how a stranger reports a call's outcome: "NAME ok", or
+// "NAME errno=N" with the uapi errno the daemon answered, or "NAME
+// error: ..." for a failure that carries none.
+func errnoLine(name string, err error) string {
+	var e uapi.Errno
+	switch {
+	case err == nil:
+		return name + " ok"
+	case errors.As(err, &e):
+		return fmt.Sprintf("%s errno=%d", name, uint32(e))
+	}
+	return fmt.Sprintf("%s error: %v", name, err)
+}
