@@ -20,6 +20,26 @@
 // HostFree — a copy finds its pinned region in a snapshot, without it; and
 // the bounce ring's (bounce.go), which staged copies take turns on, for the
 // buffers, not the ring of commands.
+//
+// Waits, in the daemon (stage 9's threat model; bound.go). Here the
+// driver runs in softgpud, and every word a client can write is input:
+// its ring, its doorbell, the commands it queues and how long they run.
+// The rule: no wait of the driver's depends on a client's work without a
+// bound. A command's time on an engine is bounded by the watchdog
+// (Config.Watchdog; softgpud sets it by default, 2 s), which faults the
+// channel and its context. A wait for a client's queued work waits only
+// for channels that could name what it waits for (a freed window entry:
+// the channels of contexts that mapped it, and context 0), and HostAlloc
+// waits at most retireWait for an entry retiring behind queued commands,
+// then returns ErrNoWindow. The waits on the engines themselves — a TLB
+// invalidation's ack (vm.go), the DMA holds of a freed entry
+// (waitUnheld), a new runlist's ack (runlist.go), the device stopping
+// (awaitStopped) — end at the engine's next safe point, which is at most
+// one run of a command away, whatever the client queued; they are not
+// given deadlines of their own here. softgpud's shutdownBound is the
+// backstop: SIGTERM ends the daemon within it in every state. The
+// in-process stages trust their one program and keep the plain spins;
+// these bounds are stage 9's alone.
 package driver
 
 import (

@@ -205,8 +205,11 @@ func (d *Driver) register(p *Pinned) error {
 		}
 		oldest := d.retiring[0]
 		d.pinMu.Unlock()
-		spinUntil(func() bool { return d.retired(oldest) })
+		err = spinBounded(func() bool { return d.retired(oldest) }, retireWait) // bound.go
 		d.pinMu.Lock()
+		if err != nil {
+			return fmt.Errorf("%w: all %d entries are mapped or retiring behind commands still queued: %w", ErrNoWindow, abi.WindowSlots, err)
+		}
 	}
 }
 
@@ -237,9 +240,14 @@ func (d *Driver) enableLocked(p *Pinned, slot int, off uint64) {
 // before the free have run. HostFree works after Close too (Close leaves
 // the caller's regions mapped).
 func (d *Driver) HostFree(p *Pinned) error {
+	d.pinMu.Lock()
+	could := namers(p) // bound.go: the contexts whose channels could name p
+	d.pinMu.Unlock()
 	var marks []channelMark
 	for _, ch := range d.liveChannels() {
-		marks = append(marks, channelMark{ch, ch.mark()}) // before the entry is disabled: these are the commands that might name it
+		if could(ch) {
+			marks = append(marks, channelMark{ch, ch.mark()}) // before the entry is disabled: these are the commands that might name it
+		}
 	}
 	d.pinMu.Lock()
 	live := slices.Index(d.regions, p)

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -44,4 +45,129 @@ func TestANeverEndingCommandIsStoppedAndOthersKeepTheirLatency(t *testing.T) {
 	}
 	d.stillServes(t, "after the hog's channels were faulted")
 	d.terminate(t, patience)
+}
+
+// TestAFullWindowWaitsOnlyForItsOwnersChannels: a stranger runs a DELAY
+// that never ends (no watchdog) on both engines. A victim fills the DMA
+// window with its own host memory, frees a region and registers another.
+// The freed entry retires once the commands that could name it have run
+// — the victim's, none queued — not the stranger's, which never will;
+// and were it to wait on anything that does not end, the call would fail
+// rather than spin.
+func TestAFullWindowWaitsOnlyForItsOwnersChannels(t *testing.T) {
+	d := startDaemon(t, "-watchdog", "0")
+	hog, err := client.Dial(d.node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hog.Close()
+	for _, e := range []client.Engine{client.Copy, client.Compute} {
+		b := hog.NewBatch(e)
+		b.Delay(1 << 62)
+		if _, err := b.Submit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v, err := client.Dial(d.node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	var held []*client.HostBuffer
+	for range 200 {
+		h, err := v.HostAlloc(4096)
+		if err != nil {
+			break // the window is full (or the victim's regions are)
+		}
+		held = append(held, h)
+	}
+	if len(held) == 0 {
+		t.Fatal("the victim could register no host memory")
+	}
+	if err := v.HostFree(held[0]); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		h, err := v.HostAlloc(4096)
+		if err == nil {
+			h.Bytes()[0] = 1
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("HOST_REGISTER after freeing one of %d regions, the stranger's DELAY running: %v; want the freed entry back", len(held), err)
+		}
+	case <-time.After(liveBound):
+		t.Fatalf("HOST_REGISTER after freeing one of %d regions has not returned after %v: it waits on the stranger's never-ending DELAY", len(held), liveBound)
+	}
+	// The victim gives the window back (that one client can hold every
+	// entry is the window quota's business, not this test's), and a
+	// well-behaved client still gets through beside the stranger.
+	v.Close()
+	d.stillServes(t, "with the stranger's DELAY running")
+	d.terminate(t, patience)
+}
+
+// TestSIGTERMStopsTheDaemonWithACallInFlight: SIGTERM while a client's
+// call waits on the device — a HOST_REGISTER with the window full of
+// entries retiring behind a stranger's never-ending DELAY — must stop
+// softgpud promptly and cleanly: every wait of the daemon's driver on
+// what a client controls has a bound, so Close is never left waiting
+// for a call that cannot return.
+func TestSIGTERMStopsTheDaemonWithACallInFlight(t *testing.T) {
+	d := startDaemon(t, "-watchdog", "0")
+	hog, err := client.Dial(d.node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hog.Close()
+	var held []*client.HostBuffer
+	for range 200 {
+		h, err := hog.HostAlloc(4096)
+		if err != nil {
+			break
+		}
+		held = append(held, h)
+	}
+	// The stranger's own entries retire behind its own DELAYs: its
+	// HOST_REGISTER after a free waits on a command that never ends.
+	for _, e := range []client.Engine{client.Copy, client.Compute} {
+		b := hog.NewBatch(e)
+		b.Fill(held[len(held)-1].Ptr(), 4096, 1)
+		b.Delay(1 << 62)
+		if _, err := b.Submit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := hog.NewBatch(client.Copy)
+	b.Fill(held[0].Ptr(), 4096, 2) // queued behind the DELAY: it names the entry freed next
+	if _, err := b.Submit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := hog.HostFree(held[0]); err != nil {
+		t.Fatal(err)
+	}
+	ctl := control(t, d.node)
+	calls := func() uint64 {
+		cs, err := ctl.Clients()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n uint64
+		for _, c := range cs {
+			n += c.Calls
+		}
+		return n
+	}
+	before := calls()
+	go hog.HostAlloc(4096) // the call in flight when SIGTERM comes
+	waitFor(t, "the daemon receiving the HOST_REGISTER", func() (bool, string) {
+		n := calls()
+		return n > before+1, fmt.Sprintf("%d calls; %d before", n, before) // +1: the CLIENT_INFO itself
+	})
+	// SIGTERM: a clean exit, well within softgpud's 10 s shutdown bound.
+	d.terminate(t, 5*time.Second)
 }
