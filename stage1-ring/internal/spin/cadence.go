@@ -58,6 +58,8 @@ type Cadence struct {
 // yields.
 func NewCadence(every int) Cadence { return Cadence{every: every} }
 
+// ANCHOR: due
+
 // Due reports whether a loop that has just made its polls-th empty poll
 // since it began spinning should yield now. The loop counts polls from 1
 // and starts again from 1 when it finds work; Due sees a count of
@@ -82,3 +84,5 @@ func (c *Cadence) Due(polls int) bool {
 	c.next = 0
 	return true
 }
+
+// ANCHOR_END: due
