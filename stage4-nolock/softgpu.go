@@ -30,9 +30,10 @@ import (
 type Config struct {
 	// MemorySize is device memory in bytes (default 64 MiB, at most 16 GiB).
 	MemorySize uint64
-	// YieldEvery is how many empty polls a spinning loop — an engine's, or
-	// the host's while it waits — makes between runtime.Gosched calls
-	// (default 64; negative: never yield).
+	// YieldEvery is when a spinning loop — an engine's, or the host's
+	// while it waits — calls runtime.Gosched: by default after it has
+	// spun for 2 µs (internal/spin.YieldAfter); a positive value, every
+	// that many empty polls, counted; negative, never.
 	YieldEvery int
 	// RingSize is the number of command slots in each channel's ring
 	// (default 256; a power of two up to 65536).

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"softgpu/stage0-mailbox/abi"
+	"softgpu/stage0-mailbox/internal/spin"
 	"softgpu/stage0-mailbox/mmio"
 )
 
@@ -133,14 +134,15 @@ func (ch *Channel) push(cmd abi.Command) uint64 {
 // the wait too. Either way, once waitLocked returns the engine is done with
 // the command, so the caller may free what the command named.
 func (ch *Channel) waitLocked(seq uint64) error {
+	yield := spin.NewCadence(ch.yieldEvery)
 	for polls := 1; ; polls++ {
 		if ch.regs.Load(ch.status+abi.RegCompletedSeq) == seq {
 			return nil
 		}
-		// The yield keeps its own count, outside the every-64 block
+		// The yield keeps its own cadence, outside the every-64 block
 		// below, so that a YieldEvery that is not a multiple of 64
 		// means what it says.
-		if ch.yieldEvery > 0 && polls%ch.yieldEvery == 0 {
+		if yield.Due(polls) {
 			runtime.Gosched()
 		}
 		if polls%64 != 0 {

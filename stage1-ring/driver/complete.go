@@ -6,6 +6,7 @@ import (
 	"runtime"
 
 	"softgpu/stage1-ring/abi"
+	"softgpu/stage1-ring/internal/spin"
 )
 
 // Completion: how the driver learns that a command is done, and how it
@@ -104,14 +105,15 @@ func (ch *Channel) awaitCompleted(i uint64) (abi.Status, error) {
 // stopped, or the channel has faulted, it polls cond once more and returns
 // nil if it is true by then, or why it never will be.
 func (ch *Channel) spin(cond func() bool) error {
+	yield := spin.NewCadence(ch.yieldEvery)
 	for polls := 1; ; polls++ {
 		if cond() {
 			return nil
 		}
-		// The yield keeps its own count, outside the every-64 block
+		// The yield keeps its own cadence, outside the every-64 block
 		// below, so that a YieldEvery that is not a multiple of 64
 		// means what it says.
-		if ch.yieldEvery > 0 && polls%ch.yieldEvery == 0 {
+		if yield.Due(polls) {
 			runtime.Gosched()
 		}
 		if polls%64 != 0 {

@@ -30,14 +30,12 @@ import (
 
 // Config configures a driver.
 type Config struct {
-	// YieldEvery is how many polls the driver makes between
-	// runtime.Gosched calls while it waits for a completion (the same trade
-	// as device.Config.YieldEvery). Zero means 64; negative, never.
+	// YieldEvery is when the driver calls runtime.Gosched while it waits
+	// for a completion (the same trade as device.Config.YieldEvery): zero
+	// means after spin.YieldAfter of polling; positive, every that many
+	// polls; negative, never.
 	YieldEvery int
 }
-
-// defaultYieldEvery is what a zero Config.YieldEvery means.
-const defaultYieldEvery = 64
 
 // Driver is the device-wide half of the driver.
 type Driver struct {
@@ -76,9 +74,6 @@ func New(hw Hardware, cfg Config) (*Driver, error) {
 	}
 	if regs.Load(abi.RegDeviceState) != abi.DeviceRunning {
 		return nil, fmt.Errorf("%w: the device has stopped", ErrClosed)
-	}
-	if cfg.YieldEvery == 0 {
-		cfg.YieldEvery = defaultYieldEvery
 	}
 	memSize := regs.Load(abi.RegMemSize)
 	if memSize != uint64(len(hw.Memory())) {

@@ -56,10 +56,11 @@ import (
 type Config struct {
 	// MemorySize is the size of device memory in bytes. Default 64 MiB.
 	MemorySize uint64
-	// YieldEvery is how many empty polls an engine makes between calls to
-	// runtime.Gosched. Zero means the default, 64; a negative value means
-	// never yield. See pause in engine.go for why yielding matters on two
-	// cores.
+	// YieldEvery is when an engine that polls in vain calls
+	// runtime.Gosched. Zero, the default, means after spin.YieldAfter of
+	// spinning; a positive value means every that many empty polls,
+	// counted; a negative one, never. See pause in engine.go for why
+	// yielding matters on two cores.
 	YieldEvery int
 	// RingSize is the number of entries in each channel's rings. Zero
 	// means DefaultRingSize; otherwise a power of two up to MaxRingSize.
@@ -74,9 +75,6 @@ type Config struct {
 
 // DefaultMemorySize is the device memory of a zero Config.
 const DefaultMemorySize = 64 << 20
-
-// DefaultYieldEvery is the yield interval of a zero Config.
-const DefaultYieldEvery = 64
 
 // MaxMemorySize keeps device addresses far from overflow.
 const MaxMemorySize = 16 << 30
@@ -125,9 +123,6 @@ func Open(cfg Config) (*Device, error) {
 	}
 	if cfg.MemorySize > MaxMemorySize {
 		return nil, fmt.Errorf("%w: MemorySize %d exceeds the %d-byte limit", ErrConfig, cfg.MemorySize, uint64(MaxMemorySize))
-	}
-	if cfg.YieldEvery == 0 {
-		cfg.YieldEvery = DefaultYieldEvery
 	}
 	if err := checkRingConfig(&cfg); err != nil {
 		return nil, err

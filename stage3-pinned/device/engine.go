@@ -4,6 +4,7 @@ import (
 	"runtime"
 
 	"softgpu/stage3-pinned/abi"
+	"softgpu/stage3-pinned/internal/spin"
 	"softgpu/stage3-pinned/mmio"
 	"softgpu/stage3-pinned/trace"
 )
@@ -22,7 +23,7 @@ type Engine struct {
 	ringSize uint64
 	mask     uint64 // ringSize-1: index & mask is an entry
 
-	yieldEvery int // empty polls between yields; < 0 means never
+	yield spin.Cadence // when pause yields; the engine goroutine's own
 
 	// Private to the engine goroutine.
 	cur *chanState // the engine's one channel: fetch, complete and signal work on it
@@ -31,7 +32,7 @@ type Engine struct {
 
 func newEngine(d *Device, id abi.Engine) *Engine {
 	return &Engine{dev: d, id: id, regs: d.regs, trace: d.trace, statusPage: abi.EngineStatusPage(id),
-		ringSize: d.cfg.RingSize, mask: d.cfg.RingSize - 1, yieldEvery: d.cfg.YieldEvery, cur: &d.chans[abi.DefaultChannel(id)]}
+		ringSize: d.cfg.RingSize, mask: d.cfg.RingSize - 1, yield: spin.NewCadence(d.cfg.YieldEvery), cur: &d.chans[abi.DefaultChannel(id)]}
 }
 
 // ANCHOR: pollloop
@@ -94,18 +95,19 @@ func (e *Engine) idle(polls int) { e.pause(polls) }
 // ANCHOR: pause
 
 // pause is what a spinning engine does between empty polls: it yields the
-// P on every yieldEvery-th one.
+// P once it has spun for spin.YieldAfter (package spin says why a time and
+// not a count of polls).
 //
 // Two spinning engines and a host thread do not fit on a 2-core machine. An
 // engine that never yields holds its P until the Go scheduler preempts it
 // (~10-20 ms), so the host that rang the doorbell waits that long to run.
-// Calling runtime.Gosched every yieldEvery empty polls hands the P to any
+// Calling runtime.Gosched every couple of microseconds hands the P to any
 // runnable goroutine — the host, the other engine — and costs a few hundred
 // nanoseconds when nothing else wants it. The engine goroutine is not locked
 // to an OS thread: on a locked thread each yield is a trip through the kernel
 // (~20 µs here), which is worse than not yielding at all.
 func (e *Engine) pause(polls int) {
-	if e.yieldEvery > 0 && polls%e.yieldEvery == 0 {
+	if e.yield.Due(polls) {
 		runtime.Gosched()
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"softgpu/stage4-nolock/abi"
+	"softgpu/stage4-nolock/internal/spin"
 )
 
 // This file is the driver's side of fences: the Fence a caller waits on,
@@ -154,14 +155,15 @@ var errBudgetSpent = errors.New("driver: poll budget spent")
 func (f Fence) poll(ctx context.Context, budget uint64) error {
 	ch := f.ch
 	var start uint64 // the budget's start: the first look at the clock, 64 polls in
+	yield := spin.NewCadence(ch.yieldEvery)
 	for polls := 1; ; polls++ {
 		if f.Signaled() {
 			return nil
 		}
-		// The yield keeps its own count, outside the every-64 block
+		// The yield keeps its own cadence, outside the every-64 block
 		// below, so that a YieldEvery that is not a multiple of 64
 		// means what it says.
-		if ch.yieldEvery > 0 && polls%ch.yieldEvery == 0 {
+		if yield.Due(polls) {
 			runtime.Gosched()
 		}
 		if polls%64 != 0 {

@@ -129,15 +129,16 @@ func (ch *Channel) spin(cond func() bool) error { return ch.spinFor(cond, 0) }
 // nil if it is true by then, or why it never will be.
 func (ch *Channel) spinFor(cond func() bool, budget uint64) error {
 	var start uint64 // the budget's start: the first look at the clock, 64 polls in
+	yield := spin.NewCadence(ch.yieldEvery)
 	for polls := 1; ; polls++ {
 		if cond() {
 			return nil
 		}
-		// The yield keeps its own count, outside the every-64 block
+		// The yield keeps its own cadence, outside the every-64 block
 		// below, so that a YieldEvery that is not a multiple of 64
 		// means what it says.
-		if ch.yieldEvery > 0 && polls%ch.yieldEvery == 0 {
-			spin.Yield(polls)
+		if yield.Due(polls) {
+			yield.Yield(polls)
 		}
 		if polls%64 != 0 {
 			continue

@@ -24,8 +24,8 @@ type Engine struct {
 	ringSize uint64
 	mask     uint64 // ringSize-1: index & mask is an entry
 
-	yieldEvery int    // empty polls between yields; < 0 means never
-	walker     Walker // how the MMU extends a translation past its page (walker.go)
+	yield  spin.Cadence // when pause yields; the engine goroutine's own
+	walker Walker       // how the MMU extends a translation past its page (walker.go)
 
 	// Private to the engine goroutine.
 	cur        *chanState // the channel being served: fetch, complete and signal work on it
@@ -45,7 +45,7 @@ type Engine struct {
 
 func newEngine(d *Device, id abi.Engine) *Engine {
 	e := &Engine{dev: d, id: id, regs: d.regs, trace: d.trace, statusPage: abi.EngineStatusPage(id),
-		ringSize: d.cfg.RingSize, mask: d.cfg.RingSize - 1, yieldEvery: d.cfg.YieldEvery, walker: d.cfg.Walker,
+		ringSize: d.cfg.RingSize, mask: d.cfg.RingSize - 1, yield: spin.NewCadence(d.cfg.YieldEvery), walker: d.cfg.Walker,
 		controlPage: abi.EngineControlPage(id), wakeup: make(chan struct{}, 1), adaptive: adaptive{budget: abi.DefaultIdleBudget},
 		context: make([]byte, d.cfg.ContextSize)}
 	e.resetRunlist()
@@ -126,22 +126,23 @@ func (e *Engine) stop() {
 
 // ANCHOR: pause
 
-// pause is what a spinning engine does between empty polls: it yields on
-// every yieldEvery-th one — the P, and, once the spin has gone on for a
-// while, the CPU (spin.Yield). (Whether an idle engine spins at all is
-// idle's choice, in idle.go.)
+// pause is what a spinning engine does between empty polls: once it has
+// spun for spin.YieldAfter (package spin says why a time and not a count of
+// polls) it yields the P, and, once the spin has gone on for a while, the
+// CPU (Cadence.Yield in package spin). (Whether an idle engine spins at all
+// is idle's choice, in idle.go.)
 //
 // Two spinning engines and a host thread do not fit on a 2-core machine. An
 // engine that never yields holds its P until the Go scheduler preempts it
 // (~10-20 ms), so the host that rang the doorbell waits that long to run.
-// Calling runtime.Gosched every yieldEvery empty polls hands the P to any
+// Calling runtime.Gosched every couple of microseconds hands the P to any
 // runnable goroutine — the host, the other engine — and costs a few hundred
 // nanoseconds when nothing else wants it. The engine goroutine is not locked
 // to an OS thread: on a locked thread each yield is a trip through the kernel
 // (~20 µs here), which is worse than not yielding at all.
 func (e *Engine) pause(polls int) {
-	if e.yieldEvery > 0 && polls%e.yieldEvery == 0 {
-		spin.Yield(polls)
+	if e.yield.Due(polls) {
+		e.yield.Yield(polls)
 	}
 }
 

@@ -35,9 +35,10 @@ import (
 
 // Config configures a driver.
 type Config struct {
-	// YieldEvery is how many polls the driver makes between
-	// runtime.Gosched calls while it waits for a completion (the same trade
-	// as device.Config.YieldEvery). Zero means 64; negative, never.
+	// YieldEvery is when the driver calls runtime.Gosched while it waits
+	// for a completion (the same trade as device.Config.YieldEvery): zero
+	// means after spin.YieldAfter of polling; positive, every that many
+	// polls; negative, never.
 	YieldEvery int
 
 	// How waits wait and how interrupts reach waiters (fence.go, irq.go).
@@ -84,9 +85,6 @@ type Config struct {
 // ErrConfig and the field's name: an unknown delivery path would leave
 // every blocked wait without a wake-up.
 func (cfg *Config) check() error {
-	if cfg.YieldEvery == 0 {
-		cfg.YieldEvery = defaultYieldEvery
-	}
 	if cfg.PollBudget == 0 {
 		cfg.PollBudget = DefaultPollBudget
 	}
@@ -120,9 +118,6 @@ func (cfg *Config) check() error {
 	}
 	return checkBounce(cfg)
 }
-
-// defaultYieldEvery is what a zero Config.YieldEvery means.
-const defaultYieldEvery = 64
 
 // Driver is the device-wide half of the driver.
 type Driver struct {

@@ -1,0 +1,88 @@
+// Package spin is when the busy-wait loops of the device and the driver
+// yield — an idle engine polling its doorbell, a host polling for a
+// completion: after a stated time spinning, not after a number of polls.
+//
+// A cadence counted in polls is a cadence in time only while a poll costs
+// what it cost when the count was chosen. Make the poll cheaper (an inlined
+// register load, a line that stays in the cache) and the same count yields
+// more often per second: the loop spends more of its time in the scheduler
+// and the other spinners wait behind more yields. A cadence in time does not
+// move when the poll does.
+//
+// The clock is not free. time.Since reads the monotonic clock through the
+// vDSO: on the 2-vCPU development machine it took ~175 ns, against ~7 ns for
+// the load of a line that stays in the cache, so a loop that read it on
+// every poll would poll twenty times less often and see a doorbell that much
+// later. A loop reads the clock once every CheckEvery polls instead: that
+// adds a few nanoseconds per poll on average, and the yield comes at most
+// CheckEvery polls — well under a microsecond — after YieldAfter.
+//
+// Invariant: a Cadence belongs to one loop on one goroutine (a field of
+// the engine, which only the engine's goroutine touches, or a local of one
+// wait); nothing in it is shared.
+package spin
+
+import "time"
+
+// YieldAfter is how long a loop spins between yields.
+//
+// It is about what the old cadence of 64 polls came to when it was chosen
+// (stage 0's engine loop, ~10 ns a poll, plus a Gosched), rounded up: short
+// enough that a host or engine left without a P waits no longer than a
+// round trip or two, long enough that a loop which finds nothing else to
+// run spends most of its time polling, not in the scheduler.
+const YieldAfter = 2 * time.Microsecond
+
+// CheckEvery is how many polls a loop makes between reads of the clock
+// (see the package comment for why not every poll).
+const CheckEvery = 32
+
+// base is the origin of the loops' clock readings. It carries Go's
+// monotonic reading, so the readings never jump with the wall clock.
+var base = time.Now()
+
+// now is the time since base in nanoseconds; a variable so that a test can
+// stand a clock it controls in its place.
+var now = func() int64 { return int64(time.Since(base)) }
+
+// Cadence decides when one spinning loop yields.
+type Cadence struct {
+	every int   // > 0: every that many polls, counted; < 0: never; 0: by time
+	next  int64 // now() at or after which the loop yields; 0: start the interval at the next check
+}
+
+// NewCadence returns the cadence a Config's YieldEvery asks for. Zero, the
+// default, yields after YieldAfter of spinning. A positive count yields
+// every that many polls instead — the old cadence, kept as a knob so that
+// SpinYield can still measure what a count costs — and a negative one never
+// yields.
+func NewCadence(every int) Cadence { return Cadence{every: every} }
+
+// ANCHOR: due
+
+// Due reports whether a loop that has just made its polls-th empty poll
+// since it began spinning should yield now. The loop counts polls from 1
+// and starts again from 1 when it finds work; Due sees a count of
+// CheckEvery as the start of a new spin. Time the loop spends in the yield
+// itself is not spinning: the next interval starts at the first check after
+// the yield returns.
+func (c *Cadence) Due(polls int) bool {
+	if c.every != 0 {
+		return c.every > 0 && polls%c.every == 0
+	}
+	if polls%CheckEvery != 0 {
+		return false
+	}
+	t := now()
+	if polls == CheckEvery || c.next == 0 {
+		c.next = t + int64(YieldAfter)
+		return false
+	}
+	if t < c.next {
+		return false
+	}
+	c.next = 0
+	return true
+}
+
+// ANCHOR_END: due
