@@ -95,8 +95,8 @@ func (e *Engine) stop() {
 // pause is what a spinning engine does between empty polls: once it has
 // spun for spin.YieldAfter (package spin says why a time and not a count of
 // polls) it yields the P, and, once the spin has gone on for a while, the
-// CPU (Cadence.Yield in package spin). (Whether an idle engine spins at all
-// is idle's choice, in idle.go.)
+// CPU (spin.Yield). (Whether an idle engine spins at all is
+// idle's choice, in idle.go.)
 //
 // Two spinning engines and a host thread do not fit on a 2-core machine. An
 // engine that never yields holds its P until the Go scheduler preempts it
@@ -108,7 +108,7 @@ func (e *Engine) stop() {
 // (~20 µs here), which is worse than not yielding at all.
 func (e *Engine) pause(polls int) {
 	if e.yield.Due(polls) {
-		e.yield.Yield(polls)
+		spin.Yield(polls)
 	}
 }
 

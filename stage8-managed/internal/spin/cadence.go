@@ -57,8 +57,6 @@ var now = func() int64 { return int64(time.Since(base)) }
 type Cadence struct {
 	every int   // > 0: every that many polls, counted; < 0: never; 0: by time
 	next  int64 // now() at or after which the loop yields; 0: start the interval at the next check
-	began int64 // now() at the first check of this spin
-	spun  int64 // at the latest yield: how long the spin had gone on (Yield, spin.go)
 }
 
 // NewCadence returns the cadence a Config's YieldEvery asks for. Zero, the
@@ -84,9 +82,6 @@ func (c *Cadence) Due(polls int) bool {
 		return false
 	}
 	t := now()
-	if polls == CheckEvery {
-		c.began = t
-	}
 	if polls == CheckEvery || c.next == 0 {
 		c.next = t + int64(YieldAfter)
 		return false
@@ -94,7 +89,7 @@ func (c *Cadence) Due(polls int) bool {
 	if t < c.next {
 		return false
 	}
-	c.next, c.spun = 0, t-c.began
+	c.next = 0
 	return true
 }
 
