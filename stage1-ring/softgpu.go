@@ -29,7 +29,7 @@ type Config struct {
 	MemorySize uint64
 	// YieldEvery is when a spinning loop — an engine's, or the host's
 	// while it waits — calls runtime.Gosched: by default after it has
-	// spun for 2 µs (internal/spin.YieldAfter); a positive value, every
+	// spun for 250 ns (internal/spin.YieldAfter); a positive value, every
 	// that many empty polls, counted; negative, never.
 	YieldEvery int
 	// RingSize is the number of command slots in each channel's ring

@@ -138,7 +138,7 @@ func (ch *Channel) spinFor(cond func() bool, budget uint64) error {
 		// below, so that a YieldEvery that is not a multiple of 64
 		// means what it says.
 		if yield.Due(polls) {
-			yield.Yield(polls)
+			spin.Yield(polls)
 		}
 		if polls%64 != 0 {
 			continue

@@ -130,20 +130,20 @@ func (e *Engine) stop() {
 // pause is what a spinning engine does between empty polls: once it has
 // spun for spin.YieldAfter (package spin says why a time and not a count of
 // polls) it yields the P, and, once the spin has gone on for a while, the
-// CPU (Cadence.Yield in package spin). (Whether an idle engine spins at all
-// is idle's choice, in idle.go.)
+// CPU (spin.Yield). (Whether an idle engine spins at all is
+// idle's choice, in idle.go.)
 //
 // Two spinning engines and a host thread do not fit on a 2-core machine. An
 // engine that never yields holds its P until the Go scheduler preempts it
 // (~10-20 ms), so the host that rang the doorbell waits that long to run.
-// Calling runtime.Gosched every couple of microseconds hands the P to any
-// runnable goroutine — the host, the other engine — and costs a few hundred
-// nanoseconds when nothing else wants it. The engine goroutine is not locked
+// Calling runtime.Gosched every quarter of a microsecond spun hands the P
+// to any runnable goroutine — the host, the other engine — and costs a few
+// hundred nanoseconds when nothing else wants it. The engine goroutine is not locked
 // to an OS thread: on a locked thread each yield is a trip through the kernel
 // (~20 µs here), which is worse than not yielding at all.
 func (e *Engine) pause(polls int) {
 	if e.yield.Due(polls) {
-		e.yield.Yield(polls)
+		spin.Yield(polls)
 	}
 }
 

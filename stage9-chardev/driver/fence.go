@@ -166,7 +166,7 @@ func (f Fence) poll(ctx context.Context, budget uint64) error {
 		// below, so that a YieldEvery that is not a multiple of 64
 		// means what it says.
 		if yield.Due(polls) {
-			yield.Yield(polls)
+			spin.Yield(polls)
 		}
 		if polls%64 != 0 {
 			continue

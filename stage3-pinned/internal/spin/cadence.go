@@ -11,11 +11,13 @@
 //
 // The clock is not free. time.Since reads the monotonic clock through the
 // vDSO: on the 2-vCPU development machine it took ~175 ns, against ~7 ns for
-// the load of a line that stays in the cache, so a loop that read it on
-// every poll would poll twenty times less often and see a doorbell that much
-// later. A loop reads the clock once every CheckEvery polls instead: that
-// adds a few nanoseconds per poll on average, and the yield comes at most
-// CheckEvery polls — well under a microsecond — after YieldAfter.
+// the load of a line that stays in the cache and ~16 ns for an idle
+// engine's whole empty poll, so a loop that read it on every poll would
+// poll ten times less often. A loop reads the clock once every CheckEvery
+// polls instead, and the yield comes at most that many polls after
+// YieldAfter. The read still makes the average empty poll about twice as
+// long; what it delays is how soon a poll sees its change, by at most one
+// read, a fraction of a round trip.
 //
 // Invariant: a Cadence belongs to one loop on one goroutine (a field of
 // the engine, which only the engine's goroutine touches, or a local of one
@@ -26,16 +28,22 @@ import "time"
 
 // YieldAfter is how long a loop spins between yields.
 //
-// It is about what the old cadence of 64 polls came to when it was chosen
-// (stage 0's engine loop, ~10 ns a poll, plus a Gosched), rounded up: short
-// enough that a host or engine left without a P waits no longer than a
-// round trip or two, long enough that a loop which finds nothing else to
-// run spends most of its time polling, not in the scheduler.
-const YieldAfter = 2 * time.Microsecond
+// A yield is also how a goroutine just made runnable — the host back from
+// a wake, an interrupt handler, a woken waiter — gets a P from a spinner,
+// so the interval is paid by every wake-up as well as saved by every loop.
+// It was chosen by measurement, old and new test binaries run in turn on
+// the loaded 2-vCPU development machine: at 2 µs, and at 1 µs or 500 ns
+// with a clock read every 16 polls, RoundTrip and FenceSignal were slower
+// than with the old 64 polls (2 µs: two to three times) in stages 0, 3, 4
+// and 7; at 250 ns with a read every 8 polls they were as fast or faster.
+// With the read, that is a yield every two to three checks, about a
+// microsecond of CPU, close to what 64 polls came to in stage 3's idle
+// engine (~1.2 µs of CPU per yield).
+const YieldAfter = 250 * time.Nanosecond
 
 // CheckEvery is how many polls a loop makes between reads of the clock
 // (see the package comment for why not every poll).
-const CheckEvery = 32
+const CheckEvery = 8
 
 // base is the origin of the loops' clock readings. It carries Go's
 // monotonic reading, so the readings never jump with the wall clock.

@@ -6,26 +6,26 @@ package spin
 import (
 	"runtime"
 	"syscall"
-	"time"
 )
 
-// ThreadAfter is how long a loop spins before its yields give up the OS
-// thread's CPU too, not only the goroutine's P. A wait that ends sooner — a
-// round trip, a short gap — never pays for the system call. It is a time
-// for the reason YieldAfter is (cadence.go): about what the 256 polls it
-// used to be came to, four yields at the old cadence of 64, rounded up.
-const ThreadAfter = 4 * time.Microsecond
+// ThreadAfter is how many polls a loop makes before its yields give up the
+// OS thread's CPU too, not only the goroutine's P. A wait that ends sooner —
+// a round trip, a short gap — never pays for the system call.
+//
+// It stays a count while the Gosched cadence is a time (cadence.go): a
+// loop's clock also runs while the kernel has the thread descheduled, so on
+// a busy machine a spin crosses any stated time soon after the thread is
+// given its CPU back, and the next yield would give the CPU away again. A
+// 4 µs ThreadAfter, measured against this count in stage 7 on the loaded
+// development machine, made FenceSignal more than twice as slow.
+const ThreadAfter = 256
 
-// ThreadAfterPolls is ThreadAfter for a loop whose cadence counts polls (a
-// positive YieldEvery, the SpinYield experiment): that count's old rule.
-const ThreadAfterPolls = 256
-
-// Yield is what a loop does when its Cadence says it is due (Due) at its
-// polls-th empty poll. It gives way twice.
+// Yield is what a loop that has polled polls times without success does
+// when it yields. It gives way twice.
 //
 // runtime.Gosched hands the goroutine's P to any goroutine that wants one.
 //
-// sched_yield, once the loop has spun for ThreadAfter, hands the CPU to
+// sched_yield, once the loop has polled ThreadAfter times, hands the CPU to
 // any thread the kernel has queued behind this one. Engines that sleep
 // through gaps mean threads that sleep and wake beside threads that spin,
 // and the kernel can wake a thread — the host back from a sleep, a Go
@@ -42,19 +42,9 @@ const ThreadAfterPolls = 256
 // The system call is not free, and where every thread spins it costs more
 // than it saves: with two engines that never sleep and a host, on two CPUs,
 // it made round trips slower. That is the spin idle mode, and it pays it.
-func (c *Cadence) Yield(polls int) {
+func Yield(polls int) {
 	runtime.Gosched()
-	if c.threadDue(polls) {
+	if polls >= ThreadAfter {
 		syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
 	}
-}
-
-// threadDue reports whether the yield at the polls-th poll gives up the
-// thread too: after ThreadAfter of spinning, or ThreadAfterPolls polls for a
-// counted cadence.
-func (c *Cadence) threadDue(polls int) bool {
-	if c.every != 0 {
-		return polls >= ThreadAfterPolls
-	}
-	return c.spun >= int64(ThreadAfter)
 }
