@@ -449,6 +449,26 @@ func TestEqualChannelsShareTheEngine(t *testing.T) {
 // — a preempted one included — with StatusRemoved, and writes their
 // fences; the engine runs none of them, and serves the channel no more.
 func TestARemovedChannelIsDrained(t *testing.T) {
+	// The set-up needs drop's DELAY still running when keep's arrives, so
+	// that keep preempts it. A host descheduled past the DELAY (a loaded
+	// machine) loses that window: the DELAY completes, nothing is
+	// preempted, and waiting for a preemption would wait for ever (it
+	// did, once, under load). Such an attempt proves nothing and is made
+	// again on a fresh device with a DELAY twice as long.
+	for delay := uint64(50_000_000); delay <= 1_600_000_000; delay *= 2 {
+		if drainRemovedChannel(t, delay) {
+			return
+		}
+		t.Logf("the dropped channel's %v DELAY ended before it could be preempted (a loaded machine); again with a longer one",
+			time.Duration(delay))
+	}
+	t.Fatalf("in no attempt, up to a DELAY of 1.6 s, did the kept channel's DELAY preempt the dropped channel's")
+}
+
+// drainRemovedChannel is one attempt of TestARemovedChannelIsDrained with
+// a DELAY of delay cycles on the dropped channel; it reports false when
+// the DELAY ended before it was preempted, so the attempt tested nothing.
+func drainRemovedChannel(t *testing.T, delay uint64) bool {
 	d := openTest(t, Config{})
 	const e, keep, drop = abi.EngineCopy, abi.Channel(40), abi.Channel(41)
 	kept := rlEntry(d, keep, abi.PriorityHigh, 0) // its state block is cleared once, here: keep may be saved in it later
@@ -456,13 +476,17 @@ func TestARemovedChannelIsDrained(t *testing.T) {
 		t.Fatalf("runlist: %v", got)
 	}
 	// drop: a long DELAY that keep's work will preempt, then fenced fills.
-	first := publish(d, drop, abi.Command{Op: abi.OpDelay, Value: 50_000_000})
+	first := publish(d, drop, abi.Command{Op: abi.OpDelay, Value: delay})
 	for counter(d, e, abi.RegSwitches) == 0 && d.regs.Load(abi.EngineStatusPage(e)+abi.RegEngineState) != abi.EngineRunning {
 		runtime.Gosched()
 	}
 	time.Sleep(time.Millisecond)                                           // the DELAY is running
 	k := publish(d, keep, abi.Command{Op: abi.OpDelay, Value: 20_000_000}) // preempts it, and holds the engine
 	for counter(d, e, abi.RegPreempts) == 0 {
+		if completed(d, drop, first) {
+			await(t, d, keep, k) // let keep's DELAY finish before the device closes
+			return false
+		}
 		runtime.Gosched()
 	}
 	mem := data(d)
@@ -496,4 +520,5 @@ func TestARemovedChannelIsDrained(t *testing.T) {
 	if st := await(t, d, keep, k); st != abi.StatusOK {
 		t.Errorf("the kept channel's DELAY: %v", st)
 	}
+	return true
 }
