@@ -111,6 +111,8 @@ func (d *Driver) reclaimFreed() {
 	})
 }
 
+// ANCHOR: deferfree
+
 // allocMemory runs alloc (an allocation from d.alloc) after reclaiming what
 // has passed. If it finds too little memory while some is still deferred,
 // it waits for the oldest deferred memory to pass — the engines get there
@@ -153,6 +155,8 @@ func (d *Driver) freeMemory(addr uint64) error {
 	d.vm.deferred = append(d.vm.deferred, deferredFree{queued: queued, pa: addr})
 	return nil
 }
+
+// ANCHOR_END: deferfree
 
 // checkLive returns nil if addr is an allocation, and else the error Free
 // would return for it.
