@@ -35,9 +35,11 @@ type Context struct {
 	id   abi.Context
 	root uint64 // device PA of its root table
 
-	// mu guards va, mappings and closed.
+	// mu guards va, nextVA, mappings and closed, and the context's tables
+	// against a concurrent map and unmap (pagetable.go).
 	mu       sync.Mutex
 	va       *Allocator // its virtual addresses (nil for context 0, which maps everything)
+	nextVA   uint64     // where the next VA search starts: next fit (deferred.go)
 	mappings map[uint64]*mapping
 	closed   bool
 }
@@ -123,7 +125,7 @@ func (c *Context) Alloc(size uint64, page abi.PageSize) (uint64, error) {
 	if c.d.closed.Load() {
 		return 0, ErrClosed
 	}
-	pa, err := c.d.alloc.AllocAligned(size, fragmentAlign(size, page)) // aligned for fragments, as well as pages
+	pa, err := c.d.allocMemory(func() (uint64, error) { return c.d.alloc.AllocAligned(size, fragmentAlign(size, page)) }) // aligned for fragments, as well as pages
 	if err != nil {
 		return 0, err
 	}
@@ -162,16 +164,21 @@ func (c *Context) mapAt(pa, size uint64, page abi.PageSize, pinned *Pinned) (uin
 	if c.closed {
 		return 0, fmt.Errorf("%w: context %d is closed", ErrContext, c.id)
 	}
-	va, err := c.va.AllocAligned(size, vaAlign(pa, size, page)) // congruent with pa for fragments (fragment.go)
+	va, err := c.va.AllocAlignedFrom(size, vaAlign(pa, size, page), c.nextVA) // congruent with pa for fragments (fragment.go); next-fit (deferred.go)
 	if err != nil {
 		return 0, fmt.Errorf("%w: no virtual addresses left: %w", ErrContext, err)
 	}
 	rounded := (size + uint64(page) - 1) &^ (uint64(page) - 1)
 	runs, err := c.d.mapRange(c.root, va, pa, rounded, page, true, pinned != nil)
 	if err != nil {
+		// mapRange cleared what it mapped; the tables it made go too.
+		empty := c.d.unlinkEmptyTables(c.root, va, rounded)
+		c.d.invalidate(c.id, va, rounded)
+		c.d.vm.pool.freeTables(empty)
 		c.va.Free(va)
 		return 0, err
 	}
+	c.nextVA = va + rounded
 	m := &mapping{va: va, size: rounded, runs: runs, pa: pa, pinned: pinned}
 	c.mappings[va] = m
 	if pinned != nil {
@@ -186,9 +193,10 @@ func (c *Context) mapAt(pa, size uint64, page abi.PageSize, pinned *Pinned) (uin
 
 // Unmap takes the mapping at va out of the context, and, for memory the
 // context allocated, gives it back. It clears the entries, invalidates
-// every engine's TLB for the range and waits for them (vm.go), and only
-// then frees the memory: no command can reach it afterwards, through an
-// old translation or a new one.
+// every engine's TLB for the range and waits for them (vm.go): no command
+// can reach the memory afterwards, through an old translation or a new
+// one. The VA and the memory are handed out again only once the commands
+// queued before the Unmap have run (deferred.go).
 func (c *Context) Unmap(va uint64) error {
 	if c.id == 0 {
 		return c.d.Free(va)
@@ -213,13 +221,19 @@ func (c *Context) Free(va uint64) error { return c.Unmap(va) }
 
 // unmap removes m, which is out of the mappings already.
 func (c *Context) unmap(m *mapping) {
-	c.d.unmapRange(c.root, m.runs)
-	c.d.invalidate(c.id, m.va, m.size) // after this, no engine translates into m
+	queued := c.d.queuedWork() // before the entries go: the commands that might name m
 	c.mu.Lock()
-	c.va.Free(m.va)
+	c.d.unmapRange(c.root, m.runs)
+	empty := c.d.unlinkEmptyTables(c.root, m.va, m.size)
 	c.mu.Unlock()
+	c.d.invalidate(c.id, m.va, m.size) // after this, no engine translates into m, nor walks a table unlinked above
+	c.d.vm.pool.freeTables(empty)
+	f := deferredFree{queued: queued, ctx: c, va: m.va}
 	if m.pinned == nil {
-		c.d.alloc.Free(m.pa)
+		f.pa = m.pa
+	}
+	c.d.deferFree(f)
+	if m.pinned == nil {
 		return
 	}
 	c.d.pinMu.Lock()

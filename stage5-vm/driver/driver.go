@@ -258,19 +258,24 @@ func (d *Driver) Alloc(size uint64) (uint64, error) {
 	if d.closed.Load() {
 		return 0, ErrClosed
 	}
-	return d.alloc.Alloc(size)
+	return d.allocMemory(func() (uint64, error) { return d.alloc.Alloc(size) })
 }
 
-// Free returns an allocation made by Alloc.
+// Free returns an allocation made by Alloc. The memory is handed out again
+// only after the commands queued before the Free have run (deferred.go).
 func (d *Driver) Free(addr uint64) error {
 	if d.closed.Load() {
 		return ErrClosed
 	}
-	return d.alloc.Free(addr)
+	return d.freeMemory(addr)
 }
 
-// MemoryInUse reports the bytes currently allocated.
-func (d *Driver) MemoryInUse() uint64 { return d.alloc.InUse() }
+// MemoryInUse reports the bytes currently allocated, counting freed memory
+// that commands queued before its free may still name.
+func (d *Driver) MemoryInUse() uint64 {
+	d.reclaimFreed()
+	return d.alloc.InUse()
+}
 
 // MemorySize reports the bytes of device memory the driver can allocate:
 // all of it but the page-table pool (vm.go).

@@ -18,7 +18,11 @@ import (
 //
 // Changing or clearing a valid entry is different: an engine may hold the
 // old translation in its TLB. The caller must invalidate (vm.go) before it
-// reuses what the old entry mapped.
+// reuses what the old entry mapped. So with a table: an unmap that leaves
+// a table with no valid entry unlinks it (unlinkEmptyTables), and the
+// table goes back to the pool only after the invalidation that follows —
+// until then an engine's walk may be reading it. A page is never stored
+// over a table entry: that would leak the table, and its memory with it.
 //
 // Invariants, under the context's mu:
 //   - every table reachable from a context's root lies in the pool and was
@@ -44,6 +48,14 @@ func (p *tablePool) table(n uint64) (uint64, error) {
 
 // free gives a table back.
 func (p *tablePool) free(pa uint64) { p.alloc.Free(pa) }
+
+// freeTables gives back tables unlinkEmptyTables unlinked, once no engine
+// can be walking them: after an invalidation that followed the unlinking.
+func (p *tablePool) freeTables(tables []uint64) {
+	for _, pa := range tables {
+		p.free(pa)
+	}
+}
 
 // pageKinds is the entry kind of each page size, and the level its leaf
 // lives at.
@@ -83,6 +95,9 @@ func (d *Driver) mapPage(root, va, pa uint64, size abi.PageSize, writable, host 
 			return fmt.Errorf("driver: invariant broken: a page is mapped over va %#x at level %d", va, level)
 		}
 	}
+	if at := table + abi.LevelIndex(va, leaf.level)*8; leaf.level < abi.LeafLevel && loadPTE(d.vm.pool.mem, at).Valid() {
+		return fmt.Errorf("driver: invariant broken: a %d-byte page would overwrite the entry for va %#x at level %d", uint64(size), va, leaf.level)
+	}
 	e := abi.MakePage(pa, leaf.kind, writable, host)
 	if size == abi.Page64K {
 		for i := range uint64(16) { // every slot of the 64 KiB run holds the entry
@@ -97,8 +112,8 @@ func (d *Driver) mapPage(root, va, pa uint64, size abi.PageSize, writable, host 
 // ANCHOR_END: mappage
 
 // unmapPage clears the entry (or 16 entries) that maps the page of the
-// given size at va. The tables stay: a context keeps its tables until it
-// is closed.
+// given size at va. The tables stay; unlinkEmptyTables takes the ones left
+// empty.
 func (d *Driver) unmapPage(root, va uint64, size abi.PageSize) {
 	leaf := pageKinds[size]
 	table := root
@@ -192,4 +207,49 @@ func (d *Driver) freeTables(table uint64, level int) {
 		}
 	}
 	d.vm.pool.free(table)
+}
+
+// unlinkEmptyTables clears, under root, every entry that points to a table
+// an unmap of [va, va+size) has left with every entry zero — from the leaves
+// up, so a table whose tables all went goes too — and returns those
+// tables. The caller invalidates, then gives them back (tablePool.
+// freeTables): a walk that loaded the entry before it was cleared may be
+// reading the table until the engine's next safe point. The root stays.
+// Call with the context's mu held, so no mapPage puts an entry into a
+// table being unlinked.
+func (d *Driver) unlinkEmptyTables(root, va, size uint64) []uint64 {
+	var empty []uint64
+	d.unlinkEmptyBelow(root, abi.RootLevel, va, va+size, &empty)
+	return empty
+}
+
+// unlinkEmptyBelow visits the entries of the level-level table at table
+// that cover [lo, hi), unlinks each table under them that is empty after
+// its own visit, and reports whether table itself is empty now.
+func (d *Driver) unlinkEmptyBelow(table uint64, level int, lo, hi uint64, empty *[]uint64) bool {
+	mem := d.vm.pool.mem
+	if level < abi.LeafLevel {
+		span := uint64(1) << abi.LevelShift(level) // the VA one entry of this level covers
+		for at := lo &^ (span - 1); at < hi; at += span {
+			pe := table + abi.LevelIndex(at, level)*8
+			e := loadPTE(mem, pe)
+			if !e.Valid() || e.Kind() != abi.PTETable {
+				continue
+			}
+			if d.unlinkEmptyBelow(e.Frame(), level+1, max(lo, at), min(hi, at+span), empty) {
+				storePTE(mem, pe, 0)
+				*empty = append(*empty, e.Frame())
+			}
+		}
+	}
+	slots := uint64(abi.TableSlots)
+	if level == abi.RootLevel {
+		slots = abi.RootSlots
+	}
+	for i := range slots {
+		if loadPTE(mem, table+i*8) != 0 { // zero is what unmapPage leaves; any other entry is in use
+			return false
+		}
+	}
+	return true
 }

@@ -372,20 +372,25 @@ func (d *Driver) Alloc(size uint64) (uint64, error) {
 	if d.closed.Load() {
 		return 0, ErrClosed
 	}
-	return d.alloc.Alloc(size)
+	return d.allocMemory(func() (uint64, error) { return d.alloc.Alloc(size) })
 }
 
-// Free returns an allocation made by Alloc.
+// Free returns an allocation made by Alloc. The memory is handed out again
+// only after the commands queued before the Free have run (deferred.go).
 func (d *Driver) Free(addr uint64) error {
 	if d.closed.Load() {
 		return ErrClosed
 	}
-	return d.alloc.Free(addr)
+	return d.freeMemory(addr)
 }
 
-// MemoryInUse reports the bytes currently allocated, leaving out the
-// channels' engine-context save areas (ContextSaveInUse).
-func (d *Driver) MemoryInUse() uint64 { return d.alloc.InUse() - d.ctxSaves.inUse.Load() }
+// MemoryInUse reports the bytes currently allocated, counting freed memory
+// that commands queued before its free may still name, and leaving out
+// the channels' engine-context save areas (ContextSaveInUse).
+func (d *Driver) MemoryInUse() uint64 {
+	d.reclaimFreed()
+	return d.alloc.InUse() - d.ctxSaves.inUse.Load()
+}
 
 // ContextSaveInUse reports the bytes of device memory the open channels'
 // engine-context save areas hold (ctxsave.go).

@@ -292,7 +292,7 @@ func (c *Context) mapManaged(m *Managed, rounded uint64) error {
 	if c.closed {
 		return fmt.Errorf("%w: context %d is closed", ErrContext, c.id)
 	}
-	va, err := c.va.AllocAligned(rounded, frameChunk)
+	va, err := c.va.AllocAlignedFrom(rounded, frameChunk, c.nextVA) // next fit (deferred.go)
 	if err != nil {
 		return fmt.Errorf("%w: no virtual addresses left: %w", ErrContext, err)
 	}
@@ -309,6 +309,7 @@ func (c *Context) mapManaged(m *Managed, rounded uint64) error {
 		storePTE(c.d.vm.pool.mem, pte, abi.ManagedPTE)
 	}
 	m.va = va
+	c.nextVA = va + rounded
 	return nil
 }
 
@@ -629,7 +630,10 @@ func (m *Managed) Prefetch(off, size uint64, to Location) (*Migration, error) {
 
 // Free gives m back: its entries are cleared (a command that reaches them
 // afterwards fails with FaultUnmapped), the engines' TLBs invalidated, its
-// frames and addresses returned, and its host region freed.
+// frames returned and its host region freed. Its addresses are handed out
+// again only once the commands queued before the Free have run
+// (deferred.go): a command queued before it faults, and never lands in a
+// later allocation.
 func (m *Managed) Free() error {
 	d := m.d
 	d.um.mu.Lock()
@@ -643,12 +647,17 @@ func (m *Managed) Free() error {
 
 // freeManagedLocked is Free with um.mu held.
 func (d *Driver) freeManagedLocked(m *Managed) {
+	queued := d.queuedWork() // before the entries go: the commands that might name m
 	m.freed = true
+	m.ctx.mu.Lock()
 	for i := range m.pages {
 		storePTE(d.vm.pool.mem, m.pages[i].pte, 0)
 	}
 	d.refragment(m.ctx.root, m.va, uint64(len(m.pages))<<abi.PageShift)
+	empty := d.unlinkEmptyTables(m.ctx.root, m.va, uint64(len(m.pages))<<abi.PageShift)
+	m.ctx.mu.Unlock()
 	d.invalidate(m.ctx.id, m.va, uint64(len(m.pages))<<abi.PageShift)
+	d.vm.pool.freeTables(empty)
 	for i := range m.pages {
 		if p := &m.pages[i]; p.where == pageDevice {
 			d.freeFrame(p.frame)
@@ -657,9 +666,7 @@ func (d *Driver) freeManagedLocked(m *Managed) {
 	}
 	d.releaseChunks()
 	d.um.allocs[m.ctx.id] = slices.DeleteFunc(d.um.allocs[m.ctx.id], func(x *Managed) bool { return x == m })
-	m.ctx.mu.Lock()
-	m.ctx.va.Free(m.va)
-	m.ctx.mu.Unlock()
+	d.deferFree(deferredFree{queued: queued, ctx: m.ctx, va: m.va})
 	d.HostFree(m.host)
 }
 

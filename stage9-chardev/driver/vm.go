@@ -61,6 +61,12 @@ type vm struct {
 	// registers. invalGen is the last generation stored to RegInvalGen.
 	invalMu  sync.Mutex
 	invalGen uint64
+
+	// freeMu guards deferred and deferredPA: frees waiting for the work
+	// queued before them (deferred.go).
+	freeMu     sync.Mutex
+	deferred   []deferredFree
+	deferredPA map[uint64]bool
 }
 
 // initVM splits device memory into data and the page-table pool, and makes
@@ -73,6 +79,7 @@ func (d *Driver) initVM() error {
 	d.vm.dataSize = d.memSize - pool - schedArea
 	d.runlists.area = d.vm.dataSize
 	d.vm.pool = tablePool{alloc: NewRangeAllocator(d.vm.dataSize+schedArea, d.memSize), mem: d.hw.Memory()}
+	d.vm.deferredPA = map[uint64]bool{}
 	d.vm.invalGen = d.regs.Load(abi.RegInvalGen) // a device an earlier driver used may have moved it
 	root, err := d.vm.pool.table(abi.RootBytes)
 	if err != nil {

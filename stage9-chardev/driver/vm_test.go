@@ -387,7 +387,10 @@ func TestNothingLandsAfterUnmap(t *testing.T) {
 				}
 				// Unmap has returned: the pages are free, and nothing may
 				// write them. Take them back from the allocator so no one
-				// else does either, and poison them.
+				// else does either — once the commands queued before the
+				// Unmap have run, which is when they return to it — and
+				// poison them.
+				waitReclaimed(d, pa)
 				if got, err := d.alloc.AllocAligned(size, 4096); err != nil || got != pa {
 					if err == nil {
 						d.alloc.Free(got)
@@ -416,6 +419,17 @@ func TestNothingLandsAfterUnmap(t *testing.T) {
 }
 
 // ANCHOR_END: unmapstress
+
+// waitReclaimed waits until the deferred free of device memory at pa has
+// passed the work queued before it and gone back to the allocator.
+func waitReclaimed(d *Driver, pa uint64) {
+	spinUntil(func() bool {
+		d.reclaimFreed()
+		d.vm.freeMu.Lock()
+		defer d.vm.freeMu.Unlock()
+		return !d.vm.deferredPA[pa]
+	})
+}
 
 // TestNothingIsReadAfterUnmap is TestNothingLandsAfterUnmap's other half,
 // built deterministically with the device's Resolved hook: the moment the
