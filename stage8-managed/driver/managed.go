@@ -255,6 +255,7 @@ func (c *Context) AllocManaged(size uint64) (*Managed, error) {
 	}
 	m := &Managed{d: d, ctx: c, size: size, host: host, pages: make([]mpage, rounded>>abi.PageShift),
 		blocks: make([]mblock, (rounded>>abi.PageShift+blockPages-1)/blockPages)}
+	d.reclaimFreed() // as Alloc does: a program of managed memory alone must get its freed VAs back too
 	if err := c.mapManaged(m, rounded); err != nil {
 		d.HostFree(host)
 		return nil, err

@@ -271,6 +271,7 @@ func (c *Context) allocManaged(size uint64, hostPages func(rounded uint64) (*Pin
 	}
 	m := &Managed{d: d, ctx: c, size: size, host: host, pages: make([]mpage, rounded>>abi.PageShift),
 		blocks: make([]mblock, (rounded>>abi.PageShift+blockPages-1)/blockPages)}
+	d.reclaimFreed() // as Alloc does: a program of managed memory alone must get its freed VAs back too
 	if err := c.mapManaged(m, rounded); err != nil {
 		d.HostFree(host)
 		return nil, err

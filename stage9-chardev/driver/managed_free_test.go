@@ -58,3 +58,24 @@ func TestManagedFreeWaitsForQueuedWork(t *testing.T) {
 		return
 	}
 }
+
+// TestAllocManagedTakesBackFreedAddresses: a program that uses managed
+// memory alone gets the addresses it freed back — AllocManaged reclaims
+// what has passed, as Alloc does — instead of holding every freed range
+// until some other call happens to reclaim it.
+func TestAllocManagedTakesBackFreedAddresses(t *testing.T) {
+	d, c, _, _ := managedSetup(t, device.Config{MemorySize: 4 << 20}, Config{})
+	for range 3 {
+		m := allocManaged(t, c, 4096)
+		if err := m.Free(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allocManaged(t, c, 4096) // nothing was queued: every free above has passed
+	d.vm.freeMu.Lock()
+	held := len(d.vm.deferred)
+	d.vm.freeMu.Unlock()
+	if held != 0 {
+		t.Errorf("after AllocManaged, %d freed managed ranges are still held back; want 0: nothing queued names them", held)
+	}
+}
