@@ -223,7 +223,14 @@ func TestRunlistChangesWhileChannelsStream(t *testing.T) {
 // records FaultHung; another context's channel and the default channel on
 // the same engine go on.
 func TestWatchdogStopsOnlyTheHungChannel(t *testing.T) {
-	d := openWith(t, device.Config{MemorySize: 8 << 20}, Config{Watchdog: 2_000_000}) // 2 ms
+	// The limit counts a command's time on the engine in the device's
+	// clock, which runs while the engine's goroutine waits for a CPU: at
+	// 2 ms, a loaded machine once stopped one of the other channel's
+	// 50 µs DELAYs too (seen under -race with other packages running).
+	// 250 ms is far past any such wait, and still stops the 10 s DELAY
+	// within the test's bound.
+	const limit = 250 * time.Millisecond
+	d := openWith(t, device.Config{MemorySize: 8 << 20}, Config{Watchdog: uint64(limit.Nanoseconds())})
 	hungCtx, other := newContext(t, d), newContext(t, d)
 	hung := newChannel(t, d, abi.EngineCopy, hungCtx, ChannelOptions{Priority: abi.PriorityNormal})
 	fine := newChannel(t, d, abi.EngineCopy, other, ChannelOptions{Priority: abi.PriorityNormal, Timeslice: 100_000})
@@ -242,7 +249,7 @@ func TestWatchdogStopsOnlyTheHungChannel(t *testing.T) {
 		t.Fatalf("the 10 s DELAY = %v; want StatusTimeout", err)
 	}
 	if elapsed := time.Since(start); elapsed > 5*time.Second {
-		t.Fatalf("the watchdog took %v to stop a 2 ms limit", elapsed)
+		t.Fatalf("the watchdog took %v to stop a %v limit", elapsed, limit)
 	}
 	if err := p.Err(1); !errors.Is(err, ErrChannelFaulted) {
 		t.Errorf("the command behind the hung one = %v; want ErrChannelFaulted", err)
