@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -203,8 +204,7 @@ func (c *Context) Unmap(va uint64) error {
 	if !ok {
 		return fmt.Errorf("%w: no mapping at %#x in context %d", ErrBadFree, va, c.id)
 	}
-	c.unmap(m)
-	return nil
+	return c.unmap(m)
 }
 
 // ANCHOR_END: unmap
@@ -212,20 +212,28 @@ func (c *Context) Unmap(va uint64) error {
 // Free is Unmap, by the name Alloc's caller expects.
 func (c *Context) Free(va uint64) error { return c.Unmap(va) }
 
-// unmap removes m, which is out of the mappings already.
-func (c *Context) unmap(m *mapping) {
+// unmap removes m, which is out of the mappings already. If an engine
+// did not acknowledge the invalidation within its bound (vm.go), the
+// memory m maps is kept from reuse — a hung engine may still hold a
+// translation into it — and the error is returned; a pinned region's
+// window entry is guarded by its DMA holds (HostFree) and needs nothing
+// more.
+func (c *Context) unmap(m *mapping) error {
 	c.d.unmapRange(c.root, m.runs)
-	c.d.invalidate(c.id, m.va, m.size) // after this, no engine translates into m
+	err := c.d.invalidate(c.id, m.va, m.size) // after this, no engine translates into m
 	c.mu.Lock()
 	c.va.Free(m.va)
 	c.mu.Unlock()
 	if m.pinned == nil {
-		c.d.alloc.Free(m.pa)
-		return
+		if err == nil {
+			c.d.alloc.Free(m.pa)
+		}
+		return err
 	}
 	c.d.pinMu.Lock()
 	m.pinned.mapped = slices.DeleteFunc(m.pinned.mapped, func(x contextVA) bool { return x.ctx == c && x.va == m.va })
 	c.d.pinMu.Unlock()
+	return err
 }
 
 // Err returns the context's fault as a *FaultError if it has faulted since
@@ -246,7 +254,9 @@ func (c *Context) ClearFault() {
 
 // Close closes the context's channels, unmaps everything the context
 // maps, frees what it allocated and its tables, and gives its id back. Commands of it still queued fail with
-// abi.StatusBadContext. Context 0 cannot be closed.
+// abi.StatusBadContext. Context 0 cannot be closed. If an engine does not
+// answer within its bound (bound.go), Close still closes the context, keeps
+// what that engine may still reach out of reuse, and returns the error.
 func (c *Context) Close() error {
 	if c.id == 0 {
 		return fmt.Errorf("%w: the driver's own context cannot be closed", ErrContext)
@@ -259,10 +269,11 @@ func (c *Context) Close() error {
 	c.closed = true
 	chs := slices.Clone(c.channels)
 	c.mu.Unlock()
+	var err error
 	for _, ch := range chs { // off the runlists first: no command of the context runs after this
-		ch.Close()
+		err = errors.Join(err, ch.Close())
 	}
-	c.d.freeContextManaged(c) // managed.go
+	err = errors.Join(err, c.d.freeContextManaged(c)) // managed.go
 	c.mu.Lock()
 	ms := make([]*mapping, 0, len(c.mappings))
 	for _, m := range c.mappings {
@@ -271,15 +282,19 @@ func (c *Context) Close() error {
 	clear(c.mappings)
 	c.mu.Unlock()
 	for _, m := range ms {
-		c.unmap(m)
+		err = errors.Join(err, c.unmap(m))
 	}
 	c.d.regs.Store(abi.ContextRegs(c.id)+abi.RegCtxFlags, 0)
-	c.d.invalidate(c.id, 0, 0)
+	if ierr := c.d.invalidate(c.id, 0, 0); ierr != nil {
+		// A hung engine may be in the middle of a walk of these tables,
+		// and may hold the context's id: both stay out of reuse.
+		return errors.Join(err, ierr)
+	}
 	c.d.freeTables(c.root, abi.RootLevel)
 	c.d.vm.mu.Lock()
 	c.d.vm.contexts[c.id] = nil
 	c.d.vm.mu.Unlock()
-	return nil
+	return err
 }
 
 // contextVA is a place a pinned region is mapped.

@@ -407,7 +407,9 @@ func (d *Driver) toHost(m *Managed, first, n int, all bool) int {
 	}
 	lo, hi := back[0], back[len(back)-1]+1
 	d.refragment(m.ctx.root, m.va+uint64(lo)<<abi.PageShift, uint64(hi-lo)<<abi.PageShift)
-	d.invalidate(m.ctx.id, m.va+uint64(lo)<<abi.PageShift, uint64(hi-lo)<<abi.PageShift)
+	// A hung engine (vm.go) may still hold a translation into the frames:
+	// their bytes come home, the frames stay out of reuse.
+	hung := d.invalidate(m.ctx.id, m.va+uint64(lo)<<abi.PageShift, uint64(hi-lo)<<abi.PageShift) != nil
 	mem := d.hw.Memory()
 	moved := 0
 	// Highest page first: the frames go back on the pool's stack in
@@ -420,7 +422,9 @@ func (d *Driver) toHost(m *Managed, first, n int, all bool) int {
 		p := &m.pages[i]
 		if p.where == pageDevice {
 			copy(m.host.bytes[uint64(i)<<abi.PageShift:], mem[p.frame:p.frame+1<<abi.PageShift])
-			d.freeFrame(p.frame)
+			if !hung {
+				d.freeFrame(p.frame)
+			}
 			d.blockOut(m, i) // evict.go
 			p.lastMove = now
 			moved++
@@ -637,21 +641,24 @@ func (m *Managed) Free() error {
 	if m.freed {
 		return fmt.Errorf("%w: the allocation at %#x was freed already", ErrManaged, m.va)
 	}
-	d.freeManagedLocked(m)
-	return nil
+	return d.freeManagedLocked(m)
 }
 
-// freeManagedLocked is Free with um.mu held.
-func (d *Driver) freeManagedLocked(m *Managed) {
+// freeManagedLocked is Free with um.mu held. If an engine does not
+// acknowledge the invalidation within its bound (vm.go), the frames stay
+// out of reuse and the error is returned.
+func (d *Driver) freeManagedLocked(m *Managed) error {
 	m.freed = true
 	for i := range m.pages {
 		storePTE(d.vm.pool.mem, m.pages[i].pte, 0)
 	}
 	d.refragment(m.ctx.root, m.va, uint64(len(m.pages))<<abi.PageShift)
-	d.invalidate(m.ctx.id, m.va, uint64(len(m.pages))<<abi.PageShift)
+	err := d.invalidate(m.ctx.id, m.va, uint64(len(m.pages))<<abi.PageShift)
 	for i := range m.pages {
 		if p := &m.pages[i]; p.where == pageDevice {
-			d.freeFrame(p.frame)
+			if err == nil {
+				d.freeFrame(p.frame)
+			}
 			d.blockOut(m, i)
 		}
 	}
@@ -660,17 +667,19 @@ func (d *Driver) freeManagedLocked(m *Managed) {
 	m.ctx.mu.Lock()
 	m.ctx.va.Free(m.va)
 	m.ctx.mu.Unlock()
-	d.HostFree(m.host)
+	return errors.Join(err, d.HostFree(m.host))
 }
 
 // freeContextManaged frees every managed allocation of c (Context.Close).
-func (d *Driver) freeContextManaged(c *Context) {
+func (d *Driver) freeContextManaged(c *Context) error {
 	d.um.mu.Lock()
 	defer d.um.mu.Unlock()
+	var err error
 	for _, m := range slices.Clone(d.um.allocs[c.id]) {
-		d.freeManagedLocked(m)
+		err = errors.Join(err, d.freeManagedLocked(m))
 	}
 	delete(d.um.allocs, c.id)
+	return err
 }
 
 // Resident reports how many of m's pages are on the device and how many
