@@ -147,9 +147,10 @@ func TestUnmapHasADeadline(t *testing.T) {
 
 // TestHostFreeHasADeadline: with the copy engine held inside a COPY from
 // a pinned region (its window entry held), HostFree returns ErrTimeout
-// within its bound; the region stays mapped (the engine still reads it),
-// the compute engine keeps working, and once the engine is let go its COPY
-// completes from the region's bytes.
+// within its bound; the region stays mapped (the engine still reads it);
+// HostFree of another region returns within its bound too; the compute
+// engine keeps working, and once the engine is let go its COPY completes
+// from the region's bytes.
 func TestHostFreeHasADeadline(t *testing.T) {
 	d := openWedgeable(t)
 	c := d.DefaultContext()
@@ -158,6 +159,10 @@ func TestHostFreeHasADeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	fillBytes(p.Bytes(), 0x77)
+	q, err := d.HostAlloc(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
 	dst, err := d.Alloc(4096)
 	if err != nil {
 		t.Fatal(err)
@@ -172,6 +177,14 @@ func TestHostFreeHasADeadline(t *testing.T) {
 		t.Fatalf("HostFree of a region an engine holds for ever = %v; want ErrTimeout", err)
 	}
 	t.Logf("HostFree returned after %v: %v", took, err)
+	// Another region, whose entry no engine holds: the device takes a
+	// region out of its reach only once no engine holds any entry
+	// (device/dma.go, UnregisterHost), so this free must not wait on the
+	// hung engine without a bound either.
+	err, _ = within(t, "HostFree of a region no engine holds, beside a wedged engine", func() error { return d.HostFree(q) })
+	if err != nil && !errors.Is(err, ErrTimeout) {
+		t.Fatalf("HostFree of a region no engine holds, beside a wedged engine = %v; want success or ErrTimeout", err)
+	}
 	otherEngineWorks(t, d, c, fill)
 	w.release()
 	if err := pend.Wait(); err != nil {
@@ -234,8 +247,9 @@ func TestNewChannelHasADeadline(t *testing.T) {
 
 // TestCloseHasADeadline: with the copy engine held inside a command, the
 // driver's Close returns ErrTimeout within its bound instead of waiting for
-// the device to stop; once the engine is let go the device stops, and no
-// goroutine is left behind (openWith's leak check).
+// the device to stop, and the wedged command's waiter returns ErrClosed;
+// once the engine is let go the device stops, and no goroutine is left
+// behind (openWith's leak check).
 func TestCloseHasADeadline(t *testing.T) {
 	d := openWedgeable(t)
 	c := newContext(t, d)
@@ -247,8 +261,12 @@ func TestCloseHasADeadline(t *testing.T) {
 		t.Fatalf("Close of a device whose engine never stops = %v; want ErrTimeout", err)
 	}
 	t.Logf("Close returned after %v: %v", took, err)
+	// The COPY's waiter is not left behind with the engine: Close took
+	// its channel as removed.
+	if err, _ := within(t, "the wedged COPY's Wait after Close", p.Wait); !errors.Is(err, ErrClosed) {
+		t.Fatalf("the wedged COPY's Wait after a timed-out Close = %v; want ErrClosed", err)
+	}
 	w.release()
-	p.Wait() // the COPY's fate is the engine's once the stop is seen; it must only end
 	within(t, "the device stopping once the engine is let go", func() error {
 		for !d.stopped() {
 			time.Sleep(time.Millisecond)

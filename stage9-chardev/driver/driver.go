@@ -343,8 +343,9 @@ func (d *Driver) Doorbells() uint64 { return d.doorbells.Load() }
 // touches the device no more.
 //
 // The wait for the device to stop has a deadline (awaitStopped). Past it
-// Close returns an error wrapping ErrTimeout: every waiter is woken (its
-// call returns ErrClosed or its status), but the bounce buffers stay
+// Close returns an error wrapping ErrTimeout: every channel is taken as
+// removed and every waiter woken (its call returns ErrClosed, or its
+// status if the engine got to it), but the bounce buffers stay
 // pinned, since an engine that has not stopped may still move bytes
 // through them, and the interrupt thread ends only when the device stops.
 func (d *Driver) Close() error {
@@ -357,6 +358,7 @@ func (d *Driver) Close() error {
 	}
 	if err := d.awaitStopped(); err != nil {
 		for _, ch := range d.liveChannels() {
+			ch.removed.Store(true) // the driver serves it no more: its waiters return ErrClosed
 			ch.timeline.wakeAll()
 		}
 		d.stopFaults()

@@ -86,10 +86,10 @@ type retired struct {
 	slot  int
 	bus   uint64        // offset from abi.BusBase
 	marks []channelMark // each channel's tail when the region was freed
-	// held is the region, if an engine still held the entry when
+	// held is the region, if an engine still held an entry when
 	// HostFree's wait passed its bound (waitUnheld): it stays registered
 	// and mapped — the engine may still read or write it — until no
-	// engine holds the entry; then reclaimLocked unregisters and unmaps
+	// engine holds any entry; then reclaimLocked unregisters and unmaps
 	// it, and only then may the entry retire.
 	held *Pinned
 }
@@ -248,7 +248,8 @@ func (d *Driver) enableLocked(p *Pinned, slot int, off uint64) {
 // the caller's regions mapped). If an engine still holds the entry past
 // its bound (waitUnheld), HostFree returns an error wrapping ErrTimeout:
 // the region is freed for the caller, but stays registered and mapped
-// until no engine holds it (the next HostAlloc's reclaimLocked sees to it).
+// until no engine holds any entry (the next HostAlloc's reclaimLocked sees
+// to it).
 func (d *Driver) HostFree(p *Pinned) error {
 	d.pinMu.Lock()
 	could := namers(p) // bound.go: the contexts whose channels could name p
@@ -282,8 +283,11 @@ func (d *Driver) HostFree(p *Pinned) error {
 	d.regs.Store(w+abi.RegWinEnable, 0)
 	// (4): wait out the engines that took a hold before the store — for
 	// at most its bound; past it the region is left to reclaimLocked.
+	// Every entry's holds, not this one's alone: UnregisterHost, like an
+	// IOMMU's unmap, returns only once no engine holds any entry
+	// (device/dma.go), and must not be called to wait on a hung engine.
 	r := retired{slot: p.slot, bus: p.bus - abi.BusBase, marks: marks}
-	err := d.waitUnheld(uint64(1) << p.slot)
+	err := d.waitUnheld(^uint64(0))
 	if err != nil {
 		r.held = p
 	} else {
@@ -312,13 +316,12 @@ func (d *Driver) unpin(p *Pinned) {
 
 // reclaimLocked gives back to the free pool every retired entry and bus
 // range whose channels have completed everything queued before its free.
-// A region HostFree left held is first unpinned, once no engine holds its
+// A region HostFree left held is first unpinned, once no engine holds any
 // entry.
 func (d *Driver) reclaimLocked() {
-	if len(d.retiring) > 0 {
-		held := d.heldEntries()
+	if len(d.retiring) > 0 && d.heldEntries() == 0 { // UnregisterHost waits for every hold (HostFree)
 		for i := range d.retiring {
-			if r := &d.retiring[i]; r.held != nil && held&(1<<r.slot) == 0 {
+			if r := &d.retiring[i]; r.held != nil {
 				d.unpin(r.held)
 				r.held = nil
 			}
