@@ -166,18 +166,27 @@ func (d *Driver) submitRunlist(e abi.Engine) error {
 		rl.owed[e] = gen
 		return hungError(e, fmt.Sprintf("take runlist %d", gen), bound)
 	}
-	release := rl.release[e]
-	rl.release[e] = nil
-	for _, f := range release { // e has taken a list without them, or stopped
-		f()
-	}
 	if !taken() {
+		d.releaseLeft(e) // stopped: no engine will touch them
 		return ErrClosed
 	}
 	if rerr := abi.RunlistError(d.regs.Load(status + abi.RegRunlistError)); rerr != abi.RunlistOK {
-		return fmt.Errorf("%w: %v: %w", ErrRunlist, e, rerr)
+		return fmt.Errorf("%w: %v: %w", ErrRunlist, e, rerr) // refused: the engine keeps its old list, and may serve them
 	}
+	d.releaseLeft(e) // e has taken a list without them
 	return nil
+}
+
+// releaseLeft gives back what the channels that left e's list while it
+// owed an acknowledgement still hold (rl.release). The caller holds
+// d.runlists.mu.
+func (d *Driver) releaseLeft(e abi.Engine) {
+	rl := &d.runlists
+	release := rl.release[e]
+	rl.release[e] = nil
+	for _, f := range release {
+		f()
+	}
 }
 
 // ANCHOR_END: submit
