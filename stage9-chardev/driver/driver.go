@@ -191,6 +191,10 @@ type Driver struct {
 	// pinnedBus to read without pinMu; replaced, under pinMu, whenever
 	// regions changes (nolock.go).
 	pinnedSpans atomic.Pointer[[]pinnedSpan]
+	// holdsOwed is the window entries an engine still held when a wait
+	// for them passed its bound (waitUnheld): written by the waits, read
+	// by the next one, without pinMu.
+	holdsOwed atomic.Uint64
 
 	bounce bounceRing // staging for copies of ordinary slices (bounce.go)
 

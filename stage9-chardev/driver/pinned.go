@@ -372,13 +372,25 @@ type channelMark struct {
 // still held are an engine's that does not answer, and the caller gets
 // ErrTimeout — and must leave the memory they name registered and mapped,
 // since that engine may still move bytes through them.
+//
+// An entry still held past the bound is owed (Driver.holdsOwed): while an
+// engine holds it, a later wait that needs it fails at once rather than
+// spin for another bound.
 func (d *Driver) waitUnheld(bits uint64) error {
 	var bound time.Duration
 	for e := range abi.Engine(abi.NumEngines) {
 		bound = max(bound, d.commandBound(e))
 	}
+	if owed := d.holdsOwed.Load(); owed != 0 {
+		if still := d.heldEntries() & owed; still&bits != 0 {
+			return fmt.Errorf("%w: window entries %#x still held (past %v already)", ErrTimeout, still&bits, bound)
+		}
+		d.holdsOwed.Store(0) // let go since: waited for again
+	}
 	if spinBounded(func() bool { return d.heldEntries()&bits == 0 }, bound) != nil {
-		return fmt.Errorf("%w: window entries %#x still held after %v", ErrTimeout, d.heldEntries()&bits, bound)
+		held := d.heldEntries() & bits
+		d.holdsOwed.Store(held)
+		return fmt.Errorf("%w: window entries %#x still held after %v", ErrTimeout, held, bound)
 	}
 	return nil
 }
