@@ -125,6 +125,10 @@ func TestUnmapHasADeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	second, err := c.Alloc(4096, abi.Page4K)
+	if err != nil {
+		t.Fatal(err)
+	}
 	w, p := stickCopy(t, d, c, src, dst)
 	inUse := d.MemoryInUse()
 	err, took := within(t, "Unmap beside a wedged engine", func() error { return c.Unmap(victim) })
@@ -134,6 +138,15 @@ func TestUnmapHasADeadline(t *testing.T) {
 	t.Logf("Unmap returned after %v: %v", took, err)
 	if got := d.MemoryInUse(); got != inUse {
 		t.Fatalf("MemoryInUse after the timed-out Unmap = %d; want %d: the frames must stay out of reuse until the engine answers", got, inUse)
+	}
+	// While the engine still owes its answer, a later Unmap cannot prove
+	// its range unreachable either: it fails too, and keeps its frames.
+	err, _ = within(t, "a second Unmap beside the wedged engine", func() error { return c.Unmap(second) })
+	if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("a second Unmap while the engine owes its acknowledgement = %v; want ErrTimeout", err)
+	}
+	if got := d.MemoryInUse(); got != inUse {
+		t.Fatalf("MemoryInUse after the second timed-out Unmap = %d; want %d", got, inUse)
 	}
 	otherEngineWorks(t, d, c, other)
 	w.release()
