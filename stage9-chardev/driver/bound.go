@@ -9,14 +9,19 @@ package driver
 // stages trust their one program, and keep their unbounded spins), a
 // wait on device or shared state that a client can prolong has a
 // deadline past which the caller gets ErrTimeout, and a wait for a
-// client's work waits only on channels of that client. See the package
-// comment (driver.go) for the rule and the list.
+// client's work waits only on channels of that client; and a wait on an
+// engine's own answer (a TLB ack, a DMA hold, a runlist ack, the device
+// stopping) has a deadline too, engineBound or commandBound, past which
+// the engine is taken as hung. See the package comment (driver.go) for
+// the rule and the list.
 
 import (
 	"errors"
 	"fmt"
 	"runtime"
 	"time"
+
+	"softgpu/stage9-chardev/abi"
 )
 
 // ErrTimeout reports a wait on the device that passed its bound.
@@ -27,6 +32,38 @@ var ErrTimeout = errors.New("softgpu: the device did not answer within its bound
 // those commands are a client's, and may be a DELAY of 2^62 cycles. Past
 // it the caller gets ErrNoWindow, and may try again.
 const retireWait = 100 * time.Millisecond
+
+// engineBound is how long the driver waits for an engine to answer at its
+// next safe point: a TLB invalidation's acknowledgement, or the device
+// stopping. A safe point is never far: between two runs (a run moves at
+// most maxRun, 1 MiB — about 50 µs at this machine's copy bandwidth), in
+// every poll of a DELAY or a spin, in the idle loop; an asleep engine
+// answers by being asleep. One second is four orders of magnitude past
+// that, room for a two-core machine shared with other builds, where a
+// runnable goroutine may wait tens of milliseconds for a core. An engine
+// that has not answered by then is hung, whatever the reason: the daemon
+// trusts no engine to answer, even one that cannot miss a safe point by
+// construction (the tests reach this bound through the device's Resolved
+// hook, which holds an engine in the middle of a command).
+const engineBound = time.Second
+
+// commandBound is how long the driver waits for what engine e answers only
+// between commands — a runlist's acknowledgement, the DMA holds of a
+// command that resolved a window entry: engineBound past the longest a
+// command may keep the engine, which the watchdog bounds (Config.Watchdog,
+// RegWatchdog): it asks the command to stop at its limit, and resets the
+// engine a limit later (device/watchdog.go). With no watchdog a command's
+// time is the client's to choose, and the wait ends at engineBound; the
+// daemon sets one by default.
+func (d *Driver) commandBound(e abi.Engine) time.Duration {
+	limit := time.Duration(d.regs.Load(abi.EngineControlPage(e) + abi.RegWatchdog)) // cycles are nanoseconds
+	return engineBound + 2*limit + 2*limit/4                                        // preempt, reset, and the unit's quarter-limit ticks
+}
+
+// hungError reports that engine e did not answer what for within bound.
+func hungError(e abi.Engine, what string, bound time.Duration) error {
+	return fmt.Errorf("%w: %v did not %s within %v", ErrTimeout, e, what, bound)
+}
 
 // spinBounded polls cond until it reports true, yielding now and then,
 // for at most bound; then it returns ErrTimeout.

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -211,8 +212,7 @@ func (c *Context) Unmap(va uint64) error {
 	if !ok {
 		return fmt.Errorf("%w: no mapping at %#x in context %d", ErrBadFree, va, c.id)
 	}
-	c.unmap(m)
-	return nil
+	return c.unmap(m)
 }
 
 // ANCHOR_END: unmap
@@ -220,26 +220,37 @@ func (c *Context) Unmap(va uint64) error {
 // Free is Unmap, by the name Alloc's caller expects.
 func (c *Context) Free(va uint64) error { return c.Unmap(va) }
 
-// unmap removes m, which is out of the mappings already.
-func (c *Context) unmap(m *mapping) {
+// unmap removes m, which is out of the mappings already. Its addresses
+// and memory wait for the work queued before it (deferred.go). If an
+// engine did not acknowledge the invalidation within its bound (vm.go),
+// the memory m maps and the tables the unmap emptied are kept from reuse
+// for good — a hung engine may still hold a translation into the one or be
+// walking the other — and the error is returned; the VA comes back as
+// usual, since an engine that missed a generation drops every cached
+// translation before it translates again. A pinned region's window entry
+// is guarded by its DMA holds (HostFree) and needs nothing more.
+func (c *Context) unmap(m *mapping) error {
 	queued := c.d.queuedWork() // before the entries go: the commands that might name m
 	c.mu.Lock()
 	c.d.unmapRange(c.root, m.runs)
 	empty := c.d.unlinkEmptyTables(c.root, m.va, m.size)
 	c.mu.Unlock()
-	c.d.invalidate(c.id, m.va, m.size) // after this, no engine translates into m, nor walks a table unlinked above
-	c.d.vm.pool.freeTables(empty)
+	err := c.d.invalidate(c.id, m.va, m.size) // after this, no engine translates into m, nor walks a table unlinked above
+	if err == nil {
+		c.d.vm.pool.freeTables(empty)
+	}
 	f := deferredFree{queued: queued, ctx: c, va: m.va}
-	if m.pinned == nil {
+	if m.pinned == nil && err == nil {
 		f.pa = m.pa
 	}
 	c.d.deferFree(f)
 	if m.pinned == nil {
-		return
+		return err
 	}
 	c.d.pinMu.Lock()
 	m.pinned.mapped = slices.DeleteFunc(m.pinned.mapped, func(x contextVA) bool { return x.ctx == c && x.va == m.va })
 	c.d.pinMu.Unlock()
+	return err
 }
 
 // Err returns the context's fault as a *FaultError if it has faulted since
@@ -260,7 +271,9 @@ func (c *Context) ClearFault() {
 
 // Close closes the context's channels, unmaps everything the context
 // maps, frees what it allocated and its tables, and gives its id back. Commands of it still queued fail with
-// abi.StatusBadContext. Context 0 cannot be closed.
+// abi.StatusBadContext. Context 0 cannot be closed. If an engine does not
+// answer within its bound (bound.go), Close still closes the context, keeps
+// what that engine may still reach out of reuse, and returns the error.
 func (c *Context) Close() error {
 	if c.id == 0 {
 		return fmt.Errorf("%w: the driver's own context cannot be closed", ErrContext)
@@ -273,10 +286,11 @@ func (c *Context) Close() error {
 	c.closed = true
 	chs := slices.Clone(c.channels)
 	c.mu.Unlock()
+	var err error
 	for _, ch := range chs { // off the runlists first: no command of the context runs after this
-		ch.Close()
+		err = errors.Join(err, ch.Close())
 	}
-	c.d.freeContextManaged(c) // managed.go
+	err = errors.Join(err, c.d.freeContextManaged(c)) // managed.go
 	c.mu.Lock()
 	ms := make([]*mapping, 0, len(c.mappings))
 	for _, m := range c.mappings {
@@ -285,15 +299,19 @@ func (c *Context) Close() error {
 	clear(c.mappings)
 	c.mu.Unlock()
 	for _, m := range ms {
-		c.unmap(m)
+		err = errors.Join(err, c.unmap(m))
 	}
 	c.d.regs.Store(abi.ContextRegs(c.id)+abi.RegCtxFlags, 0)
-	c.d.invalidate(c.id, 0, 0)
+	if ierr := c.d.invalidate(c.id, 0, 0); ierr != nil {
+		// A hung engine may be in the middle of a walk of these tables,
+		// and may hold the context's id: both stay out of reuse.
+		return errors.Join(err, ierr)
+	}
 	c.d.freeTables(c.root, abi.RootLevel)
 	c.d.vm.mu.Lock()
 	c.d.vm.contexts[c.id] = nil
 	c.d.vm.mu.Unlock()
-	return nil
+	return err
 }
 
 // contextVA is a place a pinned region is mapped.

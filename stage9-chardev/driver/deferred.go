@@ -134,7 +134,12 @@ func (d *Driver) allocMemory(alloc func() (uint64, error)) (uint64, error) {
 		if i < 0 {
 			return 0, err
 		}
-		spinUntil(func() bool { return d.queuedPassed(oldest) })
+		// Stage 9: the queued work is clients', and may be a stranger's
+		// DELAY that the watchdog has yet to stop; wait as HostAlloc does
+		// for a window entry, then let the caller have the error (bound.go).
+		if spinBounded(func() bool { return d.queuedPassed(oldest) }, retireWait) != nil {
+			return 0, fmt.Errorf("%w (some is freed, and waits for commands still queued)", err)
+		}
 	}
 }
 

@@ -31,20 +31,32 @@
 // for channels that could name what it waits for (a freed window entry:
 // the channels of contexts that mapped it, and context 0), and HostAlloc
 // waits at most retireWait for an entry retiring behind queued commands,
-// then returns ErrNoWindow. The waits on the engines themselves — a TLB
-// invalidation's ack (vm.go), the DMA holds of a freed entry
-// (waitUnheld), a new runlist's ack (runlist.go), the device stopping
-// (awaitStopped) — end at the engine's next safe point, which is at most
-// one run of a command away, whatever the client queued; they are not
-// given deadlines of their own here. softgpud's shutdownBound is the
-// backstop: SIGTERM ends the daemon within it in every state. The
+// then returns ErrNoWindow. And no wait on an engine's own answer is
+// without a deadline either (bound.go), though an engine cannot miss a
+// safe point by construction: the daemon trusts no engine. A TLB
+// invalidation's ack (invalidate) comes at the engine's next safe point,
+// at most a run away: it waits engineBound. The DMA holds of a freed
+// window entry (waitUnheld), a new runlist's ack (submitRunlist) and the
+// device stopping (awaitStopped) come at the end of a command (a DELAY is
+// cut short): they wait commandBound, engineBound past what the watchdog
+// lets a command run.
+// Past its deadline each returns an error wrapping ErrTimeout, which the
+// call (Unmap, Context.Close, Managed.Free, HostFree, NewChannel,
+// Channel.Close, Close) returns; the engine is taken as hung, later waits
+// on the same answer fail at once rather than spin again, and what it may
+// still touch is kept from reuse until it answers: the frames and tables
+// an unacknowledged invalidation unmapped (for the driver's life), a
+// held region's mapping, a channel's id, state block and save area, the
+// bounce buffers. The other engine, and every channel on it, goes on.
+// The driver has no reset of its own to give: the engine's reset line is
+// the watchdog unit's (device/watchdog.go). softgpud's shutdownBound is
+// the backstop: SIGTERM ends the daemon within it in every state. The
 // in-process stages trust their one program and keep the plain spins;
 // these bounds are stage 9's alone.
 package driver
 
 import (
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -179,6 +191,10 @@ type Driver struct {
 	// pinnedBus to read without pinMu; replaced, under pinMu, whenever
 	// regions changes (nolock.go).
 	pinnedSpans atomic.Pointer[[]pinnedSpan]
+	// holdsOwed is the window entries an engine still held when a wait
+	// for them passed its bound (waitUnheld): written by the waits, read
+	// by the next one, without pinMu.
+	holdsOwed atomic.Uint64
 
 	bounce bounceRing // staging for copies of ordinary slices (bounce.go)
 
@@ -264,7 +280,9 @@ func New(hw Hardware, cfg Config) (*Driver, error) {
 			return nil, err
 		}
 	}
-	d.resetWindow()
+	if err := d.resetWindow(); err != nil {
+		return nil, err
+	}
 	if err := d.initBounce(cfg); err != nil {
 		return nil, err
 	}
@@ -327,6 +345,13 @@ func (d *Driver) Doorbells() uint64 { return d.doorbells.Load() }
 // calls return ErrClosed. Close unpins the bounce buffers; regions from
 // HostAlloc stay mapped until HostFree. When Close returns, the driver
 // touches the device no more.
+//
+// The wait for the device to stop has a deadline (awaitStopped). Past it
+// Close returns an error wrapping ErrTimeout: every channel is taken as
+// removed and every waiter woken (its call returns ErrClosed, or its
+// status if the engine got to it), but the bounce buffers stay
+// pinned, since an engine that has not stopped may still move bytes
+// through them, and the interrupt thread ends only when the device stops.
 func (d *Driver) Close() error {
 	if d.closed.Swap(true) {
 		return nil
@@ -335,7 +360,14 @@ func (d *Driver) Close() error {
 	for e := range abi.Engine(abi.NumEngines) {
 		d.hw.WakeEngine(e) // a sleeping engine must wake to see the stop
 	}
-	d.awaitStopped()
+	if err := d.awaitStopped(); err != nil {
+		for _, ch := range d.liveChannels() {
+			ch.removed.Store(true) // the driver serves it no more: its waiters return ErrClosed
+			ch.timeline.wakeAll()
+		}
+		d.stopFaults()
+		return err
+	}
 	// The device raised IrqCauseStopped as it stopped, and the interrupt
 	// thread wakes every blocked waiter when it takes it; this makes sure
 	// of it before the thread goes away.
@@ -354,17 +386,23 @@ func (d *Driver) stopped() bool { return d.regs.Load(abi.RegDeviceState) == abi.
 
 // awaitStopped waits until the device has stopped. The engines stop at the
 // end of the command they are running, so this is one command long at most
-// (a DELAY is cut short).
-func (d *Driver) awaitStopped() { spinUntil(d.stopped) }
-
-// spinUntil polls cond until it reports true, yielding now and then: for
-// waits that last a command at most.
-func spinUntil(cond func() bool) {
-	for polls := 1; !cond(); polls++ {
-		if polls%64 == 0 {
-			runtime.Gosched()
-		}
+// (a DELAY is cut short), and never longer than a command's bound
+// (bound.go): past it, ErrTimeout.
+func (d *Driver) awaitStopped() error {
+	var bound time.Duration
+	for e := range abi.Engine(abi.NumEngines) {
+		bound = max(bound, d.commandBound(e))
 	}
+	if spinBounded(d.stopped, bound) != nil {
+		var hung []abi.Engine
+		for e := range abi.Engine(abi.NumEngines) {
+			if d.regs.Load(abi.EngineStatusPage(e)+abi.RegEngineState) != abi.EngineStopped {
+				hung = append(hung, e)
+			}
+		}
+		return fmt.Errorf("%w: the device did not stop within %v (engines still running: %v)", ErrTimeout, bound, hung)
+	}
+	return nil
 }
 
 // Alloc reserves size bytes of device memory and returns their address.

@@ -409,7 +409,9 @@ func (d *Driver) toHost(m *Managed, first, n int, all bool) int {
 	}
 	lo, hi := back[0], back[len(back)-1]+1
 	d.refragment(m.ctx.root, m.va+uint64(lo)<<abi.PageShift, uint64(hi-lo)<<abi.PageShift)
-	d.invalidate(m.ctx.id, m.va+uint64(lo)<<abi.PageShift, uint64(hi-lo)<<abi.PageShift)
+	// A hung engine (vm.go) may still hold a translation into the frames:
+	// their bytes come home, the frames stay out of reuse.
+	hung := d.invalidate(m.ctx.id, m.va+uint64(lo)<<abi.PageShift, uint64(hi-lo)<<abi.PageShift) != nil
 	mem := d.hw.Memory()
 	moved := 0
 	// Highest page first: the frames go back on the pool's stack in
@@ -422,7 +424,9 @@ func (d *Driver) toHost(m *Managed, first, n int, all bool) int {
 		p := &m.pages[i]
 		if p.where == pageDevice {
 			copy(m.host.bytes[uint64(i)<<abi.PageShift:], mem[p.frame:p.frame+1<<abi.PageShift])
-			d.freeFrame(p.frame)
+			if !hung {
+				d.freeFrame(p.frame)
+			}
 			d.blockOut(m, i) // evict.go
 			p.lastMove = now
 			moved++
@@ -642,12 +646,14 @@ func (m *Managed) Free() error {
 	if m.freed {
 		return fmt.Errorf("%w: the allocation at %#x was freed already", ErrManaged, m.va)
 	}
-	d.freeManagedLocked(m)
-	return nil
+	return d.freeManagedLocked(m)
 }
 
-// freeManagedLocked is Free with um.mu held.
-func (d *Driver) freeManagedLocked(m *Managed) {
+// freeManagedLocked is Free with um.mu held. Its addresses wait for the
+// work queued before it (deferred.go). If an engine does not acknowledge
+// the invalidation within its bound (vm.go), the frames and the tables the
+// free emptied stay out of reuse and the error is returned.
+func (d *Driver) freeManagedLocked(m *Managed) error {
 	queued := d.queuedWork() // before the entries go: the commands that might name m
 	m.freed = true
 	m.ctx.mu.Lock()
@@ -657,28 +663,34 @@ func (d *Driver) freeManagedLocked(m *Managed) {
 	d.refragment(m.ctx.root, m.va, uint64(len(m.pages))<<abi.PageShift)
 	empty := d.unlinkEmptyTables(m.ctx.root, m.va, uint64(len(m.pages))<<abi.PageShift)
 	m.ctx.mu.Unlock()
-	d.invalidate(m.ctx.id, m.va, uint64(len(m.pages))<<abi.PageShift)
-	d.vm.pool.freeTables(empty)
+	err := d.invalidate(m.ctx.id, m.va, uint64(len(m.pages))<<abi.PageShift)
+	if err == nil {
+		d.vm.pool.freeTables(empty)
+	}
 	for i := range m.pages {
 		if p := &m.pages[i]; p.where == pageDevice {
-			d.freeFrame(p.frame)
+			if err == nil {
+				d.freeFrame(p.frame)
+			}
 			d.blockOut(m, i)
 		}
 	}
 	d.releaseChunks()
 	d.um.allocs[m.ctx.id] = slices.DeleteFunc(d.um.allocs[m.ctx.id], func(x *Managed) bool { return x == m })
 	d.deferFree(deferredFree{queued: queued, ctx: m.ctx, va: m.va})
-	d.HostFree(m.host)
+	return errors.Join(err, d.HostFree(m.host))
 }
 
 // freeContextManaged frees every managed allocation of c (Context.Close).
-func (d *Driver) freeContextManaged(c *Context) {
+func (d *Driver) freeContextManaged(c *Context) error {
 	d.um.mu.Lock()
 	defer d.um.mu.Unlock()
+	var err error
 	for _, m := range slices.Clone(d.um.allocs[c.id]) {
-		d.freeManagedLocked(m)
+		err = errors.Join(err, d.freeManagedLocked(m))
 	}
 	delete(d.um.allocs, c.id)
+	return err
 }
 
 // Resident reports how many of m's pages are on the device and how many

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -85,6 +86,12 @@ type retired struct {
 	slot  int
 	bus   uint64        // offset from abi.BusBase
 	marks []channelMark // each channel's tail when the region was freed
+	// held is the region, if an engine still held an entry when
+	// HostFree's wait passed its bound (waitUnheld): it stays registered
+	// and mapped — the engine may still read or write it — until no
+	// engine holds any entry; then reclaimLocked unregisters and unmaps
+	// it, and only then may the entry retire.
+	held *Pinned
 }
 
 var (
@@ -238,7 +245,11 @@ func (d *Driver) enableLocked(p *Pinned, slot int, off uint64) {
 // region later fails with abi.StatusNoDMA, even one queued before the free,
 // since the region's bus addresses are not reused until the commands queued
 // before the free have run. HostFree works after Close too (Close leaves
-// the caller's regions mapped).
+// the caller's regions mapped). If an engine still holds the entry past
+// its bound (waitUnheld), HostFree returns an error wrapping ErrTimeout:
+// the region is freed for the caller, but stays registered and mapped
+// until no engine holds any entry (the next HostAlloc's reclaimLocked sees
+// to it).
 func (d *Driver) HostFree(p *Pinned) error {
 	d.pinMu.Lock()
 	could := namers(p) // bound.go: the contexts whose channels could name p
@@ -270,8 +281,28 @@ func (d *Driver) HostFree(p *Pinned) error {
 	// (3) in device/dma.go: from this store on, an engine that has not
 	// yet taken a hold on the entry will not use it.
 	d.regs.Store(w+abi.RegWinEnable, 0)
-	// (4): wait out the engines that took a hold before the store.
-	d.waitUnheld(uint64(1) << p.slot)
+	// (4): wait out the engines that took a hold before the store — for
+	// at most its bound; past it the region is left to reclaimLocked.
+	// Every entry's holds, not this one's alone: UnregisterHost, like an
+	// IOMMU's unmap, returns only once no engine holds any entry
+	// (device/dma.go), and must not be called to wait on a hung engine.
+	r := retired{slot: p.slot, bus: p.bus - abi.BusBase, marks: marks}
+	err := d.waitUnheld(^uint64(0))
+	if err != nil {
+		r.held = p
+	} else {
+		d.unpin(p)
+	}
+
+	d.pinMu.Lock()
+	defer d.pinMu.Unlock()
+	d.retiring = append(d.retiring, r)
+	return err
+}
+
+// unpin takes a freed region, which no engine holds, from the device and
+// unmaps it.
+func (d *Driver) unpin(p *Pinned) {
 	if err := d.hw.UnregisterHost(p.bytes); err != nil {
 		panic(fmt.Sprintf("driver: invariant broken: a live region was not registered with the device: %v", err))
 	}
@@ -279,20 +310,25 @@ func (d *Driver) HostFree(p *Pinned) error {
 		panic(fmt.Sprintf("driver: munmap of a region HostAlloc mapped: %v", err))
 	}
 	p.mapping, p.bytes = nil, nil
-
-	d.pinMu.Lock()
-	defer d.pinMu.Unlock()
-	d.retiring = append(d.retiring, retired{slot: p.slot, bus: p.bus - abi.BusBase, marks: marks})
-	return nil
 }
 
 // ANCHOR_END: hostfree
 
 // reclaimLocked gives back to the free pool every retired entry and bus
 // range whose channels have completed everything queued before its free.
+// A region HostFree left held is first unpinned, once no engine holds any
+// entry.
 func (d *Driver) reclaimLocked() {
+	if len(d.retiring) > 0 && d.heldEntries() == 0 { // UnregisterHost waits for every hold (HostFree)
+		for i := range d.retiring {
+			if r := &d.retiring[i]; r.held != nil {
+				d.unpin(r.held)
+				r.held = nil
+			}
+		}
+	}
 	d.retiring = slices.DeleteFunc(d.retiring, func(r retired) bool {
-		if !d.retired(r) {
+		if r.held != nil || !d.retired(r) {
 			return false
 		}
 		d.slotsInUse &^= 1 << r.slot
@@ -332,26 +368,51 @@ type channelMark struct {
 // bits. Its loads of RegDMAHeld pair with the engines' stores in busRun
 // and releaseDMA. The wait is one command long at most: an engine holds an
 // entry only while a command that resolved it runs; a stopped engine holds
-// nothing.
-func (d *Driver) waitUnheld(bits uint64) {
-	spinUntil(func() bool {
-		var held uint64
-		for e := range abi.Engine(abi.NumEngines) {
-			held |= d.regs.Load(abi.EngineStatusPage(e) + abi.RegDMAHeld)
+// nothing. So it has a command's bound (bound.go): past it, the entries
+// still held are an engine's that does not answer, and the caller gets
+// ErrTimeout — and must leave the memory they name registered and mapped,
+// since that engine may still move bytes through them.
+//
+// An entry still held past the bound is owed (Driver.holdsOwed): while an
+// engine holds it, a later wait that needs it fails at once rather than
+// spin for another bound.
+func (d *Driver) waitUnheld(bits uint64) error {
+	var bound time.Duration
+	for e := range abi.Engine(abi.NumEngines) {
+		bound = max(bound, d.commandBound(e))
+	}
+	if owed := d.holdsOwed.Load(); owed != 0 {
+		if still := d.heldEntries() & owed; still&bits != 0 {
+			return fmt.Errorf("%w: window entries %#x still held (past %v already)", ErrTimeout, still&bits, bound)
 		}
-		return held&bits == 0
-	})
+		d.holdsOwed.Store(0) // let go since: waited for again
+	}
+	if spinBounded(func() bool { return d.heldEntries()&bits == 0 }, bound) != nil {
+		held := d.heldEntries() & bits
+		d.holdsOwed.Store(held)
+		return fmt.Errorf("%w: window entries %#x still held after %v", ErrTimeout, held, bound)
+	}
+	return nil
+}
+
+// heldEntries returns the window entries some engine holds.
+func (d *Driver) heldEntries() uint64 {
+	var held uint64
+	for e := range abi.Engine(abi.NumEngines) {
+		held |= d.regs.Load(abi.EngineStatusPage(e) + abi.RegDMAHeld)
+	}
+	return held
 }
 
 // ANCHOR_END: waitunheld
 
 // resetWindow disables every window entry, as New takes the device over:
 // entries an earlier driver registered name memory that driver owned.
-func (d *Driver) resetWindow() {
+func (d *Driver) resetWindow() error {
 	for i := range abi.WindowSlots {
 		d.regs.Store(abi.WindowRegs(i)+abi.RegWinEnable, 0)
 	}
-	d.waitUnheld(^uint64(0))
+	return d.waitUnheld(^uint64(0))
 }
 
 // pinnedBus returns the bus address of b if all of b lies inside one live

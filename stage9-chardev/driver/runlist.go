@@ -3,7 +3,6 @@ package driver
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"sync"
 
@@ -79,10 +78,20 @@ const (
 type runlists struct {
 	// mu serialises changes: one submit per engine at a time, and the
 	// channel ids with them. It is held while waiting for an
-	// acknowledgement (one command long at most), never with another lock.
+	// acknowledgement (one command long at most, and never past
+	// commandBound), never with another lock.
 	mu      sync.Mutex
 	area    uint64 // device PA of the scheduler's area
 	entries [abi.NumEngines][]abi.RunlistEntry
+	// owed[e] is the generation engine e did not acknowledge within its
+	// bound, until it does (0: none). Until then the table is the
+	// engine's to read at any moment, and no new one is written.
+	owed [abi.NumEngines]uint64
+	// release[e] holds what channels that left e's list while it was
+	// owed still keep — id, state block, save area, shared pages — to be
+	// given back once e has taken a list without them: the next
+	// acknowledged submit.
+	release [abi.NumEngines][]func()
 }
 
 // table returns the PA of engine e's runlist table. One is enough: the
@@ -112,8 +121,26 @@ func entryFor(ch *Channel) abi.RunlistEntry {
 // submitRunlist hands engine e the runlist in d.runlists.entries[e] — for
 // an engine that has none yet, its default channel alone — and waits until
 // the engine has taken it or refused it. The caller holds d.runlists.mu.
+//
+// The wait has a deadline, commandBound (bound.go): the engine takes a
+// list only between commands. Past it submitRunlist returns an error
+// wrapping ErrTimeout and the engine owes the acknowledgement: the table
+// stays as written (the engine may read it whenever it gets there), so
+// later submits fail at once until the engine has taken it, and a channel
+// that left the list meanwhile keeps what it holds (rl.release) until a
+// list without it has been taken.
 func (d *Driver) submitRunlist(e abi.Engine) error {
 	rl := &d.runlists
+	status := abi.EngineStatusPage(e)
+	if owed := rl.owed[e]; owed != 0 {
+		if d.regs.Load(status+abi.RegRunlistAck) != owed {
+			if d.stopped() {
+				return ErrClosed
+			}
+			return hungError(e, fmt.Sprintf("take runlist %d (still owed)", owed), d.commandBound(e))
+		}
+		rl.owed[e] = 0
+	}
 	if rl.entries[e] == nil {
 		def := d.channels[abi.DefaultChannel(e)].Load()
 		rl.entries[e] = []abi.RunlistEntry{entryFor(def)}
@@ -123,7 +150,7 @@ func (d *Driver) submitRunlist(e abi.Engine) error {
 	for i, ent := range entries {
 		ent.Encode(mem[table+uint64(i)*abi.RunlistEntrySize:])
 	}
-	control, status := abi.EngineControlPage(e), abi.EngineStatusPage(e)
+	control := abi.EngineControlPage(e)
 	d.regs.Store(control+abi.RegRunlistBase, table)
 	d.regs.Store(control+abi.RegRunlistLen, uint64(len(entries)))
 	// The generation is stored last: an engine that loads it sees the base,
@@ -133,18 +160,33 @@ func (d *Driver) submitRunlist(e abi.Engine) error {
 	gen := d.regs.Load(status+abi.RegRunlistAck) + 1
 	d.regs.Store(control+abi.RegRunlistGen, gen)
 	d.hw.WakeEngine(e)
-	for polls := 1; d.regs.Load(status+abi.RegRunlistAck) != gen; polls++ { // pairs with the engine's store in checkRunlist
-		if d.stopped() {
-			return ErrClosed
-		}
-		if polls%64 == 0 {
-			runtime.Gosched()
-		}
+	taken := func() bool { return d.regs.Load(status+abi.RegRunlistAck) == gen } // pairs with the engine's store in checkRunlist
+	bound := d.commandBound(e)
+	if spinBounded(func() bool { return taken() || d.stopped() }, bound) != nil {
+		rl.owed[e] = gen
+		return hungError(e, fmt.Sprintf("take runlist %d", gen), bound)
+	}
+	if !taken() {
+		d.releaseLeft(e) // stopped: no engine will touch them
+		return ErrClosed
 	}
 	if rerr := abi.RunlistError(d.regs.Load(status + abi.RegRunlistError)); rerr != abi.RunlistOK {
-		return fmt.Errorf("%w: %v: %w", ErrRunlist, e, rerr)
+		return fmt.Errorf("%w: %v: %w", ErrRunlist, e, rerr) // refused: the engine keeps its old list, and may serve them
 	}
+	d.releaseLeft(e) // e has taken a list without them
 	return nil
+}
+
+// releaseLeft gives back what the channels that left e's list while it
+// owed an acknowledgement still hold (rl.release). The caller holds
+// d.runlists.mu.
+func (d *Driver) releaseLeft(e abi.Engine) {
+	rl := &d.runlists
+	release := rl.release[e]
+	rl.release[e] = nil
+	for _, f := range release {
+		f()
+	}
 }
 
 // ANCHOR_END: submit
@@ -213,6 +255,21 @@ func (d *Driver) NewChannel(e abi.Engine, c *Context, opts ChannelOptions) (*Cha
 	if err := d.submitRunlist(e); err != nil {
 		ch.gone.Store(true) // a Close from the context's Close, waiting for mu, does nothing
 		rl.entries[e] = rl.entries[e][:len(rl.entries[e])-1]
+		if errors.Is(err, ErrTimeout) {
+			// The engine may yet take the list that names ch: its id,
+			// state block, save area and pages stay until it has taken
+			// one without it.
+			ch.removed.Store(true)
+			c.removeChannel(ch)
+			rl.release[e] = append(rl.release[e], func() {
+				if opts.Unshare != nil {
+					opts.Unshare(id)
+				}
+				d.freeContextSave(ctxSave)
+				d.channels[id].Store(nil)
+			})
+			return nil, err
+		}
 		if opts.Unshare != nil {
 			opts.Unshare(id)
 		}
@@ -257,18 +314,32 @@ func (ch *Channel) Close() error {
 	// doorbell after the drain — settle now, on ErrClosed.
 	ch.removed.Store(true)
 	ch.timeline.wakeAll()
+	if errors.Is(err, ErrTimeout) {
+		// The engine may still serve the channel: what it holds is given
+		// back once the engine has taken a list without it.
+		rl.release[e] = append(rl.release[e], ch.release)
+		return err
+	}
 	if err != nil && !errors.Is(err, ErrClosed) {
 		return err // refused: the device keeps the old list, and the channel on it
 	}
+	ch.release()
+	return nil
+}
+
+// release gives back what a channel off its engine's list held: its
+// shared pages, its save area, its id. The engine has acknowledged a list
+// without it, or the device has stopped: no engine will touch it.
+func (ch *Channel) release() {
+	d := ch.d
 	if ch.unshare != nil {
 		ch.unshare(ch.id) // off the runlist, and the id not yet free
 	}
-	d.freeContextSave(ch.ctxSave) // acknowledged, or the device stopped: no engine will touch it
+	d.freeContextSave(ch.ctxSave)
 	d.channels[ch.id].Store(nil)
 	if ch.ctx != nil {
 		ch.ctx.removeChannel(ch)
 	}
-	return nil
 }
 
 // ANCHOR_END: closechannel

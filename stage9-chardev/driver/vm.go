@@ -3,7 +3,6 @@ package driver
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 
 	"softgpu/stage9-chardev/abi"
@@ -61,6 +60,9 @@ type vm struct {
 	// registers. invalGen is the last generation stored to RegInvalGen.
 	invalMu  sync.Mutex
 	invalGen uint64
+	// owed[e], under invalMu, is the generation engine e did not
+	// acknowledge within engineBound, until it does; 0 when it owes none.
+	owed [abi.NumEngines]uint64
 
 	// freeMu guards deferred and deferredPA: frees waiting for the work
 	// queued before them (deferred.go).
@@ -100,8 +102,7 @@ func (d *Driver) initVM() error {
 	for id := abi.Context(1); id < abi.MaxContexts; id++ {
 		d.regs.Store(abi.ContextRegs(id)+abi.RegCtxFlags, 0)
 	}
-	d.invalidate(0, 0, 0) // and no engine keeps a translation of theirs
-	return nil
+	return d.invalidate(0, 0, 0) // and no engine keeps a translation of theirs
 }
 
 // enableContext points the device's context table at c's root and enables
@@ -131,7 +132,21 @@ func (d *Driver) enableContext(c *Context, sticky bool) {
 // Reading EngineAsleep therefore proves the engine will see this
 // generation before it uses any entry — so a sleeping engine is never woken
 // just to acknowledge.
-func (d *Driver) invalidate(ctx abi.Context, va, size uint64) {
+//
+// The wait has a deadline (bound.go): an engine that has not answered
+// within engineBound is hung, and invalidate returns an error wrapping
+// ErrTimeout. Then the caller has NOT proved the range unreachable: the
+// hung engine may hold a translation into it, in the middle of a run, and
+// use it the moment it moves again. So on an error the caller keeps the
+// frames (and tables) it unmapped out of reuse — for the driver's life:
+// nothing tells the driver when a hung engine lets go short of its
+// acknowledgement, and a reset (device/watchdog.go), which drops every
+// translation, is the device's to make. The entries are cleared, the VA
+// range may be reused (the engine drops every entry of a generation it
+// missed before it translates again). A hung engine is not waited for
+// again: later requests look once whether it has answered the one it
+// missed, and fail at once if not, so no call spins past the bound.
+func (d *Driver) invalidate(ctx abi.Context, va, size uint64) error {
 	d.vm.invalMu.Lock()
 	defer d.vm.invalMu.Unlock()
 	d.regs.Store(abi.RegInvalCtx, uint64(ctx))
@@ -143,20 +158,34 @@ func (d *Driver) invalidate(ctx abi.Context, va, size uint64) {
 	d.vm.invalGen++
 	gen := d.vm.invalGen
 	d.regs.Store(abi.RegInvalGen, gen) // publishes the request above; the engines' loads in checkInval pair with it
+	var err error
 	for e := range abi.Engine(abi.NumEngines) {
-		status := abi.EngineStatusPage(e)
-		for polls := 1; ; polls++ {
-			if d.regs.Load(status+abi.RegInvalAck) == gen {
-				break
+		if owed := d.vm.owed[e]; owed != 0 {
+			if !d.answered(e, owed) {
+				err = errors.Join(err, hungError(e, fmt.Sprintf("acknowledge TLB invalidation %d (still owed)", owed), engineBound))
+				continue
 			}
-			if s := d.regs.Load(status + abi.RegEngineState); s == abi.EngineAsleep || s == abi.EngineStopped {
-				break
-			}
-			if polls%64 == 0 {
-				runtime.Gosched()
-			}
+			d.vm.owed[e] = 0 // it answered since: it is waited for again
+		}
+		if spinBounded(func() bool { return d.answered(e, gen) }, engineBound) != nil {
+			d.vm.owed[e] = gen
+			err = errors.Join(err, hungError(e, fmt.Sprintf("acknowledge TLB invalidation %d", gen), engineBound))
 		}
 	}
+	return err
+}
+
+// answered reports whether engine e holds no translation from before
+// invalidation gen: it has acknowledged gen or a later one (acks only
+// grow, and an engine that missed generations drops everything), or it is
+// asleep or stopped.
+func (d *Driver) answered(e abi.Engine, gen uint64) bool {
+	status := abi.EngineStatusPage(e)
+	if d.regs.Load(status+abi.RegInvalAck) >= gen {
+		return true
+	}
+	s := d.regs.Load(status + abi.RegEngineState)
+	return s == abi.EngineAsleep || s == abi.EngineStopped
 }
 
 // ANCHOR_END: invalidate

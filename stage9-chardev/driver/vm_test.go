@@ -423,12 +423,12 @@ func TestNothingLandsAfterUnmap(t *testing.T) {
 // waitReclaimed waits until the deferred free of device memory at pa has
 // passed the work queued before it and gone back to the allocator.
 func waitReclaimed(d *Driver, pa uint64) {
-	spinUntil(func() bool {
+	spinBounded(func() bool { // stage 9 has no unbounded spin (bound.go); the caller's next check fails if this times out
 		d.reclaimFreed()
 		d.vm.freeMu.Lock()
 		defer d.vm.freeMu.Unlock()
 		return !d.vm.deferredPA[pa]
-	})
+	}, 10*time.Second)
 }
 
 // TestNothingIsReadAfterUnmap is TestNothingLandsAfterUnmap's other half,

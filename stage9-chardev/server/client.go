@@ -645,6 +645,8 @@ func errnoFor(err error) uapi.Errno {
 		return uapi.ErrNoEntry
 	case errors.Is(err, device.ErrShared):
 		return uapi.ErrBusy
+	case errors.Is(err, driver.ErrTimeout): // an engine did not answer in its bound: it still holds what the call named
+		return uapi.ErrBusy
 	}
 	return uapi.ErrInval
 }
