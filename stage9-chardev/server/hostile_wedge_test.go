@@ -105,8 +105,15 @@ func TestAFullWindowWaitsOnlyForItsOwnersChannels(t *testing.T) {
 	}
 	// The victim gives the window back (that one client can hold every
 	// entry is the window quota's business, not this test's), and a
-	// well-behaved client still gets through beside the stranger.
+	// well-behaved client still gets through beside the stranger. The
+	// daemon tears a client down after its connection closes; until it
+	// has, the victim's entries still count against its uid's window
+	// quota, which the well-behaved client (the same uid) shares — so
+	// wait for the teardown first (seen: "over quota" under load).
+	ctl := control(t, d.node)
+	before := clientCount(t, ctl)
 	v.Close()
+	waitClients(t, ctl, before-1)
 	d.stillServes(t, "with the stranger's DELAY running")
 	d.terminate(t, patience)
 }
