@@ -141,7 +141,9 @@ func mustAllocB(b *testing.B, g *softgpu.GPU, n uint64) softgpu.Ptr {
 func BenchmarkChannels(b *testing.B) {
 	for _, n := range []int{1, 2, 8, 64} {
 		b.Run("n="+itoa(n), func(b *testing.B) {
-			g := openBench(b, softgpu.Config{MemorySize: 16 << 20})
+			// 64 MiB, the default: 64 channels' engine-context save areas
+			// (256 KiB each) take 16 MiB of it.
+			g := openBench(b, softgpu.Config{MemorySize: 64 << 20})
 			defer g.Close()
 			type lane struct {
 				batch *softgpu.Batch

@@ -26,8 +26,10 @@ import (
 // the copy engine's command is submitted once the spin has started.
 
 // hangLimit is the scenario's watchdog: long enough that the test
-// goroutine submits the copy engine's command well within the hang.
-const hangLimit = 50_000_000 // 50 ms
+// goroutine submits the copy engine's command well within the hang, and
+// that the innocent ADD32 (two chunks and a bit) stays far inside it even
+// under the race detector on a loaded machine.
+const hangLimit = 200_000_000 // 200 ms
 
 // hang is what the scenario observed.
 type hang struct {
@@ -43,7 +45,7 @@ type hang struct {
 func runHang(t *testing.T) hang {
 	t.Helper()
 	const memSize = 4 << 20
-	const n = 1<<20 + 4096 // 17 chunks
+	const n = 2*chunk + 4096 // three runs: the first boundary comes with most of it still to do
 	add := abi.Command{Op: abi.OpAdd32, Dst: 0x1000, Size: n, Value: 1}
 	ref := openVM(t, Config{MemorySize: memSize})
 	pattern(data(ref))
@@ -61,7 +63,7 @@ func runHang(t *testing.T) hang {
 	h := hang{d: d, innocent: 12, guilty: 13, want: want}
 	d.regs.Store(abi.EngineControlPage(e)+abi.RegWatchdog, hangLimit)
 	var fired atomic.Bool
-	var started atomic.Uint64
+	var started, spinIdx atomic.Uint64
 	d.engines[e].forcePreempt = func(j *job) bool { // the engine's goroutine: read only after the runlist below
 		if j.cmd.Op != abi.OpAdd32 || fired.Load() {
 			return false
@@ -70,7 +72,7 @@ func runHang(t *testing.T) hang {
 		started.Store(d.clock.Now())
 		// The guilty channel, of higher priority, rings now: it takes the
 		// engine from the preempted ADD32 and never gives it back.
-		h.spinIdx = publish(d, h.guilty, abi.Command{Op: abi.OpSpin, Value: 60_000_000_000, Flags: abi.FlagFence, Fence: 1})
+		spinIdx.Store(publish(d, h.guilty, abi.Command{Op: abi.OpSpin, Value: 60_000_000_000, Flags: abi.FlagFence, Fence: 1}))
 		return true
 	}
 	if got := submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, abi.DefaultChannel(e), abi.PriorityNormal, 0),
@@ -82,7 +84,7 @@ func runHang(t *testing.T) hang {
 	add2.Flags, add2.Fence = abi.FlagFence, 2
 	h.innocentIdx = publish(d, h.innocent, add1, add2)
 	waitUntil(t, "the spin to start", fired.Load)
-	h.spinStarted = started.Load()
+	h.spinStarted, h.spinIdx = started.Load(), spinIdx.Load()
 	other := abi.DefaultChannel(abi.EngineCopy)
 	i := publish(d, other, abi.Command{Op: abi.OpNop, Flags: abi.FlagFence, Fence: 1})
 	if st := await(t, d, other, i); st != abi.StatusOK {
