@@ -45,3 +45,21 @@ func TestSpreadUnderATenthIsEscaped(t *testing.T) {
 		t.Errorf("the table lacks ±&lt;0.1%%:\n%s", html)
 	}
 }
+
+// TestChartHasADataTable: a screen reader cannot read a chart's drawing, so
+// every chart carries its figures as a table in the same figure.
+func TestChartHasADataTable(t *testing.T) {
+	b := newTestBuilder(t)
+	_, html := expandOK(t, b, "{{#chart record=test stage=stage0-mailbox,stage1-ring bench=RoundTrip/.* unit=ns/op}}\n")
+	for _, want := range []string{
+		`<details class="chart-data"><summary>The chart's figures as a table</summary>`,
+		`<table>`, `<th scope="col">stage0-mailbox</th>`,
+	} {
+		if !strings.Contains(html, want) {
+			t.Errorf("chart lacks %q:\n%s", want, html)
+		}
+	}
+	if strings.Index(html, "<table>") > strings.Index(html, "<figcaption") && strings.Contains(html, "<figcaption") {
+		t.Errorf("the table follows the caption; a caption is a figure's last child")
+	}
+}
