@@ -1,6 +1,10 @@
 package book
 
-import "strings"
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
 
 // This file holds the markup rules that keep the book's pages valid HTML
 // (the W3C Nu checker) and accessible (axe-core's WCAG 2 A and AA rules),
@@ -101,3 +105,27 @@ func chartTable(data *chartData) string {
 	b.WriteString("</tbody>\n</table></div>\n</details>\n")
 	return b.String()
 }
+
+// namedImage makes an inlined diagram one image to a screen reader
+// (role="img" on its root, unless it has a role), named by its <title>,
+// which must say what it shows: a diagram without one is an error.
+func namedImage(svg string) (string, error) {
+	end := strings.IndexByte(svg, '>')
+	if end < 0 {
+		return "", fmt.Errorf("no <svg> start tag")
+	}
+	title := svgTitleRE.FindStringSubmatch(svg)
+	if title == nil || strings.TrimSpace(title[1]) == "" {
+		return "", fmt.Errorf("no <title> saying what the diagram shows: a screen reader reads it in place of the drawing")
+	}
+	if !strings.Contains(svg[:end], " role=") {
+		if rest, ok := strings.CutPrefix(svg, `<svg class="diagram"`); ok {
+			return `<svg class="diagram" role="img"` + rest, nil
+		}
+		return `<svg role="img"` + svg[len("<svg"):], nil
+	}
+	return svg, nil
+}
+
+// svgTitleRE finds a diagram's first <title>, its name.
+var svgTitleRE = regexp.MustCompile(`(?s)<title>(.*?)</title>`)

@@ -63,3 +63,19 @@ func TestChartHasADataTable(t *testing.T) {
 		t.Errorf("the table follows the caption; a caption is a figure's last child")
 	}
 }
+
+// TestDiagramIsANamedImage: an inlined diagram is one image to a screen
+// reader, named by its <title>; one without a title says nothing, so it
+// does not build.
+func TestDiagramIsANamedImage(t *testing.T) {
+	s, err := inlineSVG([]byte(`<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 10 10"><title>A ring of eight slots</title><rect/></svg>`), "dg1-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(s, `<svg class="diagram" role="img" xmlns=`) {
+		t.Errorf("inlined diagram = %.80s; want role=\"img\" on its root", s)
+	}
+	if _, err := inlineSVG([]byte(`<svg xmlns="http://www.w3.org/2000/svg"><rect/></svg>`), "dg2-"); err == nil || !strings.Contains(err.Error(), "<title>") {
+		t.Errorf("a diagram without a <title>: err = %v; want one asking for a <title>", err)
+	}
+}
