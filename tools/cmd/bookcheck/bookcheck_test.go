@@ -279,3 +279,22 @@ func TestInChromium(t *testing.T) {
 		}
 	}
 }
+
+func TestSamplePages(t *testing.T) {
+	pages := []string{"diff/stage1-ring.html", "diff/stage2-fence.html", "index.html", "print.html",
+		"src/a.go.html", "src/b.go.html", "src/c.go.html", "src/d.go.html", "src/index.html", "stage0.html"}
+	size := func(p string) int64 {
+		if p == "diff/stage2-fence.html" {
+			return 10
+		}
+		return 100
+	}
+	got := strings.Join(samplePages(pages, 2, size), " ")
+	want := "diff/stage2-fence.html index.html print.html src/a.go.html src/c.go.html src/index.html stage0.html"
+	if got != want {
+		t.Errorf("samplePages(2) = %s; want %s", got, want)
+	}
+	if got := samplePages(pages, 0, size); len(got) != len(pages) {
+		t.Errorf("samplePages(0) kept %d of %d pages; want all", len(got), len(pages))
+	}
+}

@@ -96,7 +96,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		shots    = cmd.Flags.Bool("screenshots", true, "write screenshots")
 		timeout  = cmd.Flags.Duration("timeout", 20*time.Minute, "give up after this long")
 		axe      = cmd.Flags.String("axe", "", "axe-core's axe.min.js: run its WCAG 2 A and AA rules on every load (.ci/a11y-tools installs it)")
-		sample   = cmd.Flags.Int("sample", 0, "check every page outside src/ but only this many of the generated source pages under src/ (one template), spread evenly; 0 checks them all")
+		sample   = cmd.Flags.Int("sample", 0, "check every page outside src/ and diff/ but only this many of the generated source pages under src/ (one template), spread evenly, and the smallest diff page; 0 checks them all")
 	)
 	rest, code, done := cmd.Parse(args)
 	if done {
@@ -190,22 +190,38 @@ func sitePages(site string, only *regexp.Regexp) ([]string, error) {
 	return pages, err
 }
 
-// samplePages keeps every page outside src/ and n of the pages under src/
-// (every one of them made by one template, source.go), spread evenly over
-// the sorted list so that each stage and each kind of file is likely among
-// them; src/index.html is always kept. n == 0 keeps them all.
-func samplePages(pages []string, n int) []string {
+// samplePages keeps every page outside src/ and diff/, n of the pages
+// under src/ (every one of them made by one template, source.go), spread
+// evenly over the sorted list so that each stage and each kind of file is
+// likely among them, and the smallest diff page (each made by diff.go's
+// one template; the largest holds over 100,000 elements, minutes of axe on
+// a busy machine). src/index.html is always kept. n == 0 keeps them all.
+// size gives a page's size in bytes.
+func samplePages(pages []string, n int, size func(string) int64) []string {
 	var keep, src []string
+	smallestDiff := ""
 	for _, p := range pages {
 		switch {
+		case strings.HasPrefix(p, "diff/"):
+			if smallestDiff == "" || size(p) < size(smallestDiff) {
+				smallestDiff = p
+			}
 		case !strings.HasPrefix(p, "src/") || p == "src/index.html":
 			keep = append(keep, p)
 		default:
 			src = append(src, p)
 		}
 	}
-	if n == 0 || n >= len(src) {
+	if n == 0 {
 		return pages
+	}
+	if smallestDiff != "" {
+		keep = append(keep, smallestDiff)
+	}
+	if n >= len(src) {
+		keep = append(keep, src...)
+		sort.Strings(keep)
+		return keep
 	}
 	for i := range n {
 		keep = append(keep, src[i*len(src)/n])
@@ -247,7 +263,13 @@ func check(ctx context.Context, cfg config, cmd *cli.Command) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	pages = samplePages(pages, cfg.sample)
+	pages = samplePages(pages, cfg.sample, func(p string) int64 {
+		fi, err := os.Stat(filepath.Join(cfg.site, filepath.FromSlash(p)))
+		if err != nil {
+			return 0
+		}
+		return fi.Size()
+	})
 	if len(pages) == 0 {
 		return nil, fmt.Errorf("no pages to check in %s", cfg.site)
 	}
