@@ -320,7 +320,8 @@ type layout struct {
 const maxShotHeight = 16000
 
 // visit loads one page, checks it and takes its screenshot; with -dark it
-// then switches the page to the dark theme and checks and shoots it again.
+// then switches the page to the dark theme (in place, as the theme button
+// does; loaded again when a screenshot is wanted) and checks it again.
 func (t *tab) visit(ctx context.Context, j job) ([]pageResult, error) {
 	l := newListener()
 	if err := t.load(ctx, j, l); err != nil {
@@ -332,10 +333,17 @@ func (t *tab) visit(ctx context.Context, j job) ([]pageResult, error) {
 	}
 	dj := j
 	dj.scheme = "dark"
-	if _, err := t.eval(ctx, `document.documentElement.setAttribute('data-theme', 'dark'), new Promise((r) => setTimeout(() => r(true), 50))`); err != nil {
+	dl := newListener()
+	if t.cfg.shots {
+		// A screenshot needs a page drawn afresh, which a background tab
+		// does not do after a change in place: load it again, dark.
+		if err := t.load(ctx, dj, dl); err != nil {
+			return nil, err
+		}
+	} else if _, err := t.eval(ctx, `document.documentElement.setAttribute('data-theme', 'dark'), new Promise((r) => setTimeout(() => r(true), 50))`); err != nil {
 		return nil, err
 	}
-	dark, err := t.check(ctx, dj, newListener(), false)
+	dark, err := t.check(ctx, dj, dl, false)
 	return []pageResult{light, dark}, err
 }
 
