@@ -38,11 +38,18 @@ func loadAxe(path string) (string, error) {
 	return string(data), nil
 }
 
+// axeAll selects axe's WCAG 2 A and AA rules; axeContrast only those a
+// theme changes.
+const (
+	axeAll      = `{ type: 'tag', values: ['wcag2a', 'wcag2aa'] }`
+	axeContrast = `{ type: 'rule', values: ['color-contrast', 'link-in-text-block'] }`
+)
+
 // axeRun runs axe's WCAG 2 A and AA rules on the document and returns its
 // violations, one entry per rule and element (at most 5 elements a rule).
 const axeRun = `(async () => {
   if (!window.axe) return [{ id: 'axe-missing', help: 'axe-core did not load into the page', nodes: [] }];
-  const r = await window.axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa'] }, resultTypes: ['violations'] });
+  const r = await window.axe.run(document, { runOnly: ` + axeAll + `, resultTypes: ['violations'] });
   return r.violations.map((v) => ({ id: v.id, impact: v.impact || '', help: v.help, count: v.nodes.length,
     nodes: v.nodes.slice(0, 5).map((n) => ({ target: n.target.join(' '), html: n.html.slice(0, 160), summary: (n.failureSummary || '').replace(/\s+/g, ' ').slice(0, 300) })) }));
 })()`
@@ -158,17 +165,18 @@ const a11yCheck = `(() => {
 })()`
 
 // focusRingCheck focuses each scrolling region in turn and reports those
-// drawn without an outline or box-shadow when focused from the keyboard.
+// drawn without an outline or box-shadow while they have focus.
 const focusRingCheck = `(() => {
   const out = [];
   let n = 0;
   for (const el of document.querySelectorAll('[tabindex="0"]')) {
-    if (el.scrollWidth <= el.clientWidth + 1) continue;
+    // One inside a folded <details> is not drawn until unfolded.
+    if (el.scrollWidth <= el.clientWidth + 1 || !el.checkVisibility()) continue;
     if (++n > 20) break;
-    el.focus({ preventScroll: true, focusVisible: true });
+    el.focus({ preventScroll: true });
     const cs = getComputedStyle(el);
     const ring = (cs.outlineStyle !== 'none' && parseFloat(cs.outlineWidth) > 0) || (cs.boxShadow && cs.boxShadow !== 'none');
-    if (!el.matches(':focus-visible') || !ring) out.push('scrolling region ' + el.tagName.toLowerCase() + (el.className ? '.' + String(el.className).trim().split(/\s+/).join('.') : '') + ' draws no focus ring when focused from the keyboard');
+    if (document.activeElement !== el || !ring) out.push('scrolling region ' + el.tagName.toLowerCase() + (el.className ? '.' + String(el.className).trim().split(/\s+/).join('.') : '') + ' draws no focus ring when focused from the keyboard');
     el.blur();
   }
   return out;
@@ -179,10 +187,14 @@ const focusRingCheck = `(() => {
 const axeTimeout = 5 * time.Minute
 
 // a11yProblems runs axe (when loaded) and the page's own checks.
-func (t *tab) a11yProblems(ctx context.Context) ([]string, error) {
+func (t *tab) a11yProblems(ctx context.Context, full bool) ([]string, error) {
 	var out []string
 	if t.cfg.axe != "" {
-		raw, err := t.evalWithin(ctx, axeTimeout, axeRun)
+		run := axeRun
+		if !full {
+			run = strings.Replace(axeRun, axeAll, axeContrast, 1)
+		}
+		raw, err := t.evalWithin(ctx, axeTimeout, run)
 		if err != nil {
 			return nil, fmt.Errorf("running axe: %w", err)
 		}
@@ -191,6 +203,9 @@ func (t *tab) a11yProblems(ctx context.Context) ([]string, error) {
 			return nil, err
 		}
 		out = append(out, ps...)
+	}
+	if !full {
+		return out, nil
 	}
 	for _, check := range []string{a11yCheck, focusRingCheck} {
 		raw, err := t.eval(ctx, check)
@@ -206,8 +221,14 @@ func (t *tab) a11yProblems(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// injectAxe makes every page the tab opens from now on load axe first.
-func (t *tab) injectAxe(ctx context.Context) error {
+// prepare readies a tab for the accessibility checks: its pages act as if
+// focused (of several headless tabs only one has the browser's focus, and
+// :focus styles match only in a focused page), and every page it opens from
+// now on loads axe first.
+func (t *tab) prepare(ctx context.Context) error {
+	if err := t.call(ctx, "Emulation.setFocusEmulationEnabled", map[string]any{"enabled": true}, nil); err != nil {
+		return err
+	}
 	if t.cfg.axe == "" {
 		return nil
 	}

@@ -224,6 +224,7 @@ func TestInChromium(t *testing.T) {
 		t.Fatalf("building the fixture book: %v", err)
 	}
 	spoiled := `<!DOCTYPE html><html><head><meta name="viewport" content="width=device-width"></head><body>
+<h1>Spoiled</h1><h3>A level down too far</h3>
 <div style="width: 900px">too wide</div><img src="nosuch.png"><script>console.error("spoiled"); undefinedFunction();</script></body></html>`
 	if err := os.WriteFile(filepath.Join(site, "spoiled.html"), []byte(spoiled), 0o644); err != nil {
 		t.Fatal(err)
@@ -231,10 +232,17 @@ func TestInChromium(t *testing.T) {
 
 	out := filepath.Join(t.TempDir(), "shots")
 	var stdout, stderr bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// Generous: axe-core on a busy 2-core machine takes minutes.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	code := run(ctx, []string{"-site", site, "-out", out, "-chromium", exe, "-widths", "390,1280", "-dark",
-		"-pages", `^(index|stage0|stage1|records|spoiled|src/stage0-mailbox/device/engine\.go)\.html$`}, &stdout, &stderr)
+	args := []string{"-site", site, "-out", out, "-chromium", exe, "-widths", "390,1280", "-dark",
+		"-pages", `^(index|stage0|stage1|records|spoiled|diff/stage1-ring|src/stage0-mailbox/device/engine\.go)\.html$`}
+	// AXE=path/to/axe.min.js (.ci/a11y-tools prints it) runs axe-core too.
+	axe := os.Getenv("AXE")
+	if axe != "" {
+		args = append(args, "-axe", axe)
+	}
+	code := run(ctx, args, &stdout, &stderr)
 	report := stdout.String()
 	if code != cli.ExitFailed {
 		t.Fatalf("run = %d; want 1 for the spoiled page\nstdout:\n%s\nstderr:\n%s", code, report, stderr.String())
@@ -246,10 +254,15 @@ func TestInChromium(t *testing.T) {
 		"uncaught exception: Uncaught ReferenceError: undefinedFunction is not defined",
 		"nosuch.png: HTTP 404",
 		"FAIL spoiled.html at 1280 px, dark\n",
+		`heading h3 "A level down too far" is h3 after h1: a level is skipped`,
+		`image nosuch.png has the text alternative "", which does not say what it shows`,
 	} {
 		if !strings.Contains(report, want) {
-			t.Errorf("report lacks %q:\n%s", want, report)
+			t.Errorf("report lacks %q:\n%s\nstderr:\n%s", want, report, stderr.String())
 		}
+	}
+	if axe != "" && !strings.Contains(report, "axe image-alt (critical)") {
+		t.Errorf("with -axe, report lacks axe's image-alt on the spoiled page:\n%s", report)
 	}
 	// Every page of the book passes: only the spoiled page fails.
 	if failed := regexp.MustCompile(`(?m)^FAIL (\S+)`).FindAllStringSubmatch(report, -1); len(failed) != 4 {
@@ -265,5 +278,24 @@ func TestInChromium(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(out, name)); err != nil {
 			t.Errorf("no %s in the screenshot folder: %v", name, err)
 		}
+	}
+}
+
+func TestSamplePages(t *testing.T) {
+	pages := []string{"diff/stage1-ring.html", "diff/stage2-fence.html", "index.html", "print.html",
+		"src/a.go.html", "src/b.go.html", "src/c.go.html", "src/d.go.html", "src/index.html", "stage0.html"}
+	size := func(p string) int64 {
+		if p == "diff/stage2-fence.html" {
+			return 10
+		}
+		return 100
+	}
+	got := strings.Join(samplePages(pages, 2, size), " ")
+	want := "diff/stage2-fence.html index.html print.html src/a.go.html src/c.go.html src/index.html stage0.html"
+	if got != want {
+		t.Errorf("samplePages(2) = %s; want %s", got, want)
+	}
+	if got := samplePages(pages, 0, size); len(got) != len(pages) {
+		t.Errorf("samplePages(0) kept %d of %d pages; want all", len(got), len(pages))
 	}
 }

@@ -319,13 +319,39 @@ type layout struct {
 // thousands of pixels tall.
 const maxShotHeight = 16000
 
-// visit loads one page, checks it and takes its screenshot.
-func (t *tab) visit(ctx context.Context, j job) (pageResult, error) {
-	res := pageResult{job: j}
+// visit loads one page, checks it and takes its screenshot; with -dark it
+// then switches the page to the dark theme (in place, as the theme button
+// does; loaded again when a screenshot is wanted) and checks it again.
+func (t *tab) visit(ctx context.Context, j job) ([]pageResult, error) {
 	l := newListener()
 	if err := t.load(ctx, j, l); err != nil {
-		return res, err
+		return nil, err
 	}
+	light, err := t.check(ctx, j, l, true)
+	if err != nil || !t.cfg.dark {
+		return []pageResult{light}, err
+	}
+	dj := j
+	dj.scheme = "dark"
+	dl := newListener()
+	if t.cfg.shots {
+		// A screenshot needs a page drawn afresh, which a background tab
+		// does not do after a change in place: load it again, dark.
+		if err := t.load(ctx, dj, dl); err != nil {
+			return nil, err
+		}
+	} else if _, err := t.eval(ctx, `document.documentElement.setAttribute('data-theme', 'dark'), new Promise((r) => setTimeout(() => r(true), 50))`); err != nil {
+		return nil, err
+	}
+	dark, err := t.check(ctx, dj, dl, false)
+	return []pageResult{light, dark}, err
+}
+
+// check checks the page as it is now drawn: its layout, its accessibility
+// (all of it when full, else only what a theme changes: colour contrast),
+// and takes its screenshot.
+func (t *tab) check(ctx context.Context, j job, l *listener, full bool) (pageResult, error) {
+	res := pageResult{job: j}
 	raw, err := t.eval(ctx, strings.Replace(layoutCheck, "WIDTH", strconv.Itoa(j.width), 1))
 	if err != nil {
 		return res, err
@@ -349,7 +375,7 @@ func (t *tab) visit(ctx context.Context, j job) (pageResult, error) {
 	for _, src := range lay.BrokenImages {
 		l.add("image did not load: " + src)
 	}
-	a11y, err := t.a11yProblems(ctx)
+	a11y, err := t.a11yProblems(ctx, full)
 	if err != nil {
 		return res, err
 	}

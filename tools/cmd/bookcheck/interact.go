@@ -9,8 +9,9 @@ import (
 )
 
 // This file checks what a reader does with the keyboard on the first page:
-// the sidebar toggle (Space, then Enter) and the search box ("/", typing,
-// ↓), and that search finds every chapter by a word of its own.
+// the sidebar toggle (Space, then Enter), the theme toggle (Enter, then
+// Space) and the search box ("/", typing, ↓), and that search finds every
+// chapter by a word of its own.
 
 // press sends one key to the focused element.
 func (t *tab) press(ctx context.Context, key, code string, keyCode int, text string) error {
@@ -97,6 +98,36 @@ func (t *tab) interact(ctx context.Context, j job) ([]string, error) {
 			problems = append(problems, fmt.Sprintf("%s: %s on the sidebar toggle left the sidebar %s", j, k.code, map[bool]string{true: "shown", false: "hidden"}[after]))
 		}
 		before = after
+	}
+
+	// The theme toggle: Enter, then Space, each switches the theme.
+	theme := func() (string, error) {
+		raw, err := t.eval(ctx, `getComputedStyle(document.documentElement).colorScheme`)
+		return string(raw), err
+	}
+	if _, err := t.eval(ctx, `document.querySelector('.theme-toggle').focus(), true`); err != nil {
+		return nil, err
+	}
+	was, err := theme()
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range []struct{ key, code, text string }{{"Enter", "Enter", "\r"}, {" ", "Space", " "}} {
+		keyCode := 32
+		if k.code == "Enter" {
+			keyCode = 13
+		}
+		if err := t.press(ctx, k.key, k.code, keyCode, k.text); err != nil {
+			return nil, err
+		}
+		now, err := theme()
+		if err != nil {
+			return nil, err
+		}
+		if now == was {
+			problems = append(problems, fmt.Sprintf("%s: %s on the theme toggle left the theme %s", j, k.code, now))
+		}
+		was = now
 	}
 
 	raw, err := t.eval(ctx, searchCheck)

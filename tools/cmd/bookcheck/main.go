@@ -96,7 +96,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		shots    = cmd.Flags.Bool("screenshots", true, "write screenshots")
 		timeout  = cmd.Flags.Duration("timeout", 20*time.Minute, "give up after this long")
 		axe      = cmd.Flags.String("axe", "", "axe-core's axe.min.js: run its WCAG 2 A and AA rules on every load (.ci/a11y-tools installs it)")
-		sample   = cmd.Flags.Int("sample", 0, "check every page outside src/ but only this many of the generated source pages under src/ (one template), spread evenly; 0 checks them all")
+		sample   = cmd.Flags.Int("sample", 0, "check every page outside src/ and diff/ but only this many of the generated source pages under src/ (one template), spread evenly, and the smallest diff page; 0 checks them all")
 	)
 	rest, code, done := cmd.Parse(args)
 	if done {
@@ -190,22 +190,38 @@ func sitePages(site string, only *regexp.Regexp) ([]string, error) {
 	return pages, err
 }
 
-// samplePages keeps every page outside src/ and n of the pages under src/
-// (every one of them made by one template, source.go), spread evenly over
-// the sorted list so that each stage and each kind of file is likely among
-// them; src/index.html is always kept. n == 0 keeps them all.
-func samplePages(pages []string, n int) []string {
+// samplePages keeps every page outside src/ and diff/, n of the pages
+// under src/ (every one of them made by one template, source.go), spread
+// evenly over the sorted list so that each stage and each kind of file is
+// likely among them, and the smallest diff page (each made by diff.go's
+// one template; the largest holds over 100,000 elements, minutes of axe on
+// a busy machine). src/index.html is always kept. n == 0 keeps them all.
+// size gives a page's size in bytes.
+func samplePages(pages []string, n int, size func(string) int64) []string {
 	var keep, src []string
+	smallestDiff := ""
 	for _, p := range pages {
 		switch {
+		case strings.HasPrefix(p, "diff/"):
+			if smallestDiff == "" || size(p) < size(smallestDiff) {
+				smallestDiff = p
+			}
 		case !strings.HasPrefix(p, "src/") || p == "src/index.html":
 			keep = append(keep, p)
 		default:
 			src = append(src, p)
 		}
 	}
-	if n == 0 || n >= len(src) {
+	if n == 0 {
 		return pages
+	}
+	if smallestDiff != "" {
+		keep = append(keep, smallestDiff)
+	}
+	if n >= len(src) {
+		keep = append(keep, src...)
+		sort.Strings(keep)
+		return keep
 	}
 	for i := range n {
 		keep = append(keep, src[i*len(src)/n])
@@ -247,7 +263,13 @@ func check(ctx context.Context, cfg config, cmd *cli.Command) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	pages = samplePages(pages, cfg.sample)
+	pages = samplePages(pages, cfg.sample, func(p string) int64 {
+		fi, err := os.Stat(filepath.Join(cfg.site, filepath.FromSlash(p)))
+		if err != nil {
+			return 0
+		}
+		return fi.Size()
+	})
 	if len(pages) == 0 {
 		return nil, fmt.Errorf("no pages to check in %s", cfg.site)
 	}
@@ -290,21 +312,22 @@ func check(ctx context.Context, cfg config, cmd *cli.Command) (*report, error) {
 	defer ws.Close()
 	c := newCDP(ws)
 
-	schemes := []string{"light"}
-	if cfg.dark {
-		schemes = append(schemes, "dark")
-	}
+	// One load per page and width: the dark theme is checked in the same
+	// load, switched the way the theme button switches it (data-theme on
+	// <html>), since nothing but colour depends on it.
 	var jobs []job
 	for _, p := range pages {
 		for _, w := range cfg.widths {
-			for _, s := range schemes {
-				jobs = append(jobs, job{page: p, width: w, scheme: s, url: base + p})
-			}
+			jobs = append(jobs, job{page: p, width: w, scheme: "light", url: base + p})
 		}
 	}
-	cmd.Printf("%d pages × %d widths × %d themes = %d loads in %d tabs", len(pages), len(cfg.widths), len(schemes), len(jobs), cfg.tabs)
+	themes := 1
+	if cfg.dark {
+		themes = 2
+	}
+	cmd.Printf("%d pages × %d widths = %d loads in %d tabs, each checked in %d themes", len(pages), len(cfg.widths), len(jobs), cfg.tabs, themes)
 
-	rep := &report{results: make([]pageResult, len(jobs))}
+	perJob := make([][]pageResult, len(jobs))
 	next := make(chan int)
 	var wg sync.WaitGroup
 	var firstErr error
@@ -315,19 +338,19 @@ func check(ctx context.Context, cfg config, cmd *cli.Command) (*report, error) {
 			return nil, fmt.Errorf("opening a tab: %w", err)
 		}
 		t := &tab{c: c, session: session, events: events, cfg: cfg}
-		if err := t.injectAxe(ctx); err != nil {
+		if err := t.prepare(ctx); err != nil {
 			return nil, fmt.Errorf("loading axe into a tab: %w", err)
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				r, err := t.visit(ctx, jobs[i])
+				rs, err := t.visit(ctx, jobs[i])
 				if err != nil {
 					errOnce.Do(func() { firstErr = fmt.Errorf("%s at %d px: %w", jobs[i].page, jobs[i].width, err); cancel() })
 					continue
 				}
-				rep.results[i] = r
+				perJob[i] = rs
 			}
 		}()
 	}
@@ -352,7 +375,10 @@ func check(ctx context.Context, cfg config, cmd *cli.Command) (*report, error) {
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
-	rep.loads = len(jobs)
+	rep := &report{loads: len(jobs)}
+	for _, rs := range perJob {
+		rep.results = append(rep.results, rs...)
+	}
 
 	// The keyboard and search checks, on the first page, at each width.
 	session, events, err := c.attach(ctx)

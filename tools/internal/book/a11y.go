@@ -1,6 +1,10 @@
 package book
 
-import "strings"
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
 
 // This file holds the markup rules that keep the book's pages valid HTML
 // (the W3C Nu checker) and accessible (axe-core's WCAG 2 A and AA rules),
@@ -64,3 +68,64 @@ func tableLabel(caption string) string {
 	}
 	return caption
 }
+
+// chartTable is a chart's figures as a table, folded under the drawing: the
+// text equivalent a screen reader reaches (the drawing is one image named
+// by its title). Rows are the categories, columns the series; a spread is
+// written as the passes' range.
+func chartTable(data *chartData) string {
+	var b strings.Builder
+	b.WriteString(`<details class="chart-data"><summary>The chart's figures as a table</summary>` + "\n")
+	b.WriteString(scrollRegion("table-wrap", "Figures of: "+data.Title) + "<table>\n")
+	b.WriteString("<caption>" + escapeHTML(data.Title) + " (" + escapeHTML(data.YLabel) + ")</caption>\n")
+	xHead := data.XLabel
+	if xHead == "" {
+		xHead = "benchmark"
+	}
+	b.WriteString(`<thead><tr><th scope="col">` + escapeHTML(xHead) + "</th>")
+	for _, s := range data.Series {
+		b.WriteString(`<th scope="col">` + escapeHTML(s.Name) + "</th>")
+	}
+	b.WriteString("</tr></thead>\n<tbody>\n")
+	for i, x := range data.X {
+		b.WriteString(`<tr><th scope="row">` + escapeHTML(x) + "</th>")
+		for _, s := range data.Series {
+			if i >= len(s.Has) || !s.Has[i] {
+				b.WriteString(`<td class="num missing">—</td>`)
+				continue
+			}
+			cell := FormatValue(s.Values[i], data.Unit)
+			if s.hasRange(i) {
+				cell += " (" + FormatValue(s.Lo[i], data.Unit) + " to " + FormatValue(s.Hi[i], data.Unit) + ")"
+			}
+			b.WriteString(`<td class="num">` + escapeHTML(cell) + "</td>")
+		}
+		b.WriteString("</tr>\n")
+	}
+	b.WriteString("</tbody>\n</table></div>\n</details>\n")
+	return b.String()
+}
+
+// namedImage makes an inlined diagram one image to a screen reader
+// (role="img" on its root, unless it has a role), named by its <title>,
+// which must say what it shows: a diagram without one is an error.
+func namedImage(svg string) (string, error) {
+	end := strings.IndexByte(svg, '>')
+	if end < 0 {
+		return "", fmt.Errorf("no <svg> start tag")
+	}
+	title := svgTitleRE.FindStringSubmatch(svg)
+	if title == nil || strings.TrimSpace(title[1]) == "" {
+		return "", fmt.Errorf("no <title> saying what the diagram shows: a screen reader reads it in place of the drawing")
+	}
+	if !strings.Contains(svg[:end], " role=") {
+		if rest, ok := strings.CutPrefix(svg, `<svg class="diagram"`); ok {
+			return `<svg class="diagram" role="img"` + rest, nil
+		}
+		return `<svg role="img"` + svg[len("<svg"):], nil
+	}
+	return svg, nil
+}
+
+// svgTitleRE finds a diagram's first <title>, its name.
+var svgTitleRE = regexp.MustCompile(`(?s)<title>(.*?)</title>`)

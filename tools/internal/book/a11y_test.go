@@ -45,3 +45,37 @@ func TestSpreadUnderATenthIsEscaped(t *testing.T) {
 		t.Errorf("the table lacks ±&lt;0.1%%:\n%s", html)
 	}
 }
+
+// TestChartHasADataTable: a screen reader cannot read a chart's drawing, so
+// every chart carries its figures as a table in the same figure.
+func TestChartHasADataTable(t *testing.T) {
+	b := newTestBuilder(t)
+	_, html := expandOK(t, b, "{{#chart record=test stage=stage0-mailbox,stage1-ring bench=RoundTrip/.* unit=ns/op}}\n")
+	for _, want := range []string{
+		`<details class="chart-data"><summary>The chart's figures as a table</summary>`,
+		`<table>`, `<th scope="col">stage0-mailbox</th>`,
+	} {
+		if !strings.Contains(html, want) {
+			t.Errorf("chart lacks %q:\n%s", want, html)
+		}
+	}
+	if strings.Index(html, "<table>") > strings.Index(html, "<figcaption") && strings.Contains(html, "<figcaption") {
+		t.Errorf("the table follows the caption; a caption is a figure's last child")
+	}
+}
+
+// TestDiagramIsANamedImage: an inlined diagram is one image to a screen
+// reader, named by its <title>; one without a title says nothing, so it
+// does not build.
+func TestDiagramIsANamedImage(t *testing.T) {
+	s, err := inlineSVG([]byte(`<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 10 10"><title>A ring of eight slots</title><rect/></svg>`), "dg1-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(s, `<svg class="diagram" role="img" xmlns=`) {
+		t.Errorf("inlined diagram = %.80s; want role=\"img\" on its root", s)
+	}
+	if _, err := inlineSVG([]byte(`<svg xmlns="http://www.w3.org/2000/svg"><rect/></svg>`), "dg2-"); err == nil || !strings.Contains(err.Error(), "<title>") {
+		t.Errorf("a diagram without a <title>: err = %v; want one asking for a <title>", err)
+	}
+}

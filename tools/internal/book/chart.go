@@ -268,6 +268,7 @@ func (b *builder) chartHTML(d directive, prefix string) (string, error) {
 	var out strings.Builder
 	out.WriteString(`<figure class="chart">` + "\n")
 	out.WriteString(renderCharts(data))
+	out.WriteString(chartTable(data))
 	out.WriteString(figureEnd(data.Caption, statNote(stat, passes, anySpread, defaultNoisy, "chart")+b.provenance(prefix, rec, ref)))
 	return out.String(), nil
 }

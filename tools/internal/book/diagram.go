@@ -126,5 +126,5 @@ func inlineSVG(data []byte, idPrefix string) (string, error) {
 	} else {
 		s = `<svg class="diagram"` + s[len("<svg"):]
 	}
-	return s, nil
+	return namedImage(s)
 }

@@ -105,9 +105,9 @@ func TestDiagram(t *testing.T) {
 	}{
 		{
 			name: "inlined with its ids prefixed and the page's class",
-			svg:  `<?xml version="1.0"?>` + "\n" + `<svg xmlns="http://www.w3.org/2000/svg" class="wide" viewBox="0 0 10 10"><defs><marker id="a"/></defs><path marker-end="url(#a)"/><use href="#a"/></svg>`,
+			svg:  `<?xml version="1.0"?>` + "\n" + `<svg xmlns="http://www.w3.org/2000/svg" class="wide" viewBox="0 0 10 10"><title>A ring of eight slots</title><defs><marker id="a"/></defs><path marker-end="url(#a)"/><use href="#a"/></svg>`,
 			src:  `{{#diagram d caption="A ring"}}`,
-			want: []string{`<svg xmlns="http://www.w3.org/2000/svg" class="diagram wide"`, `<marker id="dg1-a"/>`, `url(#dg1-a)`, `href="#dg1-a"`, `<figcaption>A ring</figcaption>`},
+			want: []string{`<svg role="img" xmlns="http://www.w3.org/2000/svg" class="diagram wide"`, `<marker id="dg1-a"/>`, `url(#dg1-a)`, `href="#dg1-a"`, `<figcaption>A ring</figcaption>`},
 		},
 		{name: "missing file", src: `{{#diagram nosuch}}`, wantErr: "no diagram nosuch"},
 		{name: "not XML", svg: `<svg xmlns="http://www.w3.org/2000/svg"><g></svg>`, src: `{{#diagram d}}`, wantErr: "not well-formed XML"},
