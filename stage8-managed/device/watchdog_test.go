@@ -3,6 +3,7 @@ package device
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -68,11 +69,11 @@ func runHang(t *testing.T) hang {
 		if j.cmd.Op != abi.OpAdd32 || fired.Load() {
 			return false
 		}
-		fired.Store(true)
 		started.Store(d.clock.Now())
 		// The guilty channel, of higher priority, rings now: it takes the
 		// engine from the preempted ADD32 and never gives it back.
 		spinIdx.Store(publish(d, h.guilty, abi.Command{Op: abi.OpSpin, Value: 60_000_000_000, Flags: abi.FlagFence, Fence: 1}))
+		fired.Store(true) // last: the test reads started and spinIdx once it sees this
 		return true
 	}
 	if got := submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, abi.DefaultChannel(e), abi.PriorityNormal, 0),
@@ -90,17 +91,28 @@ func runHang(t *testing.T) hang {
 	if st := await(t, d, other, i); st != abi.StatusOK {
 		t.Fatalf("the copy engine's NOP during the hang: %v", st)
 	}
-	h.otherFenceAt = d.regs.Load(abi.ChannelStatusPage(other) + abi.RegFenceCycles)
+	h.otherFenceAt = fenceStamp(t, d, other)
 	if st := await(t, d, h.guilty, h.spinIdx); st != abi.StatusTimeout {
 		t.Fatalf("the spin = %v; want StatusTimeout", st)
 	}
-	h.spinFenceAt = d.regs.Load(abi.ChannelStatusPage(h.guilty) + abi.RegFenceCycles)
+	h.spinFenceAt = fenceStamp(t, d, h.guilty)
 	for k := range uint64(2) {
 		if st := await(t, d, h.innocent, h.innocentIdx+k); st != abi.StatusOK {
 			t.Fatalf("innocent ADD32 %d = %v; want StatusOK", k, st)
 		}
 	}
 	return h
+}
+
+// fenceStamp returns when channel c's first fence was written, in device
+// cycles. The engine publishes a command's completion entry, then its
+// fence, then the fence's stamp (ring.go, fence.go), so a waiter that saw
+// the completion may look before the stamp is there: it waits for it.
+func fenceStamp(t *testing.T, d *Device, c abi.Channel) uint64 {
+	t.Helper()
+	at := abi.ChannelStatusPage(c) + abi.RegFenceCycles
+	waitUntil(t, fmt.Sprintf("%v's fence stamp", c), func() bool { return d.regs.Load(at) != 0 })
+	return d.regs.Load(at)
 }
 
 // TestAHungCommandIsCaughtByAResetOfTheEngine: a command that never
@@ -148,7 +160,12 @@ func TestInnocentWorkInFlightCompletesOnceAfterAReset(t *testing.T) {
 	if got := counter(h.d, abi.EngineCompute, abi.RegPreempts); got != 1 {
 		t.Errorf("RegPreempts = %d; want 1: the innocent ADD32 was in flight when the engine hung", got)
 	}
-	if got := h.d.regs.Load(abi.ChannelStatusPage(h.innocent) + abi.RegFence); got != 2 {
+	// The fence is stored just after the completion entry the test
+	// awaited (ring.go, fence.go): wait for it to get there, then ask
+	// that it went no further.
+	fence := abi.ChannelStatusPage(h.innocent) + abi.RegFence
+	waitUntil(t, "the innocent channel's fence to reach 2", func() bool { return h.d.regs.Load(fence) >= 2 })
+	if got := h.d.regs.Load(fence); got != 2 {
 		t.Errorf("the innocent channel's fence = %d; want 2", got)
 	}
 	if next := h.innocentIdx + 2; entry(h.d, h.innocent, next) == next {
