@@ -518,12 +518,17 @@ func (e *Engine) resume() bool {
 // stops on every channel, as after an MMU fault.
 func (e *Engine) hang() {
 	ran := e.job.ran + e.dev.clock.Now() - e.runStart
-	e.fault(abi.FaultTimeout, ran)
+	// The context's fault first, the channel's last: the driver learns of
+	// the hang from the channel's fault (it completes what is queued
+	// behind as faulted), so whoever has seen that must find the context
+	// faulted too. The other order let a waiter return before FaultHung
+	// was there (seen under -race in TestWatchdogStopsOnlyTheHungChannel).
 	s := abi.ContextStatusRegs(e.mmu.ctx)
 	e.regs.Store(s+abi.RegCtxFaultVA, 0)
 	e.regs.Store(s+abi.RegCtxFaultInfo, uint64(abi.FaultHung))
 	e.regs.Add(s+abi.RegCtxFaults, 1)
 	e.regs.Store(e.statusPage+abi.RegTimeouts, e.regs.Load(e.statusPage+abi.RegTimeouts)+1) // the engine is its only writer
+	e.fault(abi.FaultTimeout, ran)
 }
 
 // anyWork reports whether any channel on the runlist has work, or the
