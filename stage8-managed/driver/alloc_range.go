@@ -21,24 +21,9 @@ func NewRangeAllocator(base, end uint64) *Allocator {
 
 // AllocAligned returns the address of size bytes, rounded up to align, at
 // an address that is a multiple of align (a power of two, at least
-// AllocAlign).
+// AllocAlign): the first fit from the bottom.
 func (a *Allocator) AllocAligned(size, align uint64) (uint64, error) {
-	if size == 0 {
-		return 0, ErrZeroSize
-	}
-	if align < AllocAlign || bits.OnesCount64(align) != 1 {
-		return 0, fmt.Errorf("%w: alignment %d is not a power of two of at least %d", ErrConfig, align, AllocAlign)
-	}
-	rounded := (size + align - 1) &^ (align - 1)
-	if rounded < size {
-		return 0, fmt.Errorf("%w: %d bytes requested", ErrOutOfMemory, size)
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if start, ok := a.cutAlignedLocked(rounded, align, 0); ok {
-		return start, nil
-	}
-	return 0, fmt.Errorf("%w: %d bytes aligned to %d requested", ErrOutOfMemory, size, align)
+	return a.AllocAlignedFrom(size, align, 0)
 }
 
 // AllocAlignedFrom is AllocAligned, next-fit: it takes the first fit at or
@@ -61,8 +46,10 @@ func (a *Allocator) AllocAlignedFrom(size, align, from uint64) (uint64, error) {
 	if start, ok := a.cutAlignedLocked(rounded, align, from); ok {
 		return start, nil
 	}
-	if start, ok := a.cutAlignedLocked(rounded, align, 0); ok {
-		return start, nil
+	if from != 0 { // went round: the first fit from the bottom
+		if start, ok := a.cutAlignedLocked(rounded, align, 0); ok {
+			return start, nil
+		}
 	}
 	return 0, fmt.Errorf("%w: %d bytes aligned to %d requested", ErrOutOfMemory, size, align)
 }
