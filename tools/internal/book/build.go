@@ -246,7 +246,7 @@ func (b *builder) handlers(prefix string, print bool) handlers {
 		block: func(d directive) (string, error) {
 			switch d.Name {
 			case "include":
-				return b.includeHTML(d, prefix)
+				return b.includeHTML(d, prefix, print)
 			case "diff":
 				return b.diffHTML(d, prefix, print)
 			case "table":

@@ -298,7 +298,7 @@ func (b *builder) hunksHTML(lines []string, lang, src string) string {
 			}
 			out.WriteString(`<span class="diff-sign" aria-hidden="true">` + sign + `</span><span class="cl">`)
 			if k < len(tokens) {
-				writeTokens(&out, tokens[k])
+				b.hl.writeTokens(&out, tokens[k])
 			}
 			out.WriteString("</span></span>")
 		}

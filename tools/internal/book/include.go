@@ -371,7 +371,7 @@ func (b *builder) includeRaw(d directive) (string, error) {
 // includeHTML renders an include directive as a captioned listing: the
 // path and the line span link to the file's source page (prefix leads from
 // the page to the site root), and each line number to its line there.
-func (b *builder) includeHTML(d directive, prefix string) (string, error) {
+func (b *builder) includeHTML(d directive, prefix string, print bool) (string, error) {
 	sn, err := b.includeSnippet(d)
 	if err != nil {
 		return "", err
@@ -404,10 +404,15 @@ func (b *builder) includeHTML(d directive, prefix string) (string, error) {
 		out.WriteString(` <span class="decl">` + escapeHTML(strings.Join(shown, ", ")+more) + `</span>`)
 	}
 	out.WriteString("</figcaption>\n")
-	out.WriteString(b.hl.listing(sn.Code, lang, listingOptions{
-		Numbers: sn.Lines,
-		Href:    func(n int) string { return page + "#L" + strconv.Itoa(n) },
-	}))
+	opt := listingOptions{Numbers: sn.Lines}
+	if !print {
+		// On paper a line cannot be followed: print.html numbers its lines
+		// and links the listing once, from its caption. (The links were a
+		// fifth of print.html's elements, each one for the accessibility
+		// checker to visit.)
+		opt.Href = func(n int) string { return page + "#L" + strconv.Itoa(n) }
+	}
+	out.WriteString(b.hl.listing(sn.Code, lang, opt))
 	out.WriteString("</figure>")
 	return out.String(), nil
 }

@@ -497,3 +497,41 @@ func TestDiffOrder(t *testing.T) {
 		t.Errorf("kinds = %s; want %s", got, want)
 	}
 }
+
+// A token drawn exactly as the code's own text gets no span: punctuation and
+// plain names are half of a listing's tokens, and each span weighs on the
+// page, its layout and the accessibility checker. Keywords keep theirs.
+func TestPlainTokensAreBare(t *testing.T) {
+	h := newHighlighter()
+	html := h.highlight("x := f(y)\nreturn x\n", "go")
+	for _, cls := range []string{"nx", "p"} {
+		if !h.plain[cls] {
+			t.Errorf("class %q is not plain; chroma's github styles draw it as the text", cls)
+		}
+		if strings.Contains(html, `class="`+cls+`"`) {
+			t.Errorf("a %q token has a span:\n%s", cls, html)
+		}
+	}
+	if !strings.Contains(html, `<span class="k">return</span>`) {
+		t.Errorf("the keyword lost its span:\n%s", html)
+	}
+	if !strings.Contains(html, "</span>(y)\n") || !strings.Contains(html, "</span> x</code>") {
+		t.Errorf("the plain tokens' text is not there as written:\n%s", html)
+	}
+	css := string(h.css())
+	if strings.Contains(css, ".chroma .nx ") || strings.Contains(css, ".chroma .p ") {
+		t.Errorf("chroma.css styles a class no token is given:\n%s", css)
+	}
+}
+
+// pageText must be the stylesheet's light text colour, or a "plain" token
+// would be drawn in a colour nobody checked.
+func TestPageTextIsTheStylesheets(t *testing.T) {
+	css, err := assets.ReadFile("assets/style.css")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "--fg: light-dark(" + pageText + ","; !strings.Contains(string(css), want) {
+		t.Errorf("style.css does not set %q; pageText in highlight.go is stale", want)
+	}
+}
