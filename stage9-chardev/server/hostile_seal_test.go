@@ -67,6 +67,6 @@ func TestReadOnlyPagesStayReadOnlyWhenReopened(t *testing.T) {
 	} else {
 		unix.Munmap(m)
 	}
-	d.stillServes(t, "after the attack")
-	d.terminate(t, patience)
+	d.live(t, "after the attack")
+	d.stop(t)
 }

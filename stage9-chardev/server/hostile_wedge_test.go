@@ -30,7 +30,7 @@ func TestANeverEndingCommandIsStoppedAndOthersKeepTheirLatency(t *testing.T) {
 		}
 		pending = append(pending, p)
 	}
-	d.stillServes(t, "while a DELAY of 2^62 cycles runs on each engine")
+	d.live(t, "while a DELAY of 2^62 cycles runs on each engine")
 	for i, p := range pending {
 		done := make(chan error, 1)
 		go func() { done <- p.Wait() }()
@@ -43,8 +43,8 @@ func TestANeverEndingCommandIsStoppedAndOthersKeepTheirLatency(t *testing.T) {
 			t.Fatalf("the hog's DELAY of 2^62 cycles on engine %d still runs after %v: softgpud has no watchdog", i, patience)
 		}
 	}
-	d.stillServes(t, "after the hog's channels were faulted")
-	d.terminate(t, patience)
+	d.live(t, "after the hog's channels were faulted")
+	d.stop(t)
 }
 
 // TestAFullWindowWaitsOnlyForItsOwnersChannels: a stranger runs a DELAY
@@ -114,8 +114,8 @@ func TestAFullWindowWaitsOnlyForItsOwnersChannels(t *testing.T) {
 	before := clientCount(t, ctl)
 	v.Close()
 	waitClients(t, ctl, before-1)
-	d.stillServes(t, "with the stranger's DELAY running")
-	d.terminate(t, patience)
+	d.live(t, "with the stranger's DELAY running")
+	d.stop(t)
 }
 
 // TestSIGTERMStopsTheDaemonWithACallInFlight: SIGTERM while a client's
@@ -176,5 +176,5 @@ func TestSIGTERMStopsTheDaemonWithACallInFlight(t *testing.T) {
 		return n > before+1, fmt.Sprintf("%d calls; %d before", n, before) // +1: the CLIENT_INFO itself
 	})
 	// SIGTERM: a clean exit, well within softgpud's 10 s shutdown bound.
-	d.terminate(t, 5*time.Second)
+	d.stop(t)
 }
