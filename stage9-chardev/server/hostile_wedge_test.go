@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	softgpu "softgpu/stage9-chardev"
+	"softgpu/stage9-chardev/abi"
 	"softgpu/stage9-chardev/client"
 )
 
@@ -177,4 +179,85 @@ func TestSIGTERMStopsTheDaemonWithACallInFlight(t *testing.T) {
 	})
 	// SIGTERM: a clean exit, well within softgpud's 10 s shutdown bound.
 	d.stop(t)
+}
+
+// TestSIGTERMStopsTheDaemonWithAHungEngine: an engine hung in a command
+// with no preemption point (SPIN, and no watchdog to reset it), a
+// client mid-call on that engine (CHANNEL_OPEN and CHANNEL_CLOSE need
+// the engine's runlist ack, which a hung engine never gives: the
+// driver's bound ends that wait) and another waiting for a fence behind
+// the SPIN. SIGTERM must still stop softgpud within its stated bound,
+// measured here, and cleanly.
+func TestSIGTERMStopsTheDaemonWithAHungEngine(t *testing.T) {
+	d := startDaemon(t, "-watchdog", "0")
+	d.live(t, "before the hang")
+	// Every client dials before the hang: a Dial opens channels, and a
+	// hung engine answers no runlist.
+	waiter, err := client.Dial(d.node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiter.Close()
+	caller, err := client.Dial(d.node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer caller.Close()
+	hog := dialRaw(t, d.node)
+	hog.attach()
+	ch := hog.openChannel(abi.EngineCopy)
+	nop := ch.put(abi.Command{Op: abi.OpNop, Ctx: hog.ctx})
+	ch.put(abi.Command{Op: abi.OpSpin, Ctx: hog.ctx, Value: 1 << 62})
+	ch.ring(ch.next)
+	if st := ch.wait(nop); st != abi.StatusOK {
+		t.Fatalf("the NOP before the SPIN: %v", st)
+	}
+	// The engine runs the SPIN from here on.
+	fenced := make(chan error, 1)
+	go func() { fenced <- waiter.Nop(client.Copy) }() // behind the SPIN's engine: it waits
+	ctl := control(t, d.node)
+	calls := func() uint64 {
+		cs, err := ctl.Clients()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n uint64
+		for _, c := range cs {
+			n += c.Calls
+		}
+		return n
+	}
+	before := calls()
+	inCall := make(chan error, 1)
+	go func() {
+		ch, err := caller.NewChannel(client.Copy, client.ChannelOptions{Priority: softgpu.PriorityNormal})
+		if err == nil {
+			err = ch.Close()
+		}
+		inCall <- err
+	}()
+	waitFor(t, "the daemon receiving the CHANNEL_OPEN", func() (bool, string) {
+		n := calls()
+		return n > before+1, fmt.Sprintf("%d calls; %d before", n, before) // +1: the CLIENT_INFO itself
+	})
+	select {
+	case err := <-fenced:
+		t.Fatalf("a NOP on the copy engine, hung in a SPIN, completed: %v", err)
+	default:
+	}
+	took := d.stop(t)
+	t.Logf("softgpud exited 0 %v after SIGTERM, an engine hung and a call in flight", took)
+	for _, c := range []struct {
+		what string
+		done chan error
+	}{{"the NOP behind the SPIN", fenced}, {"the CHANNEL_OPEN in flight", inCall}} {
+		select {
+		case err := <-c.done:
+			if err == nil {
+				t.Errorf("%s succeeded; the engine never ran it", c.what)
+			}
+		case <-time.After(patience):
+			t.Errorf("%s still waits %v after softgpud exited", c.what, patience)
+		}
+	}
 }
