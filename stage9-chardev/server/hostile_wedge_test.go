@@ -49,6 +49,45 @@ func TestANeverEndingCommandIsStoppedAndOthersKeepTheirLatency(t *testing.T) {
 	d.stop(t)
 }
 
+// TestAHungEngineIsResetByTheDefaultWatchdog: a SPIN never reaches a
+// preemption point, so no timeslice takes its engine back; softgpud's
+// default watchdog (2 s) resets the engine and faults the SPIN's channel,
+// while another client's round trips on the other engine keep their
+// latency, and on the hung one come back once it is reset.
+func TestAHungEngineIsResetByTheDefaultWatchdog(t *testing.T) {
+	d := startDaemon(t)             // softgpud's defaults, its watchdog among them
+	w := dialWellBehaved(t, d.node) // dialled before the hang: a Dial needs every engine's runlist ack
+	hog := dialRaw(t, d.node)
+	hog.attach()
+	ch := hog.openChannel(abi.EngineCopy)
+	nop := ch.put(abi.Command{Op: abi.OpNop, Ctx: hog.ctx})
+	spin := ch.put(abi.Command{Op: abi.OpSpin, Ctx: hog.ctx, Value: 1 << 62})
+	ch.ring(ch.next)
+	if st := ch.wait(nop); st != abi.StatusOK {
+		t.Fatalf("the NOP before the SPIN: %v", st)
+	}
+	start := time.Now()
+	for i := range 3 {
+		t0 := time.Now()
+		if err := w.g.Nop(client.Compute); err != nil {
+			t.Fatalf("the well-behaved client's NOP %d on the compute engine, the copy engine hung: %v", i, err)
+		}
+		if took := time.Since(t0); took > liveBound {
+			t.Errorf("the well-behaved client's NOP %d on the compute engine, the copy engine hung, took %v; want under %v", i, took, liveBound)
+		}
+	}
+	if st := ch.wait(spin); st != abi.StatusTimeout {
+		t.Errorf("a SPIN of 2^62 cycles ended %v; want %v", st, abi.StatusTimeout)
+	}
+	t.Logf("the SPIN stopped %v after it began (watchdog 2 s); its channel: %v", time.Since(start), ch.fault())
+	if f := ch.fault(); f == abi.FaultNone {
+		t.Errorf("the SPIN's channel after the watchdog stopped it: no fault")
+	}
+	w.roundTrip(t, "after the copy engine's reset", 7)
+	d.live(t, "after the copy engine's reset")
+	d.stop(t)
+}
+
 // TestAFullWindowWaitsOnlyForItsOwnersChannels: a stranger runs a DELAY
 // that never ends (no watchdog) on both engines. A victim fills the DMA
 // window with its own host memory, frees a region and registers another.
