@@ -98,6 +98,7 @@ func TestAConnectionThatNeverAttachesIsDropped(t *testing.T) {
 	defer silent.Close()
 	r := dialRaw(t, d.node)
 	r.negotiate() // VERSION, then nothing
+	d.live(t, "beside the silent connections")
 	start := time.Now()
 	silent.SetReadDeadline(time.Now().Add(patience))
 	if _, err := silent.Read(make([]byte, 64)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {

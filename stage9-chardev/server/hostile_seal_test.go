@@ -45,6 +45,7 @@ func attackReadOnly(t *testing.T, fd int, size int) string {
 
 func TestReadOnlyPagesStayReadOnlyWhenReopened(t *testing.T) {
 	d := startDaemon(t)
+	d.live(t, "before the attack")
 	r := dialRaw(t, d.node)
 	r.negotiate()
 	var a uapi.Attach
