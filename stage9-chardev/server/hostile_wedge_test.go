@@ -167,6 +167,7 @@ func TestAFullWindowWaitsOnlyForItsOwnersChannels(t *testing.T) {
 // for a call that cannot return.
 func TestSIGTERMStopsTheDaemonWithACallInFlight(t *testing.T) {
 	d := startDaemon(t, "-watchdog", "0")
+	d.live(t, "before the stranger fills the window") // once it has, the uid's window quota, which the probe shares, is spent
 	hog, err := client.Dial(d.node)
 	if err != nil {
 		t.Fatal(err)
@@ -199,17 +200,7 @@ func TestSIGTERMStopsTheDaemonWithACallInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctl := control(t, d.node)
-	calls := func() uint64 {
-		cs, err := ctl.Clients()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var n uint64
-		for _, c := range cs {
-			n += c.Calls
-		}
-		return n
-	}
+	calls := func() uint64 { return callsMade(t, ctl) }
 	before := calls()
 	go hog.HostAlloc(4096) // the call in flight when SIGTERM comes
 	waitFor(t, "the daemon receiving the HOST_REGISTER", func() (bool, string) {
@@ -255,17 +246,7 @@ func TestSIGTERMStopsTheDaemonWithAHungEngine(t *testing.T) {
 	fenced := make(chan error, 1)
 	go func() { fenced <- waiter.Nop(client.Copy) }() // behind the SPIN's engine: it waits
 	ctl := control(t, d.node)
-	calls := func() uint64 {
-		cs, err := ctl.Clients()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var n uint64
-		for _, c := range cs {
-			n += c.Calls
-		}
-		return n
-	}
+	calls := func() uint64 { return callsMade(t, ctl) }
 	before := calls()
 	inCall := make(chan error, 1)
 	go func() {
@@ -299,4 +280,19 @@ func TestSIGTERMStopsTheDaemonWithAHungEngine(t *testing.T) {
 			t.Errorf("%s still waits %v after softgpud exited", c.what, patience)
 		}
 	}
+}
+
+// callsMade is how many calls the daemon has received from all its
+// clients (CLIENT_INFO, itself one of them).
+func callsMade(t *testing.T, ctl *client.Control) uint64 {
+	t.Helper()
+	cs, err := ctl.Clients()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, c := range cs {
+		n += c.Calls
+	}
+	return n
 }
