@@ -17,7 +17,7 @@ import (
 // its channels' user pages, command slots full of any bytes, doorbells,
 // kicks, hanging up half-way — against one daemon, beside a well-behaved
 // client. After every sequence the stranger is torn down, and the
-// well-behaved client must still make a round trip within strangerBound with
+// well-behaved client must still make a round trip within liveBound with
 // every byte right, and the daemon must list exactly the clients it had
 // before: no crash, no wedge, no leak of a client.
 //

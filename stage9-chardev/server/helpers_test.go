@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"runtime"
 	"strings"
@@ -31,6 +33,9 @@ var serve = servetest.Serve
 
 // deviceConfig is a device of mem bytes of memory.
 func deviceConfig(mem uint64) device.Config { return device.Config{MemorySize: mem} }
+
+// quiet is a logger that discards.
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // dial connects a client that is closed when the test ends.
 func dial(t testing.TB, s *server.Server) *client.GPU {

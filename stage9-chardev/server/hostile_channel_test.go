@@ -48,7 +48,7 @@ func dirtyChannels(node, _ string) error {
 }
 
 func TestAChannelThatChangesHandsStartsClean(t *testing.T) {
-	d := startStrangerDaemon(t)
+	d := startDaemon(t)
 	w := dialWellBehaved(t, d.node) // channels 2 and 3
 	w.roundTrip(t, "before", 1)
 	cred, _ := strangerCred()
@@ -99,5 +99,5 @@ func TestAChannelThatChangesHandsStartsClean(t *testing.T) {
 		}
 	}
 	w.roundTrip(t, "after the next owner", 3)
-	d.stopDaemon(t)
+	d.stop(t)
 }

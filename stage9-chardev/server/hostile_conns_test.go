@@ -1,13 +1,10 @@
 package server_test
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,29 +22,19 @@ import (
 // attaches is dropped; when descriptors run out anyway, accept's EMFILE
 // is a reason to wait, not to stop serving.
 
-// hostileEnv names the role a re-executed test binary plays for these
-// tests (a role of its own, read in init, before TestMain); its
-// arguments follow it: the node, a count.
-const hostileEnv = "SOFTGPU_HOSTILE_ROLE"
-
 func init() {
-	role := os.Getenv(hostileEnv)
-	if role == "" {
-		return
+	strangerRoles["conns"] = func(node, arg string) error {
+		n, err := strconv.Atoi(arg)
+		if err != nil {
+			return err
+		}
+		return holdConns(node, n)
 	}
-	args := strings.Split(role, ",")
-	switch args[0] {
-	case "conns":
-		n, _ := strconv.Atoi(args[2])
-		os.Exit(report(holdConns(args[1], n)))
-	}
-	fmt.Fprintf(os.Stderr, "unknown %s %q\n", hostileEnv, role)
-	os.Exit(2)
 }
 
 // holdConns is the "conns" role: it opens n connections to node, makes
-// VERSION on each, prints how many were served ("served K"), and holds
-// them all until it is killed.
+// VERSION on each, prints how many were served ("served K") and
+// "holding", and holds them all until it is killed.
 func holdConns(node string, n int) error {
 	var conns []*net.UnixConn
 	served := 0
@@ -71,89 +58,35 @@ func holdConns(node string, n int) error {
 		}
 	}
 	fmt.Printf("served %d\n", served)
+	fmt.Println("holding")
 	select {}
 }
 
-// startHostile runs the test binary as a hostile role, as uid if it is
-// not the test's own (root only), and returns it and its stdout's lines.
-func startHostile(t *testing.T, uid int, role ...string) (*exec.Cmd, *bufio.Scanner) {
+// served reads the "conns" stranger's count of served connections.
+func served(t *testing.T, s *stranger) int {
 	t.Helper()
-	bin := os.Args[0]
-	if uid != os.Getuid() {
-		if os.Getuid() != 0 {
-			t.Skip("running a process as another uid needs root")
-		}
-		bin = copyForStranger(t, bin)
+	lines := s.until(t, "holding")
+	var n int
+	if len(lines) != 1 {
+		t.Fatalf("the hostile process printed %q", lines)
 	}
-	cmd := exec.Command(bin, "-test.run=^$")
-	cmd.Env = append(os.Environ(), hostileEnv+"="+strings.Join(role, ","))
-	if uid != os.Getuid() {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+	if _, err := fmt.Sscanf(lines[0], "served %d", &n); err != nil {
+		t.Fatalf("the hostile process printed %q", lines[0])
 	}
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	return cmd, bufio.NewScanner(out)
-}
-
-// copyForStranger copies the test binary where another uid may run it:
-// the go command builds it in a directory only this uid may enter.
-func copyForStranger(t *testing.T, bin string) string {
-	t.Helper()
-	b, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := os.Chmod(filepath.Dir(dir), 0o711); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o711); err != nil {
-		t.Fatal(err)
-	}
-	copied := filepath.Join(dir, "hostile.test")
-	if err := os.WriteFile(copied, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return copied
-}
-
-// openToOthers lets other uids reach and connect to the daemon's node,
-// as -mode 0666 on a shared machine does.
-func openToOthers(t *testing.T, d *daemonProc) {
-	t.Helper()
-	for dir := filepath.Dir(d.node); dir != os.TempDir() && dir != "/"; dir = filepath.Dir(dir) {
-		if err := os.Chmod(dir, 0o711); err != nil {
-			t.Fatal(err)
-		}
-	}
+	return n
 }
 
 func TestConnectionsPerUidAreCapped(t *testing.T) {
-	d := startDaemon(t, "-mode", "0666", "-max-conns-per-uid", "8")
-	openToOthers(t, d)
-	_, lines := startHostile(t, strangerUID, "conns", d.node, "200")
-	if !lines.Scan() {
-		t.Fatalf("the hostile process printed nothing")
+	if os.Getuid() != 0 {
+		t.Skip("running a process as another uid needs root")
 	}
-	var served int
-	if _, err := fmt.Sscanf(lines.Text(), "served %d", &served); err != nil {
-		t.Fatalf("the hostile process printed %q", lines.Text())
+	d := startDaemon(t, "-max-conns-per-uid", "8")
+	s := startStranger(t, "conns", d.node, "200", &syscall.Credential{Uid: strangerUID, Gid: strangerUID})
+	if n := served(t, s); n > 8 {
+		t.Errorf("one uid holds %d served connections; want at most the cap, 8", n)
 	}
-	if served > 8 {
-		t.Errorf("one uid holds %d served connections; want at most the cap, 8", served)
-	}
-	d.stillServes(t, "while another uid holds its connections")
-	d.terminate(t, patience)
+	d.live(t, "while another uid holds its connections")
+	d.stop(t)
 }
 
 func TestAConnectionThatNeverAttachesIsDropped(t *testing.T) {
@@ -165,6 +98,7 @@ func TestAConnectionThatNeverAttachesIsDropped(t *testing.T) {
 	defer silent.Close()
 	r := dialRaw(t, d.node)
 	r.negotiate() // VERSION, then nothing
+	d.live(t, "beside the silent connections")
 	start := time.Now()
 	silent.SetReadDeadline(time.Now().Add(patience))
 	if _, err := silent.Read(make([]byte, 64)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
@@ -174,8 +108,8 @@ func TestAConnectionThatNeverAttachesIsDropped(t *testing.T) {
 	if _, err := r.sock.Read(make([]byte, 64)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("a connection that made VERSION and no more: read %v after %v; want it closed by the daemon", err, time.Since(start))
 	}
-	d.stillServes(t, "after dropping them")
-	d.terminate(t, patience)
+	d.live(t, "after dropping them")
+	d.stop(t)
 }
 
 func TestAcceptThroughDescriptorExhaustion(t *testing.T) {
@@ -186,21 +120,19 @@ func TestAcceptThroughDescriptorExhaustion(t *testing.T) {
 	if err := unix.Prlimit(d.cmd.Process.Pid, unix.RLIMIT_NOFILE, &lim, nil); err != nil {
 		t.Skipf("prlimit on the daemon: %v", err)
 	}
-	hog, lines := startHostile(t, os.Getuid(), "conns", d.node, "80")
-	if !lines.Scan() {
-		t.Fatalf("the hostile process printed nothing")
-	}
+	hog := startStranger(t, "conns", d.node, "80", nil)
+	served(t, hog)
 	select {
 	case err := <-d.exited:
 		d.exited <- err
 		t.Fatalf("softgpud exited when accept ran out of descriptors: %v\n%s", err, d.log())
 	case <-time.After(200 * time.Millisecond):
 	}
-	hog.Process.Kill()
-	hog.Wait()
-	d.stillServes(t, "after the descriptors came back")
+	hog.cmd.Process.Kill()
+	hog.cmd.Wait()
+	d.live(t, "after the descriptors came back")
 	if n := strings.Count(d.log(), "backing off"); n != 1 {
 		t.Errorf("the daemon logged %d back-offs for one burst of EMFILE; want 1\n%s", n, d.log())
 	}
-	d.terminate(t, patience)
+	d.stop(t)
 }

@@ -113,7 +113,7 @@ func publicName(off uint64) string {
 }
 
 func TestAStrangerSeesNothingOfAnothersWork(t *testing.T) {
-	d := startStrangerDaemon(t)
+	d := startDaemon(t)
 	w := dialWellBehaved(t, d.node)
 	w.roundTrip(t, "before", 1)
 	cred, _ := strangerCred()
@@ -194,5 +194,5 @@ func TestAStrangerSeesNothingOfAnothersWork(t *testing.T) {
 		}
 	}
 	w.roundTrip(t, "after", 2)
-	d.stopDaemon(t)
+	d.stop(t)
 }

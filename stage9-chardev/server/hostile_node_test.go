@@ -20,9 +20,6 @@ import (
 // and read every client's calls. So the daemon refuses to serve in a
 // directory, or on a path, another uid owns or could have made.
 
-// stranger is the uid and gid a hostile process runs as: nobody.
-const strangerUID = 65534
-
 // asStranger runs a shell command as another uid, a process of its own;
 // it skips the test when this one cannot (not root).
 func asStranger(t *testing.T, script string) {
@@ -85,7 +82,7 @@ func TestTheDefaultNodeAStrangerPrecreatedIsRefused(t *testing.T) {
 	tmp := sharedTmp(t)
 	dir := filepath.Join(tmp, "softgpu-0")
 	asStranger(t, "mkdir -m 0777 "+dir)
-	bin := buildDaemon(t)
+	bin := softgpud(t, t.TempDir())
 	cmd := exec.Command(bin, "-mem", "16777216")
 	cmd.Env = append(withoutEnv("XDG_RUNTIME_DIR"), "TMPDIR="+tmp)
 	var logs bytes.Buffer

@@ -63,7 +63,7 @@ var priorityAsks = []struct {
 // no daemon flag names unless the test says so.
 func strangerCred() (*syscall.Credential, uint32) {
 	if os.Getuid() == 0 {
-		return &syscall.Credential{Uid: otherUser, Gid: otherUser}, otherUser
+		return &syscall.Credential{Uid: strangerUID, Gid: strangerUID}, strangerUID
 	}
 	return nil, uint32(os.Getuid())
 }
@@ -79,7 +79,7 @@ func TestAStrangerCannotTakePriority(t *testing.T) {
 		{"granted by -priority-uids", []string{"-priority-uids", "1," + strconv.Itoa(int(uid))}, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			d := startStrangerDaemon(t, tt.args...)
+			d := startDaemon(t, tt.args...)
 			w := dialWellBehaved(t, d.node)
 			w.roundTrip(t, "before", 1)
 			got := startStranger(t, "priority", d.node, "", cred).findings(t)
@@ -95,7 +95,7 @@ func TestAStrangerCannotTakePriority(t *testing.T) {
 				t.Errorf("the stranger's CHANNEL_OPENs (uid %d):\n got %q\nwant %q", uid, got, want)
 			}
 			w.roundTrip(t, "after", 2)
-			d.stopDaemon(t)
+			d.stop(t)
 		})
 	}
 }

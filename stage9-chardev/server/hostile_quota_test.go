@@ -73,7 +73,7 @@ var quotaFlags = []string{
 }
 
 func TestAStrangerGetsItsQuotaAndNoMore(t *testing.T) {
-	d := startStrangerDaemon(t, quotaFlags...)
+	d := startDaemon(t, quotaFlags...)
 	w := dialWellBehaved(t, d.node)
 	w.roundTrip(t, "before", 1)
 	cred, _ := strangerCred()
@@ -154,5 +154,5 @@ func TestAStrangerGetsItsQuotaAndNoMore(t *testing.T) {
 		"alloc 4", "alloc " + quota, "pinned " + quota,
 		"hostalloc 3", "hostalloc " + quota, "channel 2", "channel " + quota})
 	w.roundTrip(t, "after", 4)
-	d.stopDaemon(t)
+	d.stop(t)
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	softgpu "softgpu/stage9-chardev"
+	"softgpu/stage9-chardev/abi"
 	"softgpu/stage9-chardev/client"
 )
 
@@ -30,7 +32,7 @@ func TestANeverEndingCommandIsStoppedAndOthersKeepTheirLatency(t *testing.T) {
 		}
 		pending = append(pending, p)
 	}
-	d.stillServes(t, "while a DELAY of 2^62 cycles runs on each engine")
+	d.live(t, "while a DELAY of 2^62 cycles runs on each engine")
 	for i, p := range pending {
 		done := make(chan error, 1)
 		go func() { done <- p.Wait() }()
@@ -43,8 +45,47 @@ func TestANeverEndingCommandIsStoppedAndOthersKeepTheirLatency(t *testing.T) {
 			t.Fatalf("the hog's DELAY of 2^62 cycles on engine %d still runs after %v: softgpud has no watchdog", i, patience)
 		}
 	}
-	d.stillServes(t, "after the hog's channels were faulted")
-	d.terminate(t, patience)
+	d.live(t, "after the hog's channels were faulted")
+	d.stop(t)
+}
+
+// TestAHungEngineIsResetByTheDefaultWatchdog: a SPIN never reaches a
+// preemption point, so no timeslice takes its engine back; softgpud's
+// default watchdog (2 s) resets the engine and faults the SPIN's channel,
+// while another client's round trips on the other engine keep their
+// latency, and on the hung one come back once it is reset.
+func TestAHungEngineIsResetByTheDefaultWatchdog(t *testing.T) {
+	d := startDaemon(t)             // softgpud's defaults, its watchdog among them
+	w := dialWellBehaved(t, d.node) // dialled before the hang: a Dial needs every engine's runlist ack
+	hog := dialRaw(t, d.node)
+	hog.attach()
+	ch := hog.openChannel(abi.EngineCopy)
+	nop := ch.put(abi.Command{Op: abi.OpNop, Ctx: hog.ctx})
+	spin := ch.put(abi.Command{Op: abi.OpSpin, Ctx: hog.ctx, Value: 1 << 62})
+	ch.ring(ch.next)
+	if st := ch.wait(nop); st != abi.StatusOK {
+		t.Fatalf("the NOP before the SPIN: %v", st)
+	}
+	start := time.Now()
+	for i := range 3 {
+		t0 := time.Now()
+		if err := w.g.Nop(client.Compute); err != nil {
+			t.Fatalf("the well-behaved client's NOP %d on the compute engine, the copy engine hung: %v", i, err)
+		}
+		if took := time.Since(t0); took > liveBound {
+			t.Errorf("the well-behaved client's NOP %d on the compute engine, the copy engine hung, took %v; want under %v", i, took, liveBound)
+		}
+	}
+	if st := ch.wait(spin); st != abi.StatusTimeout {
+		t.Errorf("a SPIN of 2^62 cycles ended %v; want %v", st, abi.StatusTimeout)
+	}
+	t.Logf("the SPIN stopped %v after it began (watchdog 2 s); its channel: %v", time.Since(start), ch.fault())
+	if f := ch.fault(); f == abi.FaultNone {
+		t.Errorf("the SPIN's channel after the watchdog stopped it: no fault")
+	}
+	w.roundTrip(t, "after the copy engine's reset", 7)
+	d.live(t, "after the copy engine's reset")
+	d.stop(t)
 }
 
 // TestAFullWindowWaitsOnlyForItsOwnersChannels: a stranger runs a DELAY
@@ -114,8 +155,8 @@ func TestAFullWindowWaitsOnlyForItsOwnersChannels(t *testing.T) {
 	before := clientCount(t, ctl)
 	v.Close()
 	waitClients(t, ctl, before-1)
-	d.stillServes(t, "with the stranger's DELAY running")
-	d.terminate(t, patience)
+	d.live(t, "with the stranger's DELAY running")
+	d.stop(t)
 }
 
 // TestSIGTERMStopsTheDaemonWithACallInFlight: SIGTERM while a client's
@@ -126,6 +167,7 @@ func TestAFullWindowWaitsOnlyForItsOwnersChannels(t *testing.T) {
 // for a call that cannot return.
 func TestSIGTERMStopsTheDaemonWithACallInFlight(t *testing.T) {
 	d := startDaemon(t, "-watchdog", "0")
+	d.live(t, "before the stranger fills the window") // once it has, the uid's window quota, which the probe shares, is spent
 	hog, err := client.Dial(d.node)
 	if err != nil {
 		t.Fatal(err)
@@ -158,17 +200,7 @@ func TestSIGTERMStopsTheDaemonWithACallInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctl := control(t, d.node)
-	calls := func() uint64 {
-		cs, err := ctl.Clients()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var n uint64
-		for _, c := range cs {
-			n += c.Calls
-		}
-		return n
-	}
+	calls := func() uint64 { return callsMade(t, ctl) }
 	before := calls()
 	go hog.HostAlloc(4096) // the call in flight when SIGTERM comes
 	waitFor(t, "the daemon receiving the HOST_REGISTER", func() (bool, string) {
@@ -176,5 +208,91 @@ func TestSIGTERMStopsTheDaemonWithACallInFlight(t *testing.T) {
 		return n > before+1, fmt.Sprintf("%d calls; %d before", n, before) // +1: the CLIENT_INFO itself
 	})
 	// SIGTERM: a clean exit, well within softgpud's 10 s shutdown bound.
-	d.terminate(t, 5*time.Second)
+	d.stop(t)
+}
+
+// TestSIGTERMStopsTheDaemonWithAHungEngine: an engine hung in a command
+// with no preemption point (SPIN, and no watchdog to reset it), a
+// client mid-call on that engine (CHANNEL_OPEN and CHANNEL_CLOSE need
+// the engine's runlist ack, which a hung engine never gives: the
+// driver's bound ends that wait) and another waiting for a fence behind
+// the SPIN. SIGTERM must still stop softgpud within its stated bound,
+// measured here, and cleanly.
+func TestSIGTERMStopsTheDaemonWithAHungEngine(t *testing.T) {
+	d := startDaemon(t, "-watchdog", "0")
+	d.live(t, "before the hang")
+	// Every client dials before the hang: a Dial opens channels, and a
+	// hung engine answers no runlist.
+	waiter, err := client.Dial(d.node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiter.Close()
+	caller, err := client.Dial(d.node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer caller.Close()
+	hog := dialRaw(t, d.node)
+	hog.attach()
+	ch := hog.openChannel(abi.EngineCopy)
+	nop := ch.put(abi.Command{Op: abi.OpNop, Ctx: hog.ctx})
+	ch.put(abi.Command{Op: abi.OpSpin, Ctx: hog.ctx, Value: 1 << 62})
+	ch.ring(ch.next)
+	if st := ch.wait(nop); st != abi.StatusOK {
+		t.Fatalf("the NOP before the SPIN: %v", st)
+	}
+	// The engine runs the SPIN from here on.
+	fenced := make(chan error, 1)
+	go func() { fenced <- waiter.Nop(client.Copy) }() // behind the SPIN's engine: it waits
+	ctl := control(t, d.node)
+	calls := func() uint64 { return callsMade(t, ctl) }
+	before := calls()
+	inCall := make(chan error, 1)
+	go func() {
+		ch, err := caller.NewChannel(client.Copy, client.ChannelOptions{Priority: softgpu.PriorityNormal})
+		if err == nil {
+			err = ch.Close()
+		}
+		inCall <- err
+	}()
+	waitFor(t, "the daemon receiving the CHANNEL_OPEN", func() (bool, string) {
+		n := calls()
+		return n > before+1, fmt.Sprintf("%d calls; %d before", n, before) // +1: the CLIENT_INFO itself
+	})
+	select {
+	case err := <-fenced:
+		t.Fatalf("a NOP on the copy engine, hung in a SPIN, completed: %v", err)
+	default:
+	}
+	took := d.stop(t)
+	t.Logf("softgpud exited 0 %v after SIGTERM, an engine hung and a call in flight", took)
+	for _, c := range []struct {
+		what string
+		done chan error
+	}{{"the NOP behind the SPIN", fenced}, {"the CHANNEL_OPEN in flight", inCall}} {
+		select {
+		case err := <-c.done:
+			if err == nil {
+				t.Errorf("%s succeeded; the engine never ran it", c.what)
+			}
+		case <-time.After(patience):
+			t.Errorf("%s still waits %v after softgpud exited", c.what, patience)
+		}
+	}
+}
+
+// callsMade is how many calls the daemon has received from all its
+// clients (CLIENT_INFO, itself one of them).
+func callsMade(t *testing.T, ctl *client.Control) uint64 {
+	t.Helper()
+	cs, err := ctl.Clients()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, c := range cs {
+		n += c.Calls
+	}
+	return n
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -302,35 +301,8 @@ func TestAClientKilledMidStream(t *testing.T) {
 // client works against it; SIGTERM makes it close every connection, exit
 // 0 and remove its node; and the client's next call fails with ErrGone.
 func TestTheRealDaemon(t *testing.T) {
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command on PATH to build softgpud with")
-	}
-	dir := t.TempDir()
-	bin, node := filepath.Join(dir, "softgpud"), filepath.Join(dir, "card0")
-	if out, err := exec.Command(gobin, "build", "-o", bin, "softgpu/stage9-chardev/cmd/softgpud").CombinedOutput(); err != nil {
-		t.Fatalf("go build softgpud: %v\n%s", err, out)
-	}
-	d := exec.Command(bin, "-node", node, "-mem", strconv.Itoa(16<<20))
-	var logs bytes.Buffer
-	d.Stderr = &logs
-	if err := d.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- d.Wait() }()
-	t.Cleanup(func() {
-		d.Process.Kill()
-		<-exited
-	})
-	waitFor(t, "softgpud answering on its node", func() (bool, string) {
-		ctl, err := client.DialControl(node)
-		if err != nil {
-			return false, err.Error()
-		}
-		ctl.Close()
-		return true, ""
-	})
+	d := startDaemon(t) // the hostile tests' harness (stranger_test.go)
+	node := d.node
 	g, err := client.Dial(node)
 	if err != nil {
 		t.Fatal(err)
@@ -353,18 +325,7 @@ func TestTheRealDaemon(t *testing.T) {
 		t.Fatalf("byte %d reads %#x; want %#x", i, got[i], want[i])
 	}
 
-	if err := d.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		exited <- err // for the cleanup
-		if err != nil {
-			t.Fatalf("softgpud after SIGTERM: %v; want exit status 0\n%s", err, logs.String())
-		}
-	case <-time.After(patience):
-		t.Fatalf("softgpud still running %v after SIGTERM\n%s", patience, logs.String())
-	}
+	d.stop(t)
 	if _, err := os.Stat(node); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the node after softgpud exited: %v; want it removed", err)
 	}
@@ -374,7 +335,7 @@ func TestTheRealDaemon(t *testing.T) {
 	if err := g.Fill(p, size, 1); !errors.Is(err, client.ErrGone) {
 		t.Errorf("Fill after softgpud exited: %v; want ErrGone", err)
 	}
-	if !strings.Contains(logs.String(), "device closed") {
-		t.Errorf("softgpud's log does not say the device closed:\n%s", logs.String())
+	if !strings.Contains(d.log(), "device closed") {
+		t.Errorf("softgpud's log does not say the device closed:\n%s", d.log())
 	}
 }

@@ -122,6 +122,9 @@ type Server struct {
 	mu      sync.Mutex
 	clients []*client // in connection order: CLIENT_INFO's index
 	closing bool
+	lost    error // why the node no longer reaches the daemon (watch.go)
+
+	nodeFile os.FileInfo // the socket New bound at node (watch.go)
 
 	// quotaMu guards every client's use and the uids' (quota.go); it is
 	// a leaf lock.
@@ -215,6 +218,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, dev: dev, drv: drv, ln: ln, node: cfg.Node, log: cfg.Log, closed: make(chan struct{}), trace: tb,
 		uidUse: map[uint32]*uapi.Pools{}}
+	if s.nodeFile, err = os.Lstat(cfg.Node); err != nil {
+		drv.Close()
+		dev.Close()
+		ln.Close()
+		return nil, fmt.Errorf("softgpu: the node it just bound: %w", err)
+	}
 	s.cfg.ClientQuota = defaultQuota(cfg.ClientQuota, drv.MemorySize(), true)
 	s.cfg.UidQuota = defaultQuota(cfg.UidQuota, drv.MemorySize(), false)
 	s.clientLimit, s.uidLimit = s.cfg.ClientQuota.pools(), s.cfg.UidQuota.pools()
@@ -254,9 +263,10 @@ func (s *Server) Node() string { return s.node }
 func (s *Server) Messages() uint64 { return s.messages.Load() }
 
 // Serve accepts clients until Close; it returns nil then, or the error
-// that stopped it.
+// that stopped it (ErrNodeLost when no client can reach it: watch.go).
 func (s *Server) Serve() error {
 	burst, lastLog := 0, time.Time{} // accepts in a row that found no resources, and when one last did (conns.go)
+	s.serving.Go(s.watchNode)
 	for {
 		conn, err := s.ln.AcceptUnix()
 		if err != nil {
@@ -264,6 +274,12 @@ func (s *Server) Serve() error {
 			case <-s.closed:
 				return nil
 			default:
+			}
+			s.mu.Lock()
+			lost := s.lost
+			s.mu.Unlock()
+			if lost != nil {
+				return lost
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {

@@ -23,8 +23,10 @@ import (
 // too (this test binary re-executed in a stranger role, speaking the uapi
 // through package client or by hand), as root or as another uid; and a
 // well-behaved client in the test's process whose round trips say the
-// daemon stayed alive. Every test that uses it ends by stopping the daemon
-// with SIGTERM and requiring it to exit 0 within patience.
+// daemon stayed alive (live, within liveBound, during and after an
+// attack). Every test that uses it ends by stopping the daemon with
+// SIGTERM and requiring it to exit 0 within stopBound (stop). Every
+// hostile test (hostile_*_test.go) starts its daemon here.
 //
 // A stranger role is chosen before TestMain runs, by this file's init:
 // the roles live here, beside the tests that start them, not in TestMain.
@@ -43,11 +45,26 @@ func init() {
 	}
 }
 
-// strangerBound is the round trip a well-behaved client must stay within
-// while a stranger attacks and after: a 4 KiB FILL and its fence take
-// well under a millisecond, and a loaded 2-core machine under -race stays
-// far below a second; two seconds is a wedge, not a slow machine.
-const strangerBound = 2 * time.Second
+// The one way a hostile test starts softgpud, probes it and stops it.
+
+// softgpudEnv names a softgpud binary the hostile tests run instead of
+// building this stage's: an older build, to see a test fail on the code
+// before its fix (e.g. `git worktree add /tmp/old e8261a4`, `go build -o
+// /tmp/old/softgpud ./stage9-chardev/cmd/softgpud` there).
+const softgpudEnv = "SOFTGPUD_BIN"
+
+// liveBound is the round trip a well-behaved client must stay within
+// while a stranger attacks and after: a client's whole life on the daemon
+// (dial, register a page, a 4 KiB FILL and its fence, close) takes a few
+// milliseconds, and a loaded 2-core machine under -race stays far below
+// a second; two seconds is a wedge, not a slow machine.
+const liveBound = 2 * time.Second
+
+// stopBound is how long softgpud may take to exit after SIGTERM, in
+// every state: its own shutdownBound (cmd/softgpud), 10 s. A clean stop
+// takes milliseconds; one that needs the whole bound exits 1, which
+// stop also fails.
+const stopBound = 10 * time.Second
 
 // daemon is a softgpud process.
 type daemon struct {
@@ -64,33 +81,47 @@ func (d *daemon) Write(p []byte) (int, error) {
 	return d.logs.Write(p)
 }
 
+// log returns what the daemon has written so far.
 func (d *daemon) log() string {
 	d.logsMu.Lock()
 	defer d.logsMu.Unlock()
 	return d.logs.String()
 }
 
-// startDaemon builds softgpud and runs it with args on a node in a
-// directory any uid may enter (mode 0666 on the node, so a stranger of
-// another uid can connect), and waits until it answers. The test fails at
-// its end if the daemon did not stop (stopDaemon).
-func startStrangerDaemon(t *testing.T, args ...string) *daemon {
+// softgpud returns the daemon binary: the one softgpudEnv names, or
+// this stage's, built into dir; it skips the test when there is no go
+// command.
+func softgpud(t *testing.T, dir string) string {
 	t.Helper()
+	if bin := os.Getenv(softgpudEnv); bin != "" {
+		return bin
+	}
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("no go command on PATH to build softgpud with")
 	}
-	dir := strangerDir(t)
-	bin, node := filepath.Join(dir, "softgpud"), filepath.Join(dir, "node", "card0")
+	bin := filepath.Join(dir, "softgpud")
 	if out, err := exec.Command(gobin, "build", "-o", bin, "softgpu/stage9-chardev/cmd/softgpud").CombinedOutput(); err != nil {
 		t.Fatalf("go build softgpud: %v\n%s", err, out)
 	}
+	return bin
+}
+
+// startDaemon runs softgpud, as a process of its own, with args on a
+// node in a directory any uid may enter (mode 0666 on the node, so a
+// stranger of another uid can connect; args may say otherwise), and
+// waits until it answers. It is killed when the test ends if it is still
+// running; a test ends by stopping it (stop).
+func startDaemon(t *testing.T, args ...string) *daemon {
+	t.Helper()
+	dir := strangerDir(t)
+	bin, node := softgpud(t, dir), filepath.Join(dir, "node", "card0")
 	if err := os.Mkdir(filepath.Dir(node), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	d := &daemon{node: node, exited: make(chan error, 1)}
 	d.cmd = exec.Command(bin, append([]string{"-node", node, "-mode", "0666", "-mem", "16777216"}, args...)...)
-	d.cmd.Stderr = d
+	d.cmd.Stdout, d.cmd.Stderr = d, d
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -134,22 +165,41 @@ func strangerDir(t *testing.T) string {
 	return dir
 }
 
-// stopDaemon sends SIGTERM and requires the daemon to exit 0 within
-// patience.
-func (d *daemon) stopDaemon(t *testing.T) {
+// live is the liveness probe: a new well-behaved client's whole life on
+// the daemon — dial, a round trip (roundTrip), close — within liveBound.
+func (d *daemon) live(t *testing.T, when string) {
 	t.Helper()
+	start := time.Now()
+	w := dialWellBehaved(t, d.node)
+	w.roundTrip(t, when, 0x5a)
+	if err := w.g.Close(); err != nil {
+		t.Errorf("%s: the well-behaved client's Close: %v", when, err)
+	}
+	if took := time.Since(start); took > liveBound {
+		t.Errorf("%s: a well-behaved client's life on the daemon took %v; want under %v", when, took, liveBound)
+	}
+}
+
+// stop sends SIGTERM and requires the daemon to exit 0 within stopBound,
+// measured here; it returns how long the exit took.
+func (d *daemon) stop(t *testing.T) time.Duration {
+	t.Helper()
+	start := time.Now()
 	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case err := <-d.exited:
 		d.exited <- err
+		took := time.Since(start)
 		if err != nil {
-			t.Fatalf("softgpud after SIGTERM: %v; want exit status 0\n%s", err, d.log())
+			t.Fatalf("softgpud %v after SIGTERM: %v; want exit status 0\n%s", took, err, d.log())
 		}
-	case <-time.After(patience):
-		t.Fatalf("softgpud still running %v after SIGTERM\n%s", patience, d.log())
+		return took
+	case <-time.After(stopBound):
+		t.Fatalf("softgpud still running %v after SIGTERM\n%s", stopBound, d.log())
 	}
+	return 0
 }
 
 // wellBehaved is a client in the test's process whose round trips show
@@ -175,15 +225,15 @@ func dialWellBehaved(t testing.TB, node string) *wellBehaved {
 }
 
 // roundTrip fills the client's host page with v and checks every byte,
-// failing the test if that takes longer than strangerBound.
+// failing the test if that takes longer than liveBound.
 func (w *wellBehaved) roundTrip(t testing.TB, when string, v byte) {
 	t.Helper()
 	start := time.Now()
 	if err := w.g.Fill(w.host.Ptr(), 4096, v); err != nil {
 		t.Fatalf("%s: the well-behaved client's Fill: %v", when, err)
 	}
-	if took := time.Since(start); took > strangerBound {
-		t.Errorf("%s: the well-behaved client's round trip took %v; want under %v", when, took, strangerBound)
+	if took := time.Since(start); took > liveBound {
+		t.Errorf("%s: the well-behaved client's round trip took %v; want under %v", when, took, liveBound)
 	}
 	for i, b := range w.host.Bytes() {
 		if b != v {
@@ -201,8 +251,9 @@ type stranger struct {
 	done   chan error
 }
 
-// otherUser is the uid a stranger runs as to be "not root": nobody.
-const otherUser = 65534
+// strangerUID is the uid and gid a stranger runs as to be "not root":
+// nobody.
+const strangerUID = 65534
 
 // startStranger starts the test binary as role against node, with arg,
 // as the user cred names (nil: this process's). A stranger of another uid

@@ -9,6 +9,8 @@
  * on the device's copy engine, and checks every byte:
  *
  *	fill [NODE]        NODE: the daemon's node; default as uapi.DefaultNode
+ *	fill -hang [NODE]  a stranger: a DELAY of 2^62 cycles, which must be stopped
+ *	fill -garbage [NODE]  a stranger: garbage in every ring slot and a wild doorbell
  *
  * The control calls are messages on the node (one datagram out, one
  * back); the submission is not. The whole life of the client:
@@ -277,11 +279,113 @@ static double now_seconds(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* ring rings the copy engine's doorbell: it stores tail, then kicks the
+ * engine if it may be asleep. The store publishes the slot's stores
+ * before it (it is a release, and more); the engine's load of
+ * RegDoorbell pairs with it.
+ *
+ * The need-wakeup check, after the doorbell store (abi/idle.go): an
+ * engine on its way to sleep stores RegNeedWakeup = 1, then loads the
+ * doorbell once more. Both sides store, then load what the other stored,
+ * all sequentially consistent, so one of the two loads sees the other's
+ * store: the engine finds our tail and runs, or this load reads 1 and the
+ * kick wakes it. A 0 here proves no kick is needed. */
+static void ring(_Atomic uint64_t *doorbell, uint64_t tail, unsigned char *public, int kick)
+{
+	atomic_store_explicit(doorbell, tail, memory_order_seq_cst);
+	if (atomic_load_explicit(word(public, SOFTGPU_PUBLIC_ENGINE_OFFSET(SOFTGPU_ENGINE_COPY) + SOFTGPU_REG_NEED_WAKEUP),
+				 memory_order_seq_cst) != 0) {
+		uint64_t one = 1;
+		/* The eventfd is non-blocking; EAGAIN means its count is full,
+		 * so a kick is pending already. */
+		if (write(kick, &one, sizeof one) != sizeof one && errno != EAGAIN)
+			fail("writing the kick eventfd: %s", strerror(errno));
+	}
+}
+
+/* channel_fault waits up to TIMEOUT_SECONDS for the daemon to fault the
+ * channel, and returns the fault; 0 (SOFTGPU_FAULT_NONE) if it did not. */
+static uint64_t channel_fault(unsigned char *status)
+{
+	_Atomic uint64_t *fault = word(status, SOFTGPU_STATUS_PAGE_OFFSET + SOFTGPU_REG_CHANNEL_FAULT);
+	double deadline = now_seconds() + TIMEOUT_SECONDS;
+	while (atomic_load(fault) == SOFTGPU_FAULT_NONE && now_seconds() < deadline)
+		sched_yield();
+	return atomic_load(fault);
+}
+
+/*
+ * The stranger's attacks (fill -hang, fill -garbage): what a hostile
+ * client can do with nothing but the pages the daemon gave it. Each ends
+ * with the daemon faulting this client's channel and no other: the Go
+ * test that runs it (fill_test.go) checks that a victim's round trips kept
+ * their latency meanwhile.
+ */
+
+/* hang submits a DELAY of 2^62 cycles, a command that never ends, and
+ * waits for the daemon's watchdog to stop it and fault the channel. */
+static int hang(unsigned char *user, unsigned char *status, unsigned char *public, int kick, uint32_t context,
+		uint32_t mask)
+{
+	_Atomic uint64_t *doorbell = word(user, SOFTGPU_USER_DOORBELL_OFFSET + SOFTGPU_REG_DOORBELL);
+	uint64_t index = atomic_load_explicit(doorbell, memory_order_relaxed);
+	unsigned char *slot = user + SOFTGPU_USER_RING_OFFSET + SOFTGPU_SLOT_OFFSET(index, mask);
+	memset(slot, 0, SOFTGPU_COMMAND_SIZE);
+	slot[SOFTGPU_OFF_OPCODE] = SOFTGPU_OP_DELAY;
+	slot[SOFTGPU_OFF_FLAGS] = SOFTGPU_FLAG_FENCE;
+	put16(slot + SOFTGPU_OFF_CONTEXT, (uint16_t)context);
+	put64(slot + SOFTGPU_OFF_SEQ, index);
+	put64(slot + SOFTGPU_OFF_VALUE, (uint64_t)1 << 62);
+	put64(slot + SOFTGPU_OFF_FENCE, index + 1);
+	ring(doorbell, index + 1, public, kick);
+	printf("hanging\n");
+	fflush(stdout);
+	uint64_t fault = channel_fault(status);
+	if (fault == SOFTGPU_FAULT_NONE)
+		fail("a DELAY of 2^62 cycles still runs after %d s: the daemon did not stop it", TIMEOUT_SECONDS);
+	printf("ok: the daemon stopped the DELAY and faulted the channel (fault %llu)\n", (unsigned long long)fault);
+	return 0;
+}
+
+/* garbage fills every ring slot and the rest of the doorbell page with
+ * pseudo-random bytes and hands the engine a full ring of them, then
+ * rings a doorbell far past the ring's end, and waits for the daemon to
+ * fault the channel. */
+static int garbage(unsigned char *user, unsigned char *status, unsigned char *public, int kick, uint32_t ring_size)
+{
+	_Atomic uint64_t *doorbell = word(user, SOFTGPU_USER_DOORBELL_OFFSET + SOFTGPU_REG_DOORBELL);
+	uint64_t index = atomic_load_explicit(doorbell, memory_order_relaxed);
+	uint64_t x = 0x9e3779b97f4a7c15u; /* xorshift64: the same garbage every run */
+	for (uint64_t off = SOFTGPU_USER_DOORBELL_OFFSET + 8; off < SOFTGPU_USER_RING_OFFSET; off += 8) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		atomic_store(word(user, off), x);
+	}
+	for (uint64_t off = 0; off < (uint64_t)ring_size * SOFTGPU_COMMAND_SIZE; off += 8) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		put64(user + SOFTGPU_USER_RING_OFFSET + off, x);
+	}
+	ring(doorbell, index + ring_size, public, kick);
+	ring(doorbell, index + 5 * (uint64_t)ring_size + 3, public, kick);
+	printf("garbage\n");
+	fflush(stdout);
+	uint64_t fault = channel_fault(status);
+	if (fault == SOFTGPU_FAULT_NONE)
+		fail("a doorbell %u slots past the ring's end: no channel fault after %d s", 5 * ring_size + 3,
+		     TIMEOUT_SECONDS);
+	printf("ok: the daemon faulted the channel (fault %llu)\n", (unsigned long long)fault);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	char node[4096];
+	enum { FILL, HANG, GARBAGE } mode = FILL;
+	if (argc > 1 && strcmp(argv[1], "-hang") == 0)
+		mode = HANG, argc--, argv++;
+	else if (argc > 1 && strcmp(argv[1], "-garbage") == 0)
+		mode = GARBAGE, argc--, argv++;
 	if (argc > 2)
-		fail("usage: fill [NODE]");
+		fail("usage: fill [-hang|-garbage] [NODE]");
 	if (argc == 2)
 		snprintf(node, sizeof node, "%s", argv[1]);
 	else
@@ -335,6 +439,11 @@ int main(int argc, char **argv)
 	struct softgpu_host_register reg = {.size = FILL_SIZE, .page_size = SOFTGPU_PAGE4K};
 	must_call(sock, HOST_REGISTER, &reg, &mem, 1, NULL, 0);
 
+	if (mode == HANG)
+		return hang(user, status, public, kick, attach.context, mask);
+	if (mode == GARBAGE)
+		return garbage(user, status, public, kick, ring_size);
+
 	/*
 	 * The submission: stores, no message. RegDoorbell is the ring's
 	 * tail, one past the last command handed over, so its value now is
@@ -363,27 +472,7 @@ int main(int argc, char **argv)
 	put64(slot + SOFTGPU_OFF_VALUE, FILL_VALUE);
 	put64(slot + SOFTGPU_OFF_FENCE, fence_value);
 
-	/* Ring the doorbell. This store publishes the slot's stores above
-	 * (it is a release, and more); the engine's load of RegDoorbell pairs
-	 * with it. */
-	atomic_store_explicit(doorbell, index + 1, memory_order_seq_cst);
-
-	/*
-	 * The need-wakeup check, after the doorbell store (abi/idle.go): an
-	 * engine on its way to sleep stores RegNeedWakeup = 1, then loads
-	 * the doorbell once more. Both sides store, then load what the other
-	 * stored, all sequentially consistent, so one of the two loads sees
-	 * the other's store: the engine finds our tail and runs, or this load
-	 * reads 1 and the kick wakes it. A 0 here proves no kick is needed.
-	 */
-	if (atomic_load_explicit(word(public, SOFTGPU_PUBLIC_ENGINE_OFFSET(SOFTGPU_ENGINE_COPY) + SOFTGPU_REG_NEED_WAKEUP),
-				 memory_order_seq_cst) != 0) {
-		uint64_t one = 1;
-		/* The eventfd is non-blocking; EAGAIN means its count is full,
-		 * so a kick is pending already. */
-		if (write(kick, &one, sizeof one) != sizeof one && errno != EAGAIN)
-			fail("writing the kick eventfd: %s", strerror(errno));
-	}
+	ring(doorbell, index + 1, public, kick);
 
 	/* Wait: poll the fence timeline. This load pairs with the engine's
 	 * store of RegFence, which it makes after the completion entry and

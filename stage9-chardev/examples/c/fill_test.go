@@ -1,9 +1,12 @@
 // Package c_test builds the C client fill.c with the system's C compiler
 // and runs it against a daemon in this process: the proof that
-// include/softgpu_uapi.h is enough to drive the device from C.
+// include/softgpu_uapi.h is enough to drive the device from C — and that
+// a stranger in C (fill -hang, fill -garbage; fill's own check of the
+// read-only pages reopened through /proc/self/fd) harms no other client.
 package c_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -13,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"softgpu/stage9-chardev/client"
+	"softgpu/stage9-chardev/driver"
 	"softgpu/stage9-chardev/internal/leakcheck"
 	"softgpu/stage9-chardev/internal/servetest"
 	"softgpu/stage9-chardev/server"
@@ -83,4 +88,94 @@ func TestFill(t *testing.T) {
 			t.Errorf("fill %s = exit %d, stdout %q, stderr %q; want exit 1 and a stderr starting %q", node, code, stdout, stderr, want)
 		}
 	})
+}
+
+// liveBound is the longest a victim's round trip (a 4 KiB FILL of its
+// host page and its fence) may take while the stranger attacks: it takes
+// well under a millisecond; two seconds is a wedge, not a slow machine.
+const liveBound = 2 * time.Second
+
+// TestAStrangerInC runs fill as a stranger beside a victim in this
+// process: a DELAY of 2^62 cycles (softgpud's default watchdog, 2 s,
+// must stop it) and garbage in its ring and doorbell page. Each must end
+// with the stranger's channel faulted, the victim's bytes right and its
+// round trips within liveBound before, during and after, and the daemon
+// closing cleanly (serve's cleanup). The read-only pages reopened
+// O_RDWR through /proc/self/fd are fill's own check, in every mode.
+func TestAStrangerInC(t *testing.T) {
+	bin := build(t)
+	for _, tc := range []struct{ mode, says string }{{"-hang", "hanging"}, {"-garbage", "garbage"}} {
+		t.Run(tc.mode, func(t *testing.T) {
+			s := serve(t, server.Config{Driver: driver.Config{Watchdog: uint64(2 * time.Second)}}) // softgpud's default
+			victim, err := client.Dial(s.Node())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer victim.Close()
+			h, err := victim.HostAlloc(4096)
+			if err != nil {
+				t.Fatal(err)
+			}
+			trips := 0
+			roundTrip := func(when string) {
+				t.Helper()
+				trips++
+				v := byte(trips)
+				start := time.Now()
+				if err := victim.Fill(h.Ptr(), 4096, v); err != nil {
+					t.Fatalf("%s: the victim's Fill: %v", when, err)
+				}
+				if took := time.Since(start); took > liveBound {
+					t.Errorf("%s: the victim's round trip took %v; want under %v", when, took, liveBound)
+				}
+				for i, b := range h.Bytes() {
+					if b != v {
+						t.Fatalf("%s: the victim's byte %d reads %#x; want %#x", when, i, b, v)
+					}
+				}
+			}
+			roundTrip("before the stranger")
+
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, tc.mode, s.Node())
+			var errOut bytes.Buffer
+			cmd.Stderr = &errOut
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			lines := bufio.NewScanner(out)
+			if !lines.Scan() || lines.Text() != tc.says {
+				cmd.Wait()
+				t.Fatalf("fill %s said %q, not %q\nstderr:\n%s", tc.mode, lines.Text(), tc.says, errOut.String())
+			}
+			rest := make(chan string, 1)
+			go func() {
+				var b strings.Builder
+				for lines.Scan() {
+					b.WriteString(lines.Text() + "\n")
+				}
+				rest <- b.String()
+			}()
+			var said string
+			for ended := false; !ended; {
+				select {
+				case said = <-rest: // its stdout closed: it has exited
+					ended = true
+				default:
+					roundTrip("while the stranger attacks")
+				}
+			}
+			err = cmd.Wait()
+			if err != nil || !strings.HasPrefix(said, "ok: the daemon") {
+				t.Errorf("fill %s: %v, stdout %q; want exit 0 and the daemon's fault\nstderr:\n%s", tc.mode, err, said, errOut.String())
+			}
+			t.Logf("fill %s: %s(%d round trips of the victim meanwhile)", tc.mode, said, trips-1)
+			roundTrip("after the stranger")
+		})
+	}
 }
