@@ -545,7 +545,11 @@ func (c *client) notify() {
 
 // kickLoop wakes the engines of the client's channels each time the
 // client writes its kick eventfd: after a doorbell store that found
-// RegNeedWakeup set, the client's half of the need-wakeup handshake. It
+// RegNeedWakeup set, the client's half of the need-wakeup handshake. A
+// client of 2.2 or later does not write it — it wakes the engine itself,
+// with FUTEX_WAKE on the doorbell (device/kick.go) — so this goroutine's
+// one job is the clients of 2.0 and 2.1, whose kicks would otherwise be
+// lost; it costs a parked goroutine per client, woken by nobody else. It
 // ends when the descriptor is closed.
 func (c *client) kickLoop(kick *os.File) {
 	var b [8]byte

@@ -22,8 +22,9 @@
 // client submits by stores into memory the engines read and waits by
 // loads of memory the engines write, with the daemon's driver on neither
 // path. The two sides wake each other on the data path only when the
-// other said it needs it: the client writes its kick eventfd when an
-// engine it rang was asleep (RegNeedWakeup, idle gating), and an engine
+// other said it needs it: the client calls FUTEX_WAKE on the doorbell it
+// stored when the engine it rang was asleep (RegNeedWakeup, idle gating;
+// the engine sleeps on that word, device/kick.go), and an engine
 // that completes a fence a waiter of the client armed (RegIrqArm) wakes
 // that waiter with a futex wake of the fence word, where it sleeps
 // (device.FenceVector). The irq eventfd carries the rest: a channel's
