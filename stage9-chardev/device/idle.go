@@ -22,6 +22,8 @@ import (
 // yields or another thread steals it. The driver yields at once for that
 // reason (driver/idle.go, handoff); even so, the wake costs more than a bare
 // futex wake of a sleeping thread, which Baseline/wake measures beside it.
+// An engine of a shared device (Config.Shared) sleeps in the kernel
+// instead, so that a client in another process can wake it (kick.go).
 //
 // The need-wakeup handshake, engine side (the driver's is in
 // driver/idle.go):

@@ -34,7 +34,9 @@ import (
 // needs no word of its own, nor any page a client could write for
 // another. This is the reverse of the fence's path (FenceVector, shared.go),
 // where a client's waiter sleeps on its fence word and the engine wakes it.
-//
+
+// ANCHOR: kickhandshake
+
 // The handshake, with the pairs (Go's atomics are sequentially consistent;
 // so are a locked x86 store and load between processes):
 //
@@ -49,15 +51,17 @@ import (
 // No kick is lost. S1 pairs with C2, and C1 with L2: if L2 missed C1, then
 // L2 came before C1 in the one order of the four accesses, so S1 came
 // before C2, and C2 loads 1 — the client kicks. The kick cannot come too
-// early for W either: the kernel compares the doorbell with the tail in W
-// under the lock of the futex's hash bucket, after queueing the engine,
-// and C3 takes that lock; so either W's comparison sees C1 (and returns at
+// early for W either: in W the kernel compares each doorbell with its tail
+// under the lock of the futex's hash bucket and queues the engine before
+// it lets the lock go, and C3 takes that lock; so either W's comparison sees C1 (and returns at
 // once) or the engine is queued when C3 looks for it (and is woken). The
 // kick word is the same argument for the daemon's own wakes: a runlist
 // submit stores RegRunlistGen and then adds to the kick word; if L2 missed
 // the store, the add came after L1, so W's comparison sees it or the wake
 // finds the engine queued.
-//
+
+// ANCHOR_END: kickhandshake
+
 // What a hostile client can do with this. It can store anything to its
 // doorbell and call FUTEX_WAKE on it as often as it likes; the engine
 // never trusts either for more than "look at the runlist". A wake-up
@@ -79,6 +83,19 @@ import (
 // doorbell can do that, and it only leaves its own channel unserved until
 // its next kick or the sleep's timeout, kickTimeout, after which the
 // engine looks again.
+
+// What it costs the daemon's other goroutines. An engine goroutine in
+// futex_waitv is in a blocking system call, and keeps its P — the Go
+// runtime's right to run Go code — until the runtime's monitor (sysmon)
+// sees it blocked and hands the P to another thread: after 20 µs at the
+// soonest, and up to its 10 ms back-off in a process that has been quiet.
+// With two engines asleep on a two-core GOMAXPROCS, the daemon's socket
+// goroutines may wait that long to run a control call; the data path does
+// not pass through them. On waking, the engine gets its P back if nobody
+// took it, or an idle one; only a daemon whose every P is busy makes it
+// queue. That is the price of having the client's system call land on the
+// engine itself, and the reason an in-process device keeps parking its
+// engines on a channel (park).
 
 // kickTimeout bounds one futex sleep of an engine: the look at the rings
 // a doorbell stored a multiple of 2^32 past its tail would otherwise
