@@ -148,11 +148,14 @@ var ErrNodeBusy = errors.New("softgpu: a daemon is already serving this node")
 // the sleep would have; shorter, and the next command pays for a wake that
 // a little more spinning would have saved. In-process, the wake is the
 // driver handing its thread to the engine; here it is a client's kick,
-// an eventfd write that a parked thread of the daemon must be woken for,
-// and on the measured machine that costs about 80 µs on average
-// (Boundary/op=wake3ms/path=node's mean-ns in book/records/chardev.json),
-// against under 10 µs in-process, with a long tail; 100 µs is that,
-// rounded up. A client whose commands come 60 µs apart — the time it
+// which must wake a thread of the daemon asleep in the kernel. When this
+// was chosen the kick was an eventfd write read by a goroutine of the
+// daemon, and on the measured machine that cost about 80 µs on average
+// (Boundary/op=wake3ms/path=node's mean-ns in book/records/chardev.json,
+// taken before uapi 2.2), against under 10 µs in-process, with a long
+// tail; 100 µs is that, rounded up. Since 2.2 the kick wakes the engine
+// itself (device/kick.go), which costs less; the budget stays until a
+// record of the new kick says by how much. A client whose commands come 60 µs apart — the time it
 // takes to write a megabyte and be woken for the last copy — would find
 // the engine asleep at many of them with the in-process 50 µs.
 const DefaultIdleBudget = 100_000
