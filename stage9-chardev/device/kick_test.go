@@ -64,7 +64,7 @@ func TestAClientKicksTheEngineThroughItsDoorbell(t *testing.T) {
 			i := start + k
 			cmd := abi.Command{Op: abi.OpNop, Seq: i}
 			cmd.Encode(user[abi.RegPageSize+abi.SlotOffset(i, mask):])
-			bell.Store(i + 1) // C1
+			bell.Store(i + 1)                                                // C1
 			if d.regs.Load(abi.EngineStatusPage(e)+abi.RegNeedWakeup) != 0 { // C2
 				futex.Wake(bell) // C3: the client's kick, not d.Wake
 			}
