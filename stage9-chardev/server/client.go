@@ -212,7 +212,8 @@ func (c *client) dispatch(arg uapi.Arg, fds []int) (send []int, closeAfter []*os
 func (s *Server) ringSize() uint64 { return s.dev.Registers().Load(abi.RegRingSize) }
 
 // attach gives the client its context and the three descriptors of the
-// data path: the public pages, the kick eventfd, the irq eventfd.
+// data path: the public pages, the kick eventfd (which only clients of
+// uapi 2.0 and 2.1 write: kickLoop), the irq eventfd.
 func (c *client) attach(a *uapi.Attach) (send []int, closeAfter []*os.File, err error) {
 	if c.ctx != nil {
 		return nil, nil, fmt.Errorf("ATTACH twice: %w", uapi.ErrBusy)
