@@ -18,7 +18,9 @@
 //
 // The futexes are not FUTEX_PRIVATE: the key is the page of the shared
 // file and the offset in it, so the daemon's mapping and a client's name
-// the same futex wherever each has it mapped.
+// the same futex wherever each has it mapped. The one exception is a
+// word no other process maps, which WaitAny may be told is private
+// (Waiter.Private) and WakePrivate wakes.
 package futex
 
 import (
