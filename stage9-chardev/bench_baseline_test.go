@@ -55,6 +55,9 @@ func BenchmarkBaseline(b *testing.B) {
 	// wake/gap=... and quiet: a bare futex wake after a quiet gap, and the
 	// bill of Quiet's own loop.
 	benchWakeBaseline(b)
+	// op=futexwake/path=process: the same wake, shared, to a thread of
+	// another process — the floor under Boundary/op=wake3ms/path=node.
+	b.Run("op=futexwake/path=process", benchFutexWakeProcess)
 	b.Run("quiet", measureQuiet) // with no device open
 }
 

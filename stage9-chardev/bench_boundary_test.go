@@ -30,7 +30,8 @@ import (
 // differ in the boundary alone. Besides time, node rows report msgs/op,
 // the socket messages the daemon received from the client per operation
 // (its CLIENT_INFO count, read before and after), and kicks/op, the
-// eventfd writes that woke a sleeping engine. The seed's sentence is the
+// client's kicks of a sleeping engine (FUTEX_WAKE on a doorbell word
+// since uapi 2.2, eventfd writes before; device/kick.go). The seed's sentence is the
 // claim under test: submission stores into the mapped ring and rings the
 // doorbell; it does not ioctl.
 func BenchmarkBoundary(b *testing.B) {

@@ -27,3 +27,9 @@ func futexSleep(w *atomic.Uint32, val uint32) {
 func futexWakeOne(w *atomic.Uint32) {
 	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWake|futexPrivateFlag, 1, 0, 0, 0)
 }
+
+// mappedWords views a mapping as 64-bit words, for
+// Baseline/op=futexwake/path=process's page shared by two processes.
+func mappedWords(m []byte) []atomic.Uint64 {
+	return unsafe.Slice((*atomic.Uint64)(unsafe.Pointer(&m[0])), len(m)/8)
+}

@@ -150,7 +150,7 @@ func (g *GPU) open(cfg Config) error {
 	unix.SetNonblock(fds[uapi.AttachFDIrq], true)
 	kick := os.NewFile(uintptr(fds[uapi.AttachFDKick]), "kick")
 	irq := os.NewFile(uintptr(fds[uapi.AttachFDIrq]), "irq")
-	g.hw, err = newHardware(public, kick, irq, at.ClockEpoch)
+	g.hw, err = newHardware(public, kick, irq, at.ClockEpoch, g.version.Minor >= 2) // 2.2: the futex kick (uapi.AttachFDKick)
 	if err != nil {
 		kick.Close()
 		irq.Close()
@@ -338,8 +338,9 @@ func (g *GPU) Now() uint64 { return g.hw.now() }
 // submits carries it.
 func (g *GPU) Context() abi.Context { return g.context }
 
-// Kicks returns how many times the client has written the kick eventfd:
-// doorbells that found an engine asleep.
+// Kicks returns how many times the client has kicked an engine — a
+// FUTEX_WAKE of a doorbell word, or with a daemon older than 2.2 a write
+// of the kick eventfd: doorbells that found an engine asleep.
 func (g *GPU) Kicks() uint64 { return g.hw.kicks.Load() }
 
 // Doorbells returns how many doorbell stores the client has made.

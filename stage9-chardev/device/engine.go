@@ -42,6 +42,7 @@ type Engine struct {
 	context   []byte        // engctx.go: the live engine context, Config.ContextSize bytes (private)
 	wd        watch         // watchdog.go: what the watchdog unit sees of the running command, and its requests
 	wokenAt   atomic.Uint64 // idle.go: when Wake was last called
+	kick      kick          // kick.go: how a shared device's engine sleeps, and is woken from another process
 }
 
 func newEngine(d *Device, id abi.Engine) *Engine {

@@ -22,6 +22,8 @@ import (
 // yields or another thread steals it. The driver yields at once for that
 // reason (driver/idle.go, handoff); even so, the wake costs more than a bare
 // futex wake of a sleeping thread, which Baseline/wake measures beside it.
+// An engine of a shared device (Config.Shared) sleeps in the kernel
+// instead, so that a client in another process can wake it (kick.go).
 //
 // The need-wakeup handshake, engine side (the driver's is in
 // driver/idle.go):
@@ -113,6 +115,7 @@ func (e *Engine) sleep() {
 	// Announce the sleep before the last look at the doorbell. This store
 	// pairs with the driver's load of RegNeedWakeup in wakeIfIdle.
 	regs.Store(e.statusPage+abi.RegNeedWakeup, 1)
+	armed := e.armKick() // a shared device's kick word, before the re-check (kick.go)
 	// The re-check: every channel on the runlist (anyWork, sched.go).
 	// Each load of a RegDoorbell pairs with the driver's store of that
 	// doorbell. No lost wake-up: the driver stores a channel's tail, then
@@ -129,7 +132,7 @@ func (e *Engine) sleep() {
 		regs.Store(e.statusPage+abi.RegSleeps, regs.Load(e.statusPage+abi.RegSleeps)+1) // the engine is its only writer
 		regs.Store(e.statusPage+abi.RegEngineState, abi.EngineAsleep)
 		start := e.dev.clock.Now()
-		<-e.wakeup
+		e.park(armed) // <-e.wakeup, or on a shared device a futex sleep a client can end (kick.go)
 		woke := e.dev.clock.Now()
 		// This store pairs with the driver's load of RegEngineState in
 		// invalidate; checkInval's load of RegInvalGen comes after it
@@ -192,6 +195,10 @@ func (d *Device) WakeEngine(e abi.Engine) {
 	}
 	eng := d.engines[e]
 	eng.wokenAt.Store(d.clock.Now()) // for the trace and the adaptive budget: where the gap ended
+	if d.shm != nil {
+		eng.kickEngine() // kick.go: its engines sleep on a futex, not on wakeup
+		return
+	}
 	select {
 	case eng.wakeup <- struct{}{}:
 	default: // a token is already waiting: the engine will see this doorbell too

@@ -91,6 +91,9 @@ type memory struct {
 // sharedMemory maps the register space and the rings, and the public
 // memfd over the public pages.
 func sharedMemory(ringSize uint64) (*memory, error) {
+	if err := checkWaitv(); err != nil { // its engines sleep in futex_waitv (kick.go)
+		return nil, err
+	}
 	m := &memory{}
 	var err error
 	if m.regs, err = anonymous(abi.RegSpaceSize); err != nil {

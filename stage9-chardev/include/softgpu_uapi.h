@@ -437,7 +437,7 @@ _Static_assert(sizeof(struct softgpu_client_quota) == 144, "struct softgpu_clien
 
 /* Versions and capabilities (uapi/args.go) */
 #define SOFTGPU_VERSION_MAJOR 2
-#define SOFTGPU_VERSION_MINOR 1
+#define SOFTGPU_VERSION_MINOR 2
 /* managed memory: allocations whose pages migrate on device faults */
 #define SOFTGPU_CAP_MANAGED 0x1
 /* the daemon records a trace of the device */
@@ -452,10 +452,15 @@ _Static_assert(sizeof(struct softgpu_client_quota) == 144, "struct softgpu_clien
  */
 #define SOFTGPU_ATTACH_FD_PUBLIC 0
 /*
- * AttachFDKick is an eventfd the client writes (any nonzero count)
- * to wake an engine it found asleep: after it stores a doorbell and
- * then loads the engine's RegNeedWakeup as 1, the need-wakeup
- * handshake of abi/idle.go. Both eventfds are non-blocking (and
+ * AttachFDKick is an eventfd that a client of a daemon older than
+ * 2.2 writes (any nonzero count) to wake an engine it found asleep:
+ * after it stores a doorbell and then loads the engine's
+ * RegNeedWakeup as 1, the need-wakeup handshake of abi/idle.go.
+ * Since 2.2 the engine sleeps in the kernel on the doorbell words of
+ * the channels it serves, and the kick is FUTEX_WAKE on the
+ * doorbell word just stored: shared (no FUTEX_PRIVATE_FLAG), its low
+ * 32 bits at the word's own address. A 2.2 daemon still reads the
+ * eventfd, for 2.0 and 2.1 clients. Both eventfds are non-blocking (and
  * stay so in the client, which shares the open file): a write that
  * fails with EAGAIN means the count is full, so a kick is pending
  * already, and a read that fails with EAGAIN means nothing is.

@@ -212,7 +212,8 @@ func (c *client) dispatch(arg uapi.Arg, fds []int) (send []int, closeAfter []*os
 func (s *Server) ringSize() uint64 { return s.dev.Registers().Load(abi.RegRingSize) }
 
 // attach gives the client its context and the three descriptors of the
-// data path: the public pages, the kick eventfd, the irq eventfd.
+// data path: the public pages, the kick eventfd (which only clients of
+// uapi 2.0 and 2.1 write: kickLoop), the irq eventfd.
 func (c *client) attach(a *uapi.Attach) (send []int, closeAfter []*os.File, err error) {
 	if c.ctx != nil {
 		return nil, nil, fmt.Errorf("ATTACH twice: %w", uapi.ErrBusy)
@@ -545,7 +546,11 @@ func (c *client) notify() {
 
 // kickLoop wakes the engines of the client's channels each time the
 // client writes its kick eventfd: after a doorbell store that found
-// RegNeedWakeup set, the client's half of the need-wakeup handshake. It
+// RegNeedWakeup set, the client's half of the need-wakeup handshake. A
+// client of 2.2 or later does not write it — it wakes the engine itself,
+// with FUTEX_WAKE on the doorbell (device/kick.go) — so this goroutine's
+// one job is the clients of 2.0 and 2.1, whose kicks would otherwise be
+// lost; it costs a parked goroutine per client, woken by nobody else. It
 // ends when the descriptor is closed.
 func (c *client) kickLoop(kick *os.File) {
 	var b [8]byte

@@ -10,7 +10,8 @@
 //	connect                           ──►    accept; SO_PEERCRED: may it?
 //	VERSION {1, 0}                    ──►    same major? then the device's shape
 //	ATTACH                            ──►    a context of its own; the public
-//	                                  ◄──    pages, a kick eventfd, an irq eventfd
+//	                                  ◄──    pages, a kick eventfd (for 2.0/2.1
+//	                                         clients), an irq eventfd
 //	CHANNEL_OPEN {engine, priority}   ──►    a channel in its context, its pages
 //	                                  ◄──    moved into two memfds (device.Share)
 //	ALLOC, HOST_REGISTER (a memfd)    ──►    memory in its context
@@ -22,8 +23,9 @@
 // client submits by stores into memory the engines read and waits by
 // loads of memory the engines write, with the daemon's driver on neither
 // path. The two sides wake each other on the data path only when the
-// other said it needs it: the client writes its kick eventfd when an
-// engine it rang was asleep (RegNeedWakeup, idle gating), and an engine
+// other said it needs it: the client calls FUTEX_WAKE on the doorbell it
+// stored when the engine it rang was asleep (RegNeedWakeup, idle gating;
+// the engine sleeps on that word, device/kick.go), and an engine
 // that completes a fence a waiter of the client armed (RegIrqArm) wakes
 // that waiter with a futex wake of the fence word, where it sleeps
 // (device.FenceVector). The irq eventfd carries the rest: a channel's
@@ -150,11 +152,14 @@ var ErrNodeBusy = errors.New("softgpu: a daemon is already serving this node")
 // the sleep would have; shorter, and the next command pays for a wake that
 // a little more spinning would have saved. In-process, the wake is the
 // driver handing its thread to the engine; here it is a client's kick,
-// an eventfd write that a parked thread of the daemon must be woken for,
-// and on the measured machine that costs about 80 µs on average
-// (Boundary/op=wake3ms/path=node's mean-ns in book/records/chardev.json),
-// against under 10 µs in-process, with a long tail; 100 µs is that,
-// rounded up. A client whose commands come 60 µs apart — the time it
+// which must wake a thread of the daemon asleep in the kernel. When this
+// was chosen the kick was an eventfd write read by a goroutine of the
+// daemon, and on the measured machine that cost about 80 µs on average
+// (Boundary/op=wake3ms/path=node's mean-ns in book/records/chardev.json,
+// taken before uapi 2.2), against under 10 µs in-process, with a long
+// tail; 100 µs is that, rounded up. Since 2.2 the kick wakes the engine
+// itself (device/kick.go), which costs less; the budget stays until a
+// record of the new kick says by how much. A client whose commands come 60 µs apart — the time it
 // takes to write a megabyte and be woken for the last copy — would find
 // the engine asleep at many of them with the in-process 50 µs.
 const DefaultIdleBudget = 100_000

@@ -58,9 +58,14 @@ const (
 // only where a 2.0 daemon would have run the device out for everyone.
 // It also took the device's counters off the public pages (abi/counters.go):
 // a 2.0 client that read them there reads zeros; INFO has them.
+//
+// 2.2 made the kick a futex: a client wakes an engine it found asleep
+// with FUTEX_WAKE on its channel's RegDoorbell word (AttachFDKick). A
+// 2.2 daemon still serves the kick eventfd for clients of 2.0 and 2.1,
+// and a 2.2 client writes it to a daemon older than 2.2.
 const (
 	VersionMajor = 2
-	VersionMinor = 1
+	VersionMinor = 2
 )
 
 // Attach is the argument of ATTACH: the client becomes a context of the
@@ -80,10 +85,15 @@ const (
 	// register space's global page and the engines' status pages
 	// (memfd.go).
 	AttachFDPublic = 0
-	// AttachFDKick is an eventfd the client writes (any nonzero count)
-	// to wake an engine it found asleep: after it stores a doorbell and
-	// then loads the engine's RegNeedWakeup as 1, the need-wakeup
-	// handshake of abi/idle.go. Both eventfds are non-blocking (and
+	// AttachFDKick is an eventfd that a client of a daemon older than
+	// 2.2 writes (any nonzero count) to wake an engine it found asleep:
+	// after it stores a doorbell and then loads the engine's
+	// RegNeedWakeup as 1, the need-wakeup handshake of abi/idle.go.
+	// Since 2.2 the engine sleeps in the kernel on the doorbell words of
+	// the channels it serves, and the kick is FUTEX_WAKE on the
+	// doorbell word just stored: shared (no FUTEX_PRIVATE_FLAG), its low
+	// 32 bits at the word's own address. A 2.2 daemon still reads the
+	// eventfd, for 2.0 and 2.1 clients. Both eventfds are non-blocking (and
 	// stay so in the client, which shares the open file): a write that
 	// fails with EAGAIN means the count is full, so a kick is pending
 	// already, and a read that fails with EAGAIN means nothing is.

@@ -85,7 +85,8 @@
 // page in them is the register-space page of the same name, at the
 // offsets package abi gives, so a command is submitted exactly as the
 // in-process driver submits one: write the slot, store the doorbell, load
-// the engine's RegNeedWakeup, and write the kick eventfd if it reads 1.
+// the engine's RegNeedWakeup, and if it reads 1 kick the engine: since
+// 2.2, FUTEX_WAKE on the doorbell word itself (AttachFDKick says how).
 // memfd.go gives the offsets; the C header repeats them with the abi
 // constants a C client needs.
 //

@@ -91,3 +91,49 @@ func TestTwoMappingsNameOneFutex(t *testing.T) {
 		t.Fatal("a Wake through the read-write mapping did not reach the sleeper on the read-only one")
 	}
 }
+
+// TestWaitAny: a sleep on several words ends at a Wake of any one of
+// them; a word that no longer holds what the caller saw stops the sleep
+// before it starts (the value check the engine's sleep rests on); and an
+// unchanged set sleeps out its timeout.
+func TestWaitAny(t *testing.T) {
+	var a, b atomic.Uint64
+	scratch := NewScratch(2)
+	ws := []Waiter{{Word: &a, Seen: 0, Private: true}, {Word: &b, Seen: 0}}
+	t.Run("wake of the second word", func(t *testing.T) {
+		done := make(chan bool)
+		go func() {
+			timedOut, err := WaitAny(ws, NewScratch(2), 10*time.Second)
+			done <- err == nil && !timedOut
+		}()
+		time.Sleep(50 * time.Millisecond) // let it sleep
+		b.Store(1)
+		Wake(&b)
+		select {
+		case ok := <-done:
+			if !ok {
+				t.Fatal("WaitAny failed or slept out its timeout")
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a Wake of the second word did not end WaitAny")
+		}
+		b.Store(0)
+	})
+	t.Run("changed word", func(t *testing.T) {
+		a.Store(3)
+		defer a.Store(0)
+		if timedOut, err := WaitAny(ws, scratch, 10*time.Second); err != nil || timedOut {
+			t.Fatalf("WaitAny on a changed word = timedOut %v, %v; want an at-once return", timedOut, err)
+		}
+	})
+	t.Run("unchanged words time out", func(t *testing.T) {
+		if timedOut, err := WaitAny(ws, scratch, 20*time.Millisecond); err != nil || !timedOut {
+			t.Fatalf("WaitAny on unchanged words = timedOut %v, %v; want a timeout", timedOut, err)
+		}
+	})
+	t.Run("too many words", func(t *testing.T) {
+		if _, err := WaitAny(ws, NewScratch(1), time.Second); err == nil {
+			t.Fatal("WaitAny with scratch for 1 of 2 words succeeded")
+		}
+	})
+}
