@@ -206,6 +206,7 @@ func (c *client) stopPager(va uint64) {
 func (p *pager) serveFaults() {
 	defer close(p.done)
 	buf := make([]byte, 16*uffd.MsgSize)
+	var last []byte // the previous read's messages, for replayFaults
 	for {
 		n, err := p.file.Read(buf)
 		if err != nil {
@@ -214,11 +215,22 @@ func (p *pager) serveFaults() {
 			}
 			return // closed by stopPager, or the client's address space is gone
 		}
+		if replayFaults.Load() {
+			for off := 0; off+uffd.MsgSize <= len(last); off += uffd.MsgSize {
+				p.serve(last[off : off+uffd.MsgSize])
+			}
+			last = append(last[:0], buf[:n]...)
+		}
 		for off := 0; off+uffd.MsgSize <= n; off += uffd.MsgSize {
 			p.serve(buf[off : off+uffd.MsgSize])
 		}
 	}
 }
+
+// replayFaults, a test hook, has serveFaults serve every message a second
+// time with the next read — by then the client has had its page, and may
+// have written it — as the kernel may deliver a fault twice.
+var replayFaults atomic.Bool
 
 // serve answers one fault message.
 func (p *pager) serve(msg []byte) {
