@@ -67,7 +67,8 @@ func (m *Managed) SetPager(p Pager) error {
 }
 
 // HostFault serves the host's touch of page i: if the page is on the
-// device it comes back (toHost), filling the hole its move punched. A
+// device it comes back (toHost), filling the hole its move punched, with
+// the pages after it in its prefetch window that are on the device too. A
 // page already on the host — a duplicate fault, or a fault that raced
 // with another's answer — is not written again: the per-page state is
 // what makes a duplicate harmless. It reports whether the page moved.
@@ -85,11 +86,18 @@ func (m *Managed) HostFault(i int) (bool, error) {
 		d.um.stats.HostDuplicates++
 		return false, nil
 	}
+	// The page and the rest of its prefetch window come back together,
+	// under one invalidation: a host reading on from the page would
+	// otherwise pay a fault's round trip through this process per page.
+	window := 1
+	if d.um.policy != PrefetchOff {
+		window = max(d.um.window, 1)
+	}
 	start := d.Now()
-	moved := d.toHost(m, i, 1, false)
+	moved := d.toHost(m, i, window, false)
 	d.migrateTrace(start, moved, ToHost)
 	d.um.stats.HostFaults++
-	return moved == 1, nil
+	return moved > 0, nil
 }
 
 // pagerProtect is Protect, if m has a pager. The caller holds um.mu.
