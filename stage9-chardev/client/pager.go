@@ -196,3 +196,10 @@ func (g *GPU) daemonPID() (int, error) {
 	}
 	return int(cred.Pid), nil
 }
+
+// UserModeOnly reports whether m's userfaultfd traps user-mode faults
+// only (an unprivileged client where vm.unprivileged_userfaultfd is 0):
+// then a system call given a range of Bytes that holds a page on the
+// device fails with EFAULT, and the program brings the range home first
+// (Sync, or Prefetch to the host).
+func (m *Managed) UserModeOnly() bool { return m.userModeOnly }
