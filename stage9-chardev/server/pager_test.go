@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"softgpu/stage9-chardev/client"
+	"softgpu/stage9-chardev/driver"
 	"softgpu/stage9-chardev/server"
 )
 
@@ -156,5 +157,63 @@ func TestPagerHostAndDeviceSeeEachOthersWrites(t *testing.T) {
 	}
 	if st.PagerErrors != 0 {
 		t.Errorf("%d pages could not be taken from the host", st.PagerErrors)
+	}
+}
+
+// pagerThrash is the "pagerthrash" role: the device writes page 0 and the
+// host reads it back, up to 200 rounds, each round checked, until the
+// daemon reports the page mapped remotely (the thrashing guard) and a few
+// rounds have run that way; it prints "remote" if it saw that, then "ok".
+func pagerThrash(node string) error {
+	g, err := client.Dial(node)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	m, err := g.AllocManaged(2 << 12)
+	if err != nil {
+		return err
+	}
+	if !m.Paged() {
+		return fmt.Errorf("AllocManaged: the allocation is not paged")
+	}
+	host := m.Bytes()
+	remoteRounds := 0
+	for round := range 200 {
+		v := byte(round + 1)
+		if err := g.Fill(m.Ptr()+100, 200, v); err != nil {
+			return fmt.Errorf("round %d: Fill: %w", round, err)
+		}
+		if host[100] != v || host[299] != v {
+			return fmt.Errorf("round %d: the host reads %#x, %#x; want %#x", round, host[100], host[299], v)
+		}
+		host[300] = v // a host write the device never sees
+		if _, remote := m.Resident(); remote > 0 {
+			remoteRounds++
+			if remoteRounds == 5 {
+				fmt.Println("remote")
+				break
+			}
+		}
+	}
+	fmt.Println("ok")
+	return nil
+}
+
+// TestPagerThrashGuardSeesTheHost: a page the device writes and the host
+// reads back, round after round, moves both ways each time — host faults
+// now move it, as device faults always did — so the thrashing guard stage
+// 8 built sees the ping-pong and maps the page remotely: from then on
+// both sides reach the same host page with no migration, and the host's
+// reads stay right. Like stage 8's TestManagedThrashingGuard, it relies on
+// some rounds coming within the guard's lapse (500 µs of device time) of
+// each other, with a threshold of 2 and up to 200 rounds to find them.
+func TestPagerThrashGuardSeesTheHost(t *testing.T) {
+	s := serve(t, server.Config{Driver: driver.Config{Prefetch: driver.PrefetchOff, ThrashThreshold: 2}})
+	c := startChild(t, "pagerthrash", s.Node(), 0, 0)
+	c.expect(t, "remote")
+	c.succeed(t)
+	if st := s.ManagedStats(); st.Thrashing == 0 || st.HostFaults == 0 {
+		t.Errorf("Thrashing %d, HostFaults %d; want both above 0", st.Thrashing, st.HostFaults)
 	}
 }

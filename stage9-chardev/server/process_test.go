@@ -43,6 +43,8 @@ func TestMain(m *testing.M) {
 		os.Exit(report(victim(os.Getenv(nodeEnv))))
 	case "pager": // pager_test.go
 		os.Exit(report(pagerClient(os.Getenv(nodeEnv), envInt(seedEnv), envInt(lapsEnv))))
+	case "pagerthrash": // pager_test.go
+		os.Exit(report(pagerThrash(os.Getenv(nodeEnv))))
 	case "pagervictim": // pager_hostile_test.go
 		os.Exit(report(pagerVictim(os.Getenv(nodeEnv))))
 	default:
