@@ -97,6 +97,8 @@ type GPU struct {
 	stage   *HostBuffer
 	hostMu  sync.Mutex
 	hosts   []*HostBuffer
+
+	paged pagedSet // managed allocations with a pager, each with an armed liveness socket (pager.go)
 }
 
 // Dial connects to the daemon at node (uapi.DefaultNode() if empty).
@@ -188,6 +190,7 @@ func (g *GPU) Close() error {
 	if g.closed.Swap(true) {
 		return nil
 	}
+	g.paged.disarmAll() // pager.go: before the daemon lets us go
 	g.conn.close()
 	g.hw.close()
 	<-g.cl.Done()

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"errors"
 	"fmt"
 
 	"golang.org/x/sys/unix"
@@ -13,13 +14,19 @@ import (
 // pointer, whose pages move to whichever side uses them. Its host side is a memfd
 // the client made and the daemon adopted (MANAGED_ALLOC): Bytes is the
 // client's mapping of it, the very pages the daemon's fault handler moves
-// to and from device memory. As in-process, the host must Sync before it
-// reads what the device wrote.
+// to and from device memory. With a daemon of 2.2 or later the daemon is
+// its pager (pager.go), and the host touches Bytes with no Sync; without
+// one, as in-process, the host must Sync before it reads what the device
+// wrote (Paged says which).
 type Managed struct {
 	g       *GPU
 	va      uint64
 	size    uint64
 	mapping []byte
+
+	uffd         int  // the userfaultfd the daemon pages it through, or -1 (pager.go)
+	live         int  // with uffd, the client's end of its liveness socket pair, armed
+	userModeOnly bool // uffd was made UFFD_USER_MODE_ONLY
 }
 
 // Location is where Prefetch moves pages: ToDevice or ToHost.
@@ -48,13 +55,19 @@ func (g *GPU) AllocManaged(size uint64) (*Managed, error) {
 		unix.Munmap(mapping)
 		return nil, g.err(err)
 	}
-	return &Managed{g: g, va: a.VA, size: size, mapping: mapping}, nil
+	m := &Managed{g: g, va: a.VA, size: size, mapping: mapping, uffd: -1}
+	if err := m.startPager(); err != nil && !errors.Is(err, ErrNoPager) {
+		m.Free()
+		return nil, err
+	}
+	return m, nil
 }
 
 // Ptr returns the allocation's address, for commands.
 func (m *Managed) Ptr() Ptr { return Ptr(m.va) }
 
-// Bytes returns the host side: read it after Sync.
+// Bytes returns the host side: if Paged, simply memory; if not, read it
+// after Sync.
 func (m *Managed) Bytes() []byte { return m.mapping[:m.size] }
 
 // Size returns the allocation's size.
@@ -99,11 +112,13 @@ func (m *Managed) Resident() (device, remote int) {
 
 // Free gives the allocation back; Bytes must not be touched after it.
 func (m *Managed) Free() error {
+	m.disarmPager() // pager.go: the daemon closes its end as it frees
 	_, err := m.g.call(&uapi.ManagedFree{VA: m.va}, nil)
 	if m.mapping != nil {
 		unix.Munmap(m.mapping)
 		m.mapping = nil
 	}
+	m.stopPager()
 	return m.g.err(err)
 }
 

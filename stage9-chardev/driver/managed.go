@@ -159,6 +159,7 @@ type Managed struct {
 	freed    bool     // guarded by um.mu
 	next     int      // adaptive prefetch: the page after the last window
 	window   int      // adaptive prefetch: the current window, in pages
+	pager    Pager    // takes pages from the host when they move (pager.go); guarded by um.mu
 }
 
 // VA returns the allocation's address: in its context on the device, and
@@ -221,6 +222,10 @@ type ManagedStats struct {
 	Thrashing  uint64 // pages the thrashing guard mapped remotely
 	Replays    uint64 // replays stored
 	Overflows  uint64 // records the device dropped because the buffer was full
+
+	HostFaults     uint64 // host touches a pager brought a page back for (pager.go)
+	HostDuplicates uint64 // host faults on a page already on the host: nothing rewritten
+	PagerErrors    uint64 // pages a pager could not take from the host: mapped remotely instead
 }
 
 // ManagedStats returns the counts since the driver was made.
@@ -369,7 +374,17 @@ func (d *Driver) toDevice(m *Managed, first, n int) int {
 			d.mapRemote(m, i, now) // device memory is full of pages that cannot move: use the host's
 			continue
 		}
+		if m.pagerProtect(i) != nil { // pager.go: a write now waits until the page is gone
+			d.freeFrame(frame)
+			d.mapRemote(m, i, now)
+			continue
+		}
 		copy(mem[frame:frame+1<<abi.PageShift], m.host.bytes[uint64(i)<<abi.PageShift:])
+		if !m.pagerRemove(i) { // pager.go: the host's next touch faults
+			d.freeFrame(frame)
+			d.mapRemote(m, i, now)
+			continue
+		}
 		// The entry last: an engine that finds it valid reads a whole frame.
 		storePTE(d.vm.pool.mem, p.pte, abi.MakePage(frame, abi.PTEPage4K, true, false))
 		p.where, p.frame, p.changed = pageDevice, frame, now
@@ -423,7 +438,7 @@ func (d *Driver) toHost(m *Managed, first, n int, all bool) int {
 		i := back[k]
 		p := &m.pages[i]
 		if p.where == pageDevice {
-			copy(m.host.bytes[uint64(i)<<abi.PageShift:], mem[p.frame:p.frame+1<<abi.PageShift])
+			m.fillHost(i, mem[p.frame:p.frame+1<<abi.PageShift]) // pager.go
 			if !hung {
 				d.freeFrame(p.frame)
 			}

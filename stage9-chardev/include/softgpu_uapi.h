@@ -383,6 +383,30 @@ struct softgpu_client_quota {
 _Static_assert(sizeof(struct softgpu_client_quota) == 144, "struct softgpu_client_quota is 144 bytes");
 
 /*
+ * ManagedPager is the argument of MANAGED_PAGER (since 2.2): the daemon
+ * becomes the pager of a managed allocation's host side (server/pager.go).
+ * The client has mapped the allocation's memfd at Base and registered
+ * [Base, Base+Length) with a userfaultfd of its own, in missing and
+ * write-protect mode; the call carries that userfaultfd and one end of a
+ * socket pair whose other end the client keeps armed (client/pager.go):
+ * the daemon holds it for as long as it serves the client, so that its
+ * death kills the client instead of leaving a fault unanswered. From then
+ * on the client touches Bytes with no MANAGED_SYNC: a page on the device
+ * faults, and the daemon brings it back and answers.
+ */
+struct softgpu_managed_pager {
+	/* in: a ManagedAlloc.VA of this client */
+	uint64_t va;
+	/* in: where the client mapped the memfd, page-aligned */
+	uint64_t base;
+	/* in: bytes registered: the ManagedAlloc's Length */
+	uint64_t length;
+	/* in: PagerUserModeOnly, or 0 */
+	uint64_t flags;
+};
+_Static_assert(sizeof(struct softgpu_managed_pager) == 32, "struct softgpu_managed_pager is 32 bytes");
+
+/*
  * The calls (uapi/calls.go): request numbers, and the file descriptors
  * each call carries and each successful reply carries.
  */
@@ -434,6 +458,9 @@ _Static_assert(sizeof(struct softgpu_client_quota) == 144, "struct softgpu_clien
 #define SOFTGPU_IOCTL_CLIENT_QUOTA SOFTGPU_IOWR(SOFTGPU_IOC_MAGIC, 0x0f, struct softgpu_client_quota)
 #define SOFTGPU_IOCTL_CLIENT_QUOTA_FDS_IN 0
 #define SOFTGPU_IOCTL_CLIENT_QUOTA_FDS_OUT 0
+#define SOFTGPU_IOCTL_MANAGED_PAGER SOFTGPU_IOW(SOFTGPU_IOC_MAGIC, 0x10, struct softgpu_managed_pager)
+#define SOFTGPU_IOCTL_MANAGED_PAGER_FDS_IN 2
+#define SOFTGPU_IOCTL_MANAGED_PAGER_FDS_OUT 0
 
 /* Versions and capabilities (uapi/args.go) */
 #define SOFTGPU_VERSION_MAJOR 2

@@ -39,6 +39,8 @@ type client struct {
 	devMem  uint64
 	hostMem uint64
 
+	pg pagers // its managed allocations' pagers (pager.go)
+
 	use uapi.Pools // what it holds of each pool, charged and refunded under s.quotaMu (quota.go)
 
 	ids   atomic.Pointer[[]abi.Channel] // its channels, for the kick goroutine
@@ -204,6 +206,8 @@ func (c *client) dispatch(arg uapi.Arg, fds []int) (send []int, closeAfter []*os
 		})
 	case *uapi.ManagedFree:
 		return nil, nil, c.managedFree(a.VA)
+	case *uapi.ManagedPager:
+		return nil, nil, c.managedPager(a, fds[uapi.PagerFDUffd], fds[uapi.PagerFDLiveness])
 	}
 	return nil, nil, fmt.Errorf("%T: %w", arg, uapi.ErrBadRequest)
 }
@@ -474,6 +478,11 @@ func (c *client) managedAlloc(a *uapi.ManagedAlloc, fd int) error {
 		return err
 	}
 	a.VA = m.VA()
+	if err := c.keepMemfd(a.VA, fd); err != nil { // pager.go
+		m.Free()
+		c.refund(pinned)
+		return err
+	}
 	c.mu.Lock()
 	c.managed[a.VA] = m
 	c.hostMem += a.Length
@@ -511,6 +520,7 @@ func (c *client) managedFree(va uint64) error {
 	}
 	// Refunded once it is unlocked and out of the window.
 	defer c.refund(uapi.Pools{PinnedBytes: roundPage(m.Size()), WindowEntries: 1})
+	c.stopPager(va) // pager.go
 	return m.Free()
 }
 

@@ -40,6 +40,12 @@ func TestMain(m *testing.M) {
 		os.Exit(report(checkingClient(os.Getenv(nodeEnv), envInt(seedEnv), envInt(lapsEnv))))
 	case "victim":
 		os.Exit(report(victim(os.Getenv(nodeEnv))))
+	case "pager": // pager_test.go
+		os.Exit(report(pagerClient(os.Getenv(nodeEnv), envInt(seedEnv), envInt(lapsEnv))))
+	case "pagerthrash": // pager_test.go
+		os.Exit(report(pagerThrash(os.Getenv(nodeEnv))))
+	case "pagervictim": // pager_hostile_test.go
+		os.Exit(report(pagerVictim(os.Getenv(nodeEnv))))
 	default:
 		fmt.Fprintf(os.Stderr, "unknown %s %q\n", roleEnv, role)
 		os.Exit(2)

@@ -63,6 +63,9 @@ const (
 // with FUTEX_WAKE on its channel's RegDoorbell word (AttachFDKick). A
 // 2.2 daemon still serves the kick eventfd for clients of 2.0 and 2.1,
 // and a 2.2 client writes it to a daemon older than 2.2.
+//
+// 2.2 also added MANAGED_PAGER: a 2.1 client never makes the call, and its
+// managed memory behaves as before (the host Syncs).
 const (
 	VersionMajor = 2
 	VersionMinor = 2
@@ -269,6 +272,39 @@ type ManagedResident struct {
 	Device uint32 `uapi:"out"` // pages in device memory
 	Remote uint32 `uapi:"out"` // pages the device reaches on the host (the thrashing guard's)
 }
+
+// ManagedPager is the argument of MANAGED_PAGER (since 2.2): the daemon
+// becomes the pager of a managed allocation's host side (server/pager.go).
+// The client has mapped the allocation's memfd at Base and registered
+// [Base, Base+Length) with a userfaultfd of its own, in missing and
+// write-protect mode; the call carries that userfaultfd and one end of a
+// socket pair whose other end the client keeps armed (client/pager.go):
+// the daemon holds it for as long as it serves the client, so that its
+// death kills the client instead of leaving a fault unanswered. From then
+// on the client touches Bytes with no MANAGED_SYNC: a page on the device
+// faults, and the daemon brings it back and answers.
+type ManagedPager struct {
+	VA     uint64 `uapi:"in"` // a ManagedAlloc.VA of this client
+	Base   uint64 `uapi:"in"` // where the client mapped the memfd, page-aligned
+	Length uint64 `uapi:"in"` // bytes registered: the ManagedAlloc's Length
+	Flags  uint64 `uapi:"in"` // PagerUserModeOnly, or 0
+}
+
+// Flags of ManagedPager.
+const (
+	// PagerUserModeOnly says the userfaultfd was made with
+	// UFFD_USER_MODE_ONLY (an unprivileged client where
+	// vm.unprivileged_userfaultfd is 0): a system call that touches a page
+	// on the device fails with EFAULT instead of faulting to the daemon,
+	// so the client brings a range home before handing it to one.
+	PagerUserModeOnly = 1 << 0
+)
+
+// The positions of MANAGED_PAGER's file descriptors.
+const (
+	PagerFDUffd     = 0 // the client's userfaultfd
+	PagerFDLiveness = 1 // the daemon's end of the client's liveness socket pair
+)
 
 // ClientQuota is the argument of CLIENT_QUOTA (since 2.1): one connected
 // client's use of each device-wide pool against its quotas, by position

@@ -32,6 +32,7 @@ const (
 	IoctlManagedFree     = 0x4008470D // IOW(0x0d, 8): struct ManagedFree
 	IoctlManagedResident = 0xC010470E // IOWR(0x0e, 16): struct ManagedResident
 	IoctlClientQuota     = 0xC090470F // IOWR(0x0f, 144): struct ClientQuota
+	IoctlManagedPager    = 0x40204710 // IOW(0x10, 32): struct ManagedPager
 )
 
 // Request returns IoctlVersion: a Version is the argument of VERSION.
@@ -82,6 +83,9 @@ func (*ManagedResident) Request() uint32 { return IoctlManagedResident }
 // Request returns IoctlClientQuota: a ClientQuota is the argument of CLIENT_QUOTA.
 func (*ClientQuota) Request() uint32 { return IoctlClientQuota }
 
+// Request returns IoctlManagedPager: a ManagedPager is the argument of MANAGED_PAGER.
+func (*ManagedPager) Request() uint32 { return IoctlManagedPager }
+
 // Call describes one call: a row of Calls.
 type Call struct {
 	Name    string     // the call's name, as in the C header's SOFTGPU_IOCTL_<Name>
@@ -113,6 +117,7 @@ var Calls = [...]Call{
 	{"MANAGED_FREE", IoctlManagedFree, 0, 0, func() Arg { return new(ManagedFree) }},
 	{"MANAGED_RESIDENT", IoctlManagedResident, 0, 0, func() Arg { return new(ManagedResident) }},
 	{"CLIENT_QUOTA", IoctlClientQuota, 0, 0, func() Arg { return new(ClientQuota) }},
+	{"MANAGED_PAGER", IoctlManagedPager, 2, 0, func() Arg { return new(ManagedPager) }},
 }
 
 // ANCHOR_END: calls

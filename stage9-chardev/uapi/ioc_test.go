@@ -84,6 +84,7 @@ func TestRequestNumbers(t *testing.T) {
 		{"MANAGED_FREE", IoctlManagedFree, IocWrite, 0x0d, 8, 0x4008470D},
 		{"MANAGED_RESIDENT", IoctlManagedResident, IocRead | IocWrite, 0x0e, 16, 0xC010470E},
 		{"CLIENT_QUOTA", IoctlClientQuota, IocRead | IocWrite, 0x0f, 144, 0xC090470F},
+		{"MANAGED_PAGER", IoctlManagedPager, IocWrite, 0x10, 32, 0x40204710},
 	}
 	if len(tests) != len(Calls) {
 		t.Errorf("%d request numbers pinned; Calls has %d", len(tests), len(Calls))

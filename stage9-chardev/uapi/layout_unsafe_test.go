@@ -32,6 +32,7 @@ func TestSizeofPinned(t *testing.T) {
 		{"ManagedFree", unsafe.Sizeof(ManagedFree{}), 8},
 		{"ManagedResident", unsafe.Sizeof(ManagedResident{}), 16},
 		{"ClientQuota", unsafe.Sizeof(ClientQuota{}), 144},
+		{"ManagedPager", unsafe.Sizeof(ManagedPager{}), 32},
 		{"Pools", unsafe.Sizeof(Pools{}), 32},
 	}
 	for _, tt := range tests {

@@ -1,0 +1,75 @@
+package softgpu_test
+
+import (
+	"testing"
+	"time"
+
+	"softgpu/stage9-chardev/client"
+)
+
+// BenchmarkManagedPager times what the host pays to read managed memory
+// the device has just written, across the boundary: a daemon in another
+// process (this binary in its daemon role), the client in this one. The
+// device FILLs 1 MiB (untimed); then, timed:
+//
+//	touch=dense/path=pager    the host reads every line; each page faults,
+//	                          and the daemon (server/pager.go) brings it back
+//	touch=dense/path=sync     MANAGED_SYNC of the whole range, then the same reads
+//	touch=sparse/path=pager   the host reads one page in 256 (one page of the 1 MiB)
+//	touch=sparse/path=sync    MANAGED_SYNC of the whole range, then that one page
+//
+// ns/op is the timed part of one operation; us/page is the same per page
+// the host touched. It is a new family: BenchmarkManagedHost keeps
+// measuring the in-process Sync path.
+func BenchmarkManagedPager(b *testing.B) {
+	const n = 1 << 20
+	node := startDaemon(b)
+	for _, touch := range []struct {
+		name  string
+		pages int // touched, from page 0, with stride 256/pages
+	}{{"dense", n >> 12}, {"sparse", 1}} {
+		for _, path := range []string{"pager", "sync"} {
+			b.Run("touch="+touch.name+"/path="+path, func(b *testing.B) {
+				g, err := client.Dial(node)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer g.Close()
+				m, err := g.AllocManaged(n)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer m.Free()
+				if !m.Paged() {
+					b.Skip("the daemon does not page this allocation (userfaultfd not permitted?)")
+				}
+				host := m.Bytes()
+				stride := (n >> 12) / touch.pages << 12
+				var timed time.Duration
+				ops := 0
+				for b.Loop() {
+					if err := g.Fill(m.Ptr(), n, byte(ops)); err != nil {
+						b.Fatal(err)
+					}
+					t0 := time.Now()
+					if path == "sync" {
+						if err := m.Sync(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					for p := 0; p < touch.pages; p++ {
+						sink += consume(host[p*stride : p*stride+4096])
+					}
+					timed += time.Since(t0)
+					if host[0] != byte(ops) {
+						b.Fatalf("the host reads %#x after the device filled %#x", host[0], byte(ops))
+					}
+					ops++
+				}
+				per := float64(timed.Nanoseconds()) / float64(ops)
+				b.ReportMetric(per, "ns/op")
+				b.ReportMetric(per/1e3/float64(touch.pages), "us/page")
+			})
+		}
+	}
+}

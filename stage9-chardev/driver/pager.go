@@ -1,0 +1,139 @@
+package driver
+
+import (
+	"fmt"
+
+	"softgpu/stage9-chardev/abi"
+)
+
+// The pager hook: managed memory whose host side is trapped by a second
+// process. In-process, the host cannot be trapped (Sync says why), and a
+// page the device takes stays readable, stale, in the host region. When
+// the daemon serves a client (server/pager.go), the client's mapping is
+// registered with a userfaultfd the daemon reads, and the daemon installs
+// a Pager on the allocation: then a page that moves to the device is
+// taken away from the host, so that the host's next touch faults, and
+// HostFault brings it back.
+//
+// The protocol of one page moving to the device (toDevice, um.mu held):
+//
+//	Protect(i)   write-protect it in the program: a write from now on
+//	             waits in the kernel instead of landing behind the copy
+//	copy         host page → device frame
+//	Remove(i)    punch the host page out and lift the write protection,
+//	             waking any writer: it faults again, now on a missing
+//	             page, and HostFault (which waits for um.mu) brings the
+//	             page back first
+//	entry        the page's entry maps the frame, last, as without a pager
+//
+// Invariant, with um.mu held: a page of an allocation with a pager is
+// pageDevice exactly when its host page is a hole (Remove made it one,
+// and only toHost fills it, through Fill).
+
+// Pager takes pages away from the host side of a managed allocation. Its
+// methods are called with um.mu held, so they must not wait for the
+// program they act on: the daemon's are ioctls on the program's
+// userfaultfd and fallocate on its memfd, which do not.
+type Pager interface {
+	// Protect write-protects page i in the program's mapping. If it
+	// fails, the page is not moved: it is mapped remotely instead.
+	Protect(i int) error
+	// Remove punches page i out of the host side, after its bytes are in
+	// device memory, and lifts the write protection Protect set.
+	Remove(i int) error
+	// Fill puts page i back, with the bytes of src, whole: the program
+	// never sees the page before its bytes are in (so not by copying
+	// through the daemon's own mapping, which makes the page visible,
+	// zeroed, before the copy — and a program thread that re-runs its
+	// access after a signal reads those zeros). It wakes the threads
+	// waiting on the page.
+	Fill(i int, src []byte) error
+}
+
+// SetPager installs p as m's pager, or removes it (nil). Every page the
+// device has is first brought back to the host, so that the invariant
+// above holds from the start (and, on removal, a host without a pager
+// reads the latest bytes without faulting).
+func (m *Managed) SetPager(p Pager) error {
+	d := m.d
+	d.um.mu.Lock()
+	defer d.um.mu.Unlock()
+	if m.freed {
+		return fmt.Errorf("%w: the allocation at %#x was freed", ErrManaged, m.va)
+	}
+	d.migrateTrace(d.Now(), d.toHost(m, 0, len(m.pages), true), ToHost)
+	m.pager = p
+	return nil
+}
+
+// HostFault serves the host's touch of page i: if the page is on the
+// device it comes back (toHost), filling the hole its move punched, with
+// the pages after it in its prefetch window that are on the device too. A
+// page already on the host — a duplicate fault, or a fault that raced
+// with another's answer — is not written again: the per-page state is
+// what makes a duplicate harmless. It reports whether the page moved.
+func (m *Managed) HostFault(i int) (bool, error) {
+	d := m.d
+	d.um.mu.Lock()
+	defer d.um.mu.Unlock()
+	if m.freed {
+		return false, fmt.Errorf("%w: the allocation at %#x was freed", ErrManaged, m.va)
+	}
+	if i < 0 || i >= len(m.pages) {
+		return false, fmt.Errorf("%w: page %d is not one of the allocation's %d", ErrManaged, i, len(m.pages))
+	}
+	if m.pages[i].where != pageDevice {
+		d.um.stats.HostDuplicates++
+		return false, nil
+	}
+	// The page and the rest of its prefetch window come back together,
+	// under one invalidation: a host reading on from the page would
+	// otherwise pay a fault's round trip through this process per page.
+	window := 1
+	if d.um.policy != PrefetchOff {
+		window = max(d.um.window, 1)
+	}
+	start := d.Now()
+	moved := d.toHost(m, i, window, false)
+	d.migrateTrace(start, moved, ToHost)
+	d.um.stats.HostFaults++
+	return moved > 0, nil
+}
+
+// pagerProtect is Protect, if m has a pager. The caller holds um.mu.
+func (m *Managed) pagerProtect(i int) error {
+	if m.pager == nil {
+		return nil
+	}
+	return m.pager.Protect(i)
+}
+
+// fillHost copies a frame back into page i of the host region: through
+// the pager, if m has one, so that the program sees the page only whole.
+// If the pager cannot (the program has gone, and with it its address
+// space), the copy goes through the daemon's mapping, where nothing is
+// watching. The caller holds um.mu.
+func (m *Managed) fillHost(i int, src []byte) {
+	if m.pager != nil {
+		if m.pager.Fill(i, src) == nil {
+			return
+		}
+		m.d.um.stats.PagerErrors++
+	}
+	copy(m.host.bytes[uint64(i)<<abi.PageShift:], src)
+}
+
+// pagerRemove is Remove, if m has a pager, and reports whether the page
+// may go on to the device. If Remove failed, the host page may still be
+// there, and so the page must not live on the device as well: the caller
+// maps it remotely, and the failure is counted. The caller holds um.mu.
+func (m *Managed) pagerRemove(i int) bool {
+	if m.pager == nil {
+		return true
+	}
+	if m.pager.Remove(i) != nil {
+		m.d.um.stats.PagerErrors++
+		return false
+	}
+	return true
+}

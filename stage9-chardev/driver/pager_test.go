@@ -1,0 +1,139 @@
+package driver
+
+import (
+	"errors"
+	"testing"
+
+	"softgpu/stage9-chardev/abi"
+	"softgpu/stage9-chardev/device"
+)
+
+// fakePager stands for the daemon's pager (server/pager.go) in-process:
+// Remove zeroes the host page, as a punched hole reads, and Fill copies
+// the frame back. It records every call.
+type fakePager struct {
+	host          []byte
+	protectErr    error
+	protected     []int
+	removed       []int
+	filled        []int
+	removeErr     error
+	protectedLive map[int]bool
+}
+
+func (f *fakePager) Protect(i int) error {
+	if f.protectErr != nil {
+		return f.protectErr
+	}
+	f.protected = append(f.protected, i)
+	f.protectedLive[i] = true
+	return nil
+}
+
+func (f *fakePager) Remove(i int) error {
+	if f.removeErr != nil {
+		return f.removeErr
+	}
+	if !f.protectedLive[i] {
+		panic("Remove of a page Protect did not protect")
+	}
+	clear(f.host[i<<abi.PageShift : (i+1)<<abi.PageShift])
+	f.removed = append(f.removed, i)
+	f.protectedLive[i] = false
+	return nil
+}
+
+func (f *fakePager) Fill(i int, src []byte) error {
+	copy(f.host[i<<abi.PageShift:], src)
+	f.filled = append(f.filled, i)
+	return nil
+}
+
+// pagerSetup is a context with a copy channel and a 4-page managed
+// allocation whose pager is a fakePager.
+func pagerSetup(t *testing.T) (*Channel, *Managed, *fakePager) {
+	t.Helper()
+	d := openWith(t, device.Config{}, Config{Prefetch: PrefetchOff, ThrashThreshold: -1})
+	ctx, err := d.NewContext()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := d.NewChannel(abi.EngineCopy, ctx, ChannelOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ctx.AllocManaged(4 << abi.PageShift)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakePager{host: m.Bytes(), protectedLive: map[int]bool{}}
+	if err := m.SetPager(f); err != nil {
+		t.Fatal(err)
+	}
+	return ch, m, f
+}
+
+// TestHostFaultDuplicateRewritesNothing: a page the device wrote comes
+// back on the host's fault, once; a second fault for the same page — the
+// kernel queues one when a thread re-runs its access after a signal —
+// finds it on the host and writes nothing, so what the host wrote in
+// between stays.
+func TestHostFaultDuplicateRewritesNothing(t *testing.T) {
+	ch, m, f := pagerSetup(t)
+	if err := ch.Submit(abi.Command{Op: abi.OpFill, Ctx: m.ctx.ID(), Dst: m.VA(), Size: 2 << abi.PageShift, Value: 7}); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.removed) != 2 || f.host[0] != 0 {
+		t.Fatalf("after the device took pages 0 and 1: removed %v, host byte 0 = %d; want [0 1], 0 (a hole)", f.removed, f.host[0])
+	}
+	moved, err := m.HostFault(0)
+	if err != nil || !moved {
+		t.Fatalf("HostFault(0) = %v, %v; want true, nil", moved, err)
+	}
+	if f.host[0] != 7 || len(f.filled) != 1 {
+		t.Fatalf("after HostFault(0): host byte 0 = %d, filled %v; want 7, [0]", f.host[0], f.filled)
+	}
+	f.host[0] = 9 // the host writes, after its fault was answered
+	moved, err = m.HostFault(0)
+	if err != nil || moved {
+		t.Fatalf("duplicate HostFault(0) = %v, %v; want false, nil", moved, err)
+	}
+	if f.host[0] != 9 || len(f.filled) != 1 {
+		t.Errorf("after a duplicate HostFault(0): host byte 0 = %d, filled %v; want 9 (the host's write), [0]", f.host[0], f.filled)
+	}
+	if s := m.d.ManagedStats(); s.HostFaults != 1 || s.HostDuplicates != 1 {
+		t.Errorf("HostFaults, HostDuplicates = %d, %d; want 1, 1", s.HostFaults, s.HostDuplicates)
+	}
+	if _, err := m.HostFault(4); !errors.Is(err, ErrManaged) {
+		t.Errorf("HostFault(4) of a 4-page allocation = %v; want ErrManaged", err)
+	}
+}
+
+// TestPagerRefusalKeepsThePageOnTheHost: a page whose protection or
+// removal fails does not move — it would be on both sides, the host's
+// copy stale — but is mapped remotely, and the device's write lands in
+// the host page itself.
+func TestPagerRefusalKeepsThePageOnTheHost(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		protectErr error
+		removeErr  error
+	}{
+		{"protect", errors.New("refused"), nil},
+		{"remove", nil, errors.New("refused")},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ch, m, f := pagerSetup(t)
+			f.protectErr, f.removeErr = tt.protectErr, tt.removeErr
+			if err := ch.Submit(abi.Command{Op: abi.OpFill, Ctx: m.ctx.ID(), Dst: m.VA(), Size: 1 << abi.PageShift, Value: 5}); err != nil {
+				t.Fatal(err)
+			}
+			if device, remote := m.Resident(); device != 0 || remote != 1 {
+				t.Errorf("Resident() = %d, %d; want 0, 1", device, remote)
+			}
+			if f.host[0] != 5 {
+				t.Errorf("host byte 0 = %d; want the device's 5, written in place", f.host[0])
+			}
+		})
+	}
+}

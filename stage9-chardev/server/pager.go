@@ -1,0 +1,315 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"softgpu/stage9-chardev/abi"
+	"softgpu/stage9-chardev/driver"
+	"softgpu/stage9-chardev/internal/uffd"
+	"softgpu/stage9-chardev/uapi"
+)
+
+// The pager (MANAGED_PAGER): the daemon answers its clients' page faults
+// on managed memory, so that a client touches its managed memory with no
+// Sync. In-process this cannot be done (driver.Managed.Sync, cmd/uffdstw):
+// a Go program that answers its own userfaultfd stops for good when the
+// collector stops the world while a goroutine waits in a fault. Across
+// the boundary the answer comes from another process, which the client's
+// collector does not stop.
+//
+// Missing faults, not minor ones. Both would work on a memfd. With minor
+// faults the client's page cache keeps a page the device has, and the
+// daemon would have to zap the client's page table entry to make the
+// next touch fault — which only the client's own madvise can do. With
+// missing faults the daemon needs nothing of the client: punching the
+// page out of the memfd (fallocate) takes it from every mapping at once,
+// the client's included, and the client's next touch is a missing fault.
+// The answer is UFFDIO_COPY from the device frame (Fill): the page
+// appears in the memfd whole. Copying through the daemon's own mapping
+// of the memfd instead would make the page visible, zeroed, the moment
+// the copy began — and a client thread that re-runs its access after a
+// signal (Go preempts with SIGURG) reads the zeros; the first version of
+// this pager did, and TestPagerHostAndDeviceSeeEachOthersWrites caught
+// it.
+//
+//	client                          daemon                           device
+//	------                          ------                           ------
+//	                                (fault handler)                  fault on page i
+//	                                Protect(i): UFFDIO_WRITEPROTECT
+//	                                copy page i → frame
+//	write page i: waits (wp fault)  Remove(i): PUNCH_HOLE, lift wp → wake
+//	retries: missing fault ───────→ (pager goroutine) HostFault(i):
+//	                                  entry cleared, TLBs invalidated,
+//	                                  Fill(i): UFFDIO_COPY frame → page
+//	retries: finds the page ←────── (the copy wakes it)
+
+// Who writes what: the client writes its mapping (the memfd's pages) and
+// nothing else; the daemon fills a page only with um.mu held, in toHost,
+// and changes the client's page tables only through ioctls on the
+// client's own userfaultfd, which act on the client's address space and
+// nobody else's — inside the range the client registered, checked
+// against the allocation's.
+//
+// Isolation: a fault address outside [Base, Base+Length) is counted and
+// not answered; the daemon never waits for a client (its ioctls and
+// fallocate return without the client's help, and it never writes the
+// liveness socket), so a client that never retries its faults costs the
+// daemon nothing. A fault is served by moving at most one page.
+//
+// Failure is loud: the call carries one end of a socket pair whose other
+// end the client has armed with O_ASYNC, F_SETOWN (itself) and F_SETSIG
+// (SIGKILL) (client/pager.go). The daemon holds its end as long as the
+// pager lives; the client disarms its end before it frees the allocation
+// or closes. When the daemon dies the kernel closes the daemon's end, the
+// client's end signals, and the client is killed — rather than waiting
+// forever in a fault nobody will answer, or (had the client closed its
+// userfaultfd) reading zero pages.
+
+// pagers is one client's pagers; guarded by mu.
+type pagers struct {
+	mu     sync.Mutex
+	byVA   map[uint64]*pager
+	memfds map[uint64]int // VA → the daemon's duplicate of each MANAGED_ALLOC memfd
+}
+
+// pager serves one managed allocation's host faults.
+type pager struct {
+	m      *driver.Managed
+	file   *os.File // the client's userfaultfd, non-blocking, read through the poller
+	conn   syscall.RawConn
+	memfd  int    // the allocation's memfd: where pages are punched out
+	live   int    // the daemon's end of the client's liveness socket pair: closed last
+	base   uint64 // the client's mapping of it
+	length uint64
+	done   chan struct{} // closed when serveFaults returns
+}
+
+// keepMemfd keeps a duplicate of a managed allocation's memfd, for a
+// pager the client may ask for later. The caller still closes fd.
+func (c *client) keepMemfd(va uint64, fd int) error {
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("keeping the memfd: %v: %w", err, uapi.ErrNoMemory)
+	}
+	c.pg.mu.Lock()
+	defer c.pg.mu.Unlock()
+	if c.pg.memfds == nil {
+		c.pg.memfds, c.pg.byVA = map[uint64]int{}, map[uint64]*pager{}
+	}
+	c.pg.memfds[va] = dup
+	return nil
+}
+
+// ANCHOR: managedpager
+
+// managedPager makes the daemon the pager of the client's allocation at
+// a.VA: it checks what the client sent, takes every page home
+// (SetPager), and starts serveFaults.
+func (c *client) managedPager(a *uapi.ManagedPager, uffdFD, livenessFD int) error {
+	c.mu.Lock()
+	m, ok := c.managed[a.VA]
+	c.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("MANAGED_PAGER of %#x, not managed memory of this client: %w", a.VA, uapi.ErrNoEntry)
+	}
+	switch {
+	case a.Flags&^uapi.PagerUserModeOnly != 0:
+		return fmt.Errorf("MANAGED_PAGER flags %#x: %w", a.Flags, uapi.ErrInval)
+	case a.Base == 0 || a.Base%(1<<abi.PageShift) != 0 || a.Length != roundPage(m.Size()) || a.Base+a.Length < a.Base:
+		return fmt.Errorf("MANAGED_PAGER of [%#x, +%d) for %d bytes: %w", a.Base, a.Length, m.Size(), uapi.ErrInval)
+	}
+	if link, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", uffdFD)); err != nil || link != "anon_inode:[userfaultfd]" {
+		return fmt.Errorf("MANAGED_PAGER: descriptor %d is %q, not a userfaultfd: %w", uapi.PagerFDUffd, link, uapi.ErrInval)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(livenessFD, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return fmt.Errorf("MANAGED_PAGER: descriptor %d is not a socket: %w", uapi.PagerFDLiveness, uapi.ErrInval)
+	}
+	// The range must be registered, in write-protect mode, with this
+	// userfaultfd in the process that made it: lifting protection on a
+	// range that is not fails. It also wakes nobody who matters: no page
+	// is protected yet.
+	if err := uffd.WriteProtect(uffdFD, a.Base, a.Length, false); err != nil {
+		return fmt.Errorf("MANAGED_PAGER: [%#x, +%d) is not registered for write-protect faults: %v: %w", a.Base, a.Length, err, uapi.ErrInval)
+	}
+	c.pg.mu.Lock()
+	defer c.pg.mu.Unlock()
+	memfd, kept := c.pg.memfds[a.VA]
+	if !kept {
+		return fmt.Errorf("MANAGED_PAGER of %#x: no memfd kept for it: %w", a.VA, uapi.ErrNoEntry)
+	}
+	if c.pg.byVA[a.VA] != nil {
+		return fmt.Errorf("MANAGED_PAGER of %#x: it has a pager already: %w", a.VA, uapi.ErrBusy)
+	}
+	uffdDup, err := unix.FcntlInt(uintptr(uffdFD), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("MANAGED_PAGER: %v: %w", err, uapi.ErrNoMemory)
+	}
+	file := os.NewFile(uintptr(uffdDup), "userfaultfd") // non-blocking (the client opened it so): the poller reads it
+	conn, err := file.SyscallConn()
+	if err != nil {
+		file.Close()
+		return fmt.Errorf("MANAGED_PAGER: %v: %w", err, uapi.ErrInval)
+	}
+	live, err := unix.FcntlInt(uintptr(livenessFD), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		file.Close()
+		return fmt.Errorf("MANAGED_PAGER: %v: %w", err, uapi.ErrNoMemory)
+	}
+	p := &pager{m: m, file: file, conn: conn, memfd: memfd, live: live, base: a.Base, length: a.Length, done: make(chan struct{})}
+	if err := m.SetPager(p); err != nil {
+		file.Close()
+		unix.Close(live)
+		return fmt.Errorf("MANAGED_PAGER: %w: %w", err, uapi.ErrNoEntry)
+	}
+	c.pg.byVA[a.VA] = p
+	go p.serveFaults()
+	return nil
+}
+
+// ANCHOR_END: managedpager
+
+// stopPager ends the pager of the allocation at va, if it has one, and
+// lets its memfd go: MANAGED_FREE and teardown call it before the free.
+func (c *client) stopPager(va uint64) {
+	c.pg.mu.Lock()
+	p := c.pg.byVA[va]
+	delete(c.pg.byVA, va)
+	memfd, kept := c.pg.memfds[va]
+	delete(c.pg.memfds, va)
+	c.pg.mu.Unlock()
+	if p != nil {
+		p.m.SetPager(nil) // pages come home: none is a hole once the pager is gone
+		p.file.Close()    // serveFaults' read returns
+		<-p.done
+		unix.Close(p.live) // a client that did not disarm it is killed: it was let go with pages it could fault on
+	}
+	if kept {
+		unix.Close(memfd)
+	}
+}
+
+// ANCHOR: servefaults
+
+// serveFaults is the pager goroutine: it reads fault messages from the
+// client's userfaultfd and answers each. A fault inside the allocation
+// brings its page home if the device has it (HostFault: a duplicate moves
+// nothing), then lifts write protection on the page, which wakes every
+// thread waiting on it. A fault outside is not answered.
+func (p *pager) serveFaults() {
+	defer close(p.done)
+	buf := make([]byte, 16*uffd.MsgSize)
+	var last []byte // the previous read's messages, for replayFaults
+	for {
+		n, err := p.file.Read(buf)
+		if err != nil {
+			if errors.Is(err, syscall.EINTR) || errors.Is(err, syscall.EAGAIN) {
+				continue
+			}
+			return // closed by stopPager, or the client's address space is gone
+		}
+		if replayFaults.Load() {
+			for off := 0; off+uffd.MsgSize <= len(last); off += uffd.MsgSize {
+				p.serve(last[off : off+uffd.MsgSize])
+			}
+			last = append(last[:0], buf[:n]...)
+		}
+		for off := 0; off+uffd.MsgSize <= n; off += uffd.MsgSize {
+			p.serve(buf[off : off+uffd.MsgSize])
+		}
+	}
+}
+
+// replayFaults, a test hook, has serveFaults serve every message a second
+// time with the next read — by then the client has had its page, and may
+// have written it — as the kernel may deliver a fault twice.
+var replayFaults atomic.Bool
+
+// serve answers one fault message.
+func (p *pager) serve(msg []byte) {
+	f, err := uffd.Decode(msg)
+	if err != nil {
+		return
+	}
+	if f.Address < p.base || f.Address-p.base >= p.length {
+		pagerOutside.Add(1)
+		return
+	}
+	page := (f.Address - p.base) >> abi.PageShift
+	p.m.HostFault(int(page)) // an error: the allocation is being freed, and stopPager follows
+	p.wake(page)
+}
+
+// pagerOutside counts fault messages, of every pager, whose address was
+// outside their allocation: not answered. For tests (export_test.go).
+var pagerOutside atomic.Uint64
+
+// ANCHOR_END: servefaults
+
+// wake lifts write protection on page i of the client's mapping, which
+// wakes the threads waiting on it; if the kernel refuses (EAGAIN while the
+// client's address space is changing), a plain wake does it.
+func (p *pager) wake(i uint64) {
+	addr := p.base + i<<abi.PageShift
+	var err error
+	p.conn.Control(func(fd uintptr) {
+		if err = uffd.WriteProtect(int(fd), addr, 1<<abi.PageShift, false); err != nil {
+			err = uffd.Wake(int(fd), addr, 1<<abi.PageShift)
+		}
+	})
+}
+
+// Protect write-protects page i in the client (driver.Pager). EAGAIN —
+// the client's address space is changing under a fork or mremap — is
+// tried again a few times; then the page is not moved.
+func (p *pager) Protect(i int) error {
+	addr := p.base + uint64(i)<<abi.PageShift
+	var err error
+	for range 8 {
+		cerr := p.conn.Control(func(fd uintptr) { err = uffd.WriteProtect(int(fd), addr, 1<<abi.PageShift, true) })
+		if cerr != nil {
+			return cerr
+		}
+		if !errors.Is(err, syscall.EAGAIN) {
+			break
+		}
+	}
+	return err
+}
+
+// Fill puts page i back into the memfd, whole, with UFFDIO_COPY into the
+// client's mapping, which wakes the client's waiting threads
+// (driver.Pager). EAGAIN is tried again a few times, as in Protect.
+func (p *pager) Fill(i int, src []byte) error {
+	addr := p.base + uint64(i)<<abi.PageShift
+	var err error
+	for range 8 {
+		cerr := p.conn.Control(func(fd uintptr) { err = uffd.Copy(int(fd), addr, src) })
+		if cerr != nil {
+			return cerr
+		}
+		if !errors.Is(err, syscall.EAGAIN) {
+			break
+		}
+	}
+	return err
+}
+
+// Remove punches page i out of the memfd — out of the client's mapping
+// and the daemon's alike — and lifts its write protection, waking a
+// writer that waited: its retry is a missing fault (driver.Pager).
+func (p *pager) Remove(i int) error {
+	off := int64(i) << abi.PageShift
+	if err := unix.Fallocate(p.memfd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, 1<<abi.PageShift); err != nil {
+		return fmt.Errorf("punching page %d: %w", i, err)
+	}
+	p.wake(uint64(i))
+	return nil
+}
