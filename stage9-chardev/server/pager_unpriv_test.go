@@ -83,8 +83,8 @@ func TestPagerUnprivilegedClient(t *testing.T) {
 		t.Skip("needs root, to run a client as another uid")
 	}
 	sysctl, _ := os.ReadFile("/proc/sys/vm/unprivileged_userfaultfd")
-	d := startStrangerDaemon(t)
-	s := startStranger(t, "pager-unprivileged", d.node, "", &syscall.Credential{Uid: otherUser, Gid: otherUser})
+	d := startDaemon(t)
+	s := startStranger(t, "pager-unprivileged", d.node, "", &syscall.Credential{Uid: strangerUID, Gid: strangerUID})
 	got := s.findings(t)
 	want := []string{
 		"paged true user-mode-only true",
@@ -98,5 +98,6 @@ func TestPagerUnprivilegedClient(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("an unprivileged client found:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	d.stopDaemon(t)
+	d.live(t, "after the unprivileged client")
+	d.stop(t)
 }
