@@ -87,7 +87,7 @@ func (ch *Channel) Submit(cmd abi.Command) error {
 	ch.writeLocked(fenced(cmd, i, true), i)
 	ch.ringLocked()
 	ch.lock.Unlock()
-	status, err := ch.awaitCommand(i)
+	status, err := ch.awaitCommand(i, ch.expect(cmd.Op, cmd.Size))
 	if err != nil {
 		return err
 	}

@@ -59,6 +59,7 @@ type Channel struct {
 	wake       Wake
 	stats      *stats
 	timeline   timeline
+	estimate   copyEstimate // when a synchronous copy will complete (estimate.go)
 
 	// lock is the global driver lock (Driver.mu). It guards the fields
 	// below; waiting for a completion takes no lock.
@@ -98,6 +99,7 @@ func (d *Driver) newChannel(c abi.Channel) (*Channel, error) {
 		owner: make([]*request, size), freeFor: make([]atomic.Uint64, size),
 	}
 	ch.timeline.ch = ch
+	ch.estimate.enabled = d.sizedWait
 	if err := ch.faultError(); err != nil {
 		return nil, fmt.Errorf("%w (left so by an earlier driver)", err)
 	}

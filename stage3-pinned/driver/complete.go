@@ -84,18 +84,29 @@ func (ch *Channel) reapPassedLocked(i uint64) {
 
 // awaitCommand waits, in the channel's wait mode, until the engine has
 // completed command i — which carries fence i+1 — and returns its status.
+// exp is what the estimate expects of it (expect), zero for no estimate.
 // Polling watches the command's completion entry, one line; blocking
 // sleeps on the fence until the interrupt. Once it returns without an
 // error the engine is done with the command, so the caller may free what
 // the command named.
-func (ch *Channel) awaitCommand(i uint64) (abi.Status, error) {
+func (ch *Channel) awaitCommand(i uint64, exp expectation) (abi.Status, error) {
 	var err error
 	switch ch.waitMode {
 	case WaitPoll:
 		return ch.awaitCompleted(i)
 	case WaitHybrid:
-		err = ch.spinFor(func() bool { return ch.completed(i) }, ch.pollBudget)
+		// The budget is the estimate's for a copy (estimate.go): longer
+		// than PollBudget for a copy expected later, none at all for one
+		// expected beyond MaxSizedPoll.
+		budget, blockNow := ch.budgetFor(exp)
+		if blockNow {
+			break
+		}
+		err = ch.spinFor(func() bool { return ch.completed(i) }, budget)
 		if err == nil {
+			if exp.bytes != 0 {
+				ch.completedCopy(exp, ch.regs.Load(abi.RegTimestamp)) // seen while polling: within a poll of the end
+			}
 			return ch.statusOf(i), nil
 		}
 		if err != errBudgetSpent {
@@ -104,6 +115,11 @@ func (ch *Channel) awaitCommand(i uint64) (abi.Status, error) {
 	}
 	if err = (Fence{ch: ch, value: i + 1}).block(context.Background()); err != nil {
 		return ch.settle(i, err)
+	}
+	if exp.bytes != 0 {
+		if end, ok := ch.fenceEnd(i, exp.start); ok {
+			ch.completedCopy(exp, end)
+		}
 	}
 	return ch.awaitCompleted(i) // the fence is written after the entry: one load
 }

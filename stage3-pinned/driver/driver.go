@@ -40,7 +40,7 @@ type Config struct {
 
 	// How waits wait and how interrupts reach waiters (fence.go, irq.go).
 	Wait       WaitMode // default WaitHybrid
-	PollBudget uint64   // cycles a hybrid wait polls before it blocks; zero means DefaultPollBudget
+	PollBudget uint64   // cycles a hybrid wait polls before it blocks; zero means DefaultPollBudget, sized for a copy (estimate.go)
 	Delivery   Delivery // default IRQDirect
 	Wake       Wake     // default WakeTargeted
 
@@ -49,6 +49,8 @@ type Config struct {
 	// DefaultBounceBuffers buffers.
 	BounceChunk   uint64
 	BounceBuffers int
+
+	sizedWait bool // set by check: PollBudget was left to the default, which the estimate may lengthen
 }
 
 // check fills in defaults and refuses values that name nothing, each with
@@ -57,6 +59,7 @@ type Config struct {
 func (cfg *Config) check() error {
 	if cfg.PollBudget == 0 {
 		cfg.PollBudget = DefaultPollBudget
+		cfg.sizedWait = true
 	}
 	switch {
 	case !cfg.Wait.Defined():
@@ -80,6 +83,7 @@ type Driver struct {
 	// Waiting and interrupts (fence.go, irq.go).
 	waitMode   WaitMode
 	pollBudget uint64
+	sizedWait  bool // the default budget: a copy's wait may poll longer (estimate.go)
 	delivery   Delivery
 	wake       Wake
 	irq        irq
@@ -138,6 +142,7 @@ func New(hw Hardware, cfg Config) (*Driver, error) {
 		yieldEvery: cfg.YieldEvery,
 		waitMode:   cfg.Wait,
 		pollBudget: cfg.PollBudget,
+		sizedWait:  cfg.sizedWait,
 		delivery:   cfg.Delivery,
 		wake:       cfg.Wake,
 		alloc:      NewAllocator(memSize),

@@ -43,7 +43,7 @@ type Config struct {
 
 	// How waits wait and how interrupts reach waiters (fence.go, irq.go).
 	Wait       WaitMode // default WaitHybrid
-	PollBudget uint64   // cycles a hybrid wait polls before it blocks; zero means DefaultPollBudget
+	PollBudget uint64   // cycles a hybrid wait polls before it blocks; zero means DefaultPollBudget, sized for a copy (estimate.go)
 	Delivery   Delivery // default IRQDirect
 	Wake       Wake     // default WakeTargeted
 
@@ -56,6 +56,8 @@ type Config struct {
 	// What the engines do when their rings are empty (idle.go); the zero
 	// value is hybrid with a 50 µs budget.
 	Idle Idle
+
+	sizedWait bool // set by check: PollBudget was left to the default, which the estimate may lengthen
 }
 
 // check fills in defaults and refuses values that name nothing, each with
@@ -64,6 +66,7 @@ type Config struct {
 func (cfg *Config) check() error {
 	if cfg.PollBudget == 0 {
 		cfg.PollBudget = DefaultPollBudget
+		cfg.sizedWait = true
 	}
 	switch {
 	case !cfg.Wait.Defined():
@@ -90,6 +93,7 @@ type Driver struct {
 	// Waiting and interrupts (fence.go, irq.go).
 	waitMode   WaitMode
 	pollBudget uint64
+	sizedWait  bool // the default budget: a copy's wait may poll longer (estimate.go)
 	delivery   Delivery
 	wake       Wake
 	irq        irq
@@ -150,6 +154,7 @@ func New(hw Hardware, cfg Config) (*Driver, error) {
 		yieldEvery: cfg.YieldEvery,
 		waitMode:   cfg.Wait,
 		pollBudget: cfg.PollBudget,
+		sizedWait:  cfg.sizedWait,
 		delivery:   cfg.Delivery,
 		wake:       cfg.Wake,
 		busSpace:   NewAllocator(abi.BusSize),

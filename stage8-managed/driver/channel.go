@@ -59,6 +59,7 @@ type Channel struct {
 	wake       Wake
 	stats      *stats
 	timeline   timeline
+	estimate   copyEstimate // when a synchronous copy will complete (estimate.go)
 
 	// The lock-free protocol's words; see nolock.go for who writes each.
 	counters                 // reserved, publishing, rung
@@ -99,6 +100,7 @@ func (d *Driver) newChannel(c abi.Channel, e abi.Engine) (*Channel, error) {
 		written: make([]atomic.Uint64, size),
 	}
 	ch.timeline.ch = ch
+	ch.estimate.enabled = d.sizedWait
 	if err := ch.faultError(); err != nil {
 		return nil, fmt.Errorf("%w (left so by an earlier driver)", err)
 	}

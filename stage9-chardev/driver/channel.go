@@ -73,6 +73,7 @@ type Channel struct {
 	wake       Wake
 	stats      *stats
 	timeline   timeline
+	estimate   copyEstimate // when a synchronous copy will complete (estimate.go)
 
 	// The lock-free protocol's words; see nolock.go for who writes each.
 	counters                           // reserved, publishing, rung
@@ -109,6 +110,7 @@ type channelEnv struct {
 	doorbells  *atomic.Uint64
 	waitMode   WaitMode
 	pollBudget uint64
+	sizedWait  bool // the default budget: a copy's wait may poll longer (estimate.go)
 	wake       Wake
 	stats      *stats
 	sleepFor   time.Duration // a client's sleep timeout
@@ -116,7 +118,7 @@ type channelEnv struct {
 
 func (d *Driver) env() channelEnv {
 	return channelEnv{hw: d.hw, regs: d.regs, yieldEvery: d.yieldEvery, closed: &d.closed, hooks: &d.hooks,
-		doorbells: &d.doorbells, waitMode: d.waitMode, pollBudget: d.pollBudget, wake: d.wake, stats: &d.stats}
+		doorbells: &d.doorbells, waitMode: d.waitMode, pollBudget: d.pollBudget, sizedWait: d.sizedWait, wake: d.wake, stats: &d.stats}
 }
 
 // channel makes the driver's side of channel c on engine e and picks up
@@ -146,6 +148,7 @@ func (env channelEnv) channel(c abi.Channel, e abi.Engine) (*Channel, error) {
 		written: make([]atomic.Uint64, size),
 	}
 	ch.timeline.ch = ch
+	ch.estimate.enabled = env.sizedWait
 	if err := ch.faultError(); err != nil {
 		return nil, fmt.Errorf("%w (left so by an earlier driver)", err)
 	}

@@ -62,7 +62,7 @@ func NewClient(hw Hardware, cfg Config) (*Client, error) {
 	}
 	cl := &Client{chans: map[abi.Channel]*Channel{}, done: make(chan struct{})}
 	cl.env = channelEnv{hw: hw, regs: hw.Registers(), yieldEvery: cfg.YieldEvery, closed: &cl.closed, hooks: &cl.hooks,
-		doorbells: &cl.doorbells, waitMode: cfg.Wait, pollBudget: cfg.PollBudget, wake: cfg.Wake, stats: &cl.stats,
+		doorbells: &cl.doorbells, waitMode: cfg.Wait, pollBudget: cfg.PollBudget, sizedWait: cfg.sizedWait, wake: cfg.Wake, stats: &cl.stats,
 		sleepFor: cfg.SleepTimeout}
 	go cl.interruptLoop(hw.Interrupts())
 	return cl, nil

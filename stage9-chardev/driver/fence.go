@@ -47,7 +47,9 @@ import (
 type WaitMode int
 
 const (
-	// WaitHybrid polls for Config.PollBudget cycles, then blocks. The
+	// WaitHybrid polls for Config.PollBudget cycles, then blocks — a
+	// synchronous copy at the default budget polls for as long as the
+	// driver expects it to take, within MaxSizedPoll (estimate.go). The
 	// default: short waits never pay for a wake-up, long ones never burn a
 	// core.
 	WaitHybrid WaitMode = iota

@@ -123,7 +123,7 @@ func (ch *Channel) Submit(cmd abi.Command) error {
 	ch.write(&cmd, i, true)
 	ch.markWritten(i, i+1)
 	ch.publish()
-	status, err := ch.awaitCommand(i)
+	status, err := ch.awaitCommand(i, ch.expect(cmd.Op, cmd.Size))
 	if err != nil {
 		return err
 	}
