@@ -691,9 +691,11 @@ func TestAStaleFaultRecordMovesNothing(t *testing.T) {
 // a SUM32 mismatch 10 runs in 10 with such a delay before the engine
 // learnt to drop everything on waking; device/mmu.go, answerInval). On
 // today's engines these modes did not fail with that flush removed (8
-// runs, 2 under -race): the deterministic guard of the interleaving is
-// TestASleepingEngineDropsWhatItSleptThrough; these keep the window wide
-// under every other mechanism here.
+// runs, 2 under -race): the deterministic guards of the interleaving are
+// TestASleepingEngineDropsWhatItSleptThrough, on the device's registers,
+// and TestAnInvalidationIsReadWithItsOwnRange, through this hook (each
+// fails 10 runs in 10 with the old order back); these keep the window
+// wide under every other mechanism here.
 func TestManagedStress(t *testing.T) {
 	modes := []struct {
 		name  string
