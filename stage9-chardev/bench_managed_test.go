@@ -148,31 +148,9 @@ func BenchmarkOversubscribe(b *testing.B) {
 		b.Run("policy="+pol.name+"/pattern=reuse/ratio=1.5", func(b *testing.B) { benchOversubscribeReuse(b, pol.e) })
 	}
 	b.Run("ratio=1.5", func(b *testing.B) {
-		const mem = 8 << 20
-		g := openBench(b, softgpu.Config{MemorySize: mem, ThrashThreshold: -1})
-		defer g.Close()
-		ctx, err := g.NewContext()
-		if err != nil {
-			b.Fatal(err)
-		}
-		n := uint64(float64(g.MemorySize()) * 1.5)
-		n &^= 4095
-		m, err := ctx.AllocManaged(n)
-		if errors.Is(err, softgpu.ErrPinLimit) {
-			b.Skip(err)
-		}
-		if err != nil {
-			b.Fatal(err)
-		}
+		o := oversubscribed(b, softgpu.Config{ThrashThreshold: -1}, 4096)
+		g, ctx, m, n, sum, out := o.g, o.ctx, o.m, o.n, o.sum, o.out
 		fill, err := ctx.NewChannel(softgpu.Copy, softgpu.ChannelOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		sum, err := ctx.NewChannel(softgpu.Compute, softgpu.ChannelOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		out, err := ctx.Alloc(8)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -210,4 +188,44 @@ func managedSetup(b *testing.B, g *softgpu.GPU, n int) (*softgpu.Context, *softg
 		b.Fatal(err)
 	}
 	return ctx, ch, m
+}
+
+// oversubscription is what both kinds of Oversubscribe row start from.
+type oversubscription struct {
+	g   *softgpu.GPU
+	ctx *softgpu.Context
+	m   *softgpu.Managed // 1.5 times device memory
+	n   uint64           // m's size
+	sum *softgpu.Channel // on the compute engine
+	out softgpu.Ptr      // 8 bytes of device memory for sums
+}
+
+// oversubscribed opens a GPU of 8 MiB of device memory with cfg's other
+// settings, and makes a context in it, a managed allocation of 1.5 times
+// the device memory rounded down to a multiple of align, a compute-engine
+// channel and 8 bytes of device memory. The GPU is closed when b ends.
+func oversubscribed(b *testing.B, cfg softgpu.Config, align uint64) oversubscription {
+	b.Helper()
+	cfg.MemorySize = 8 << 20
+	o := oversubscription{g: openBench(b, cfg)}
+	b.Cleanup(func() { o.g.Close() })
+	var err error
+	if o.ctx, err = o.g.NewContext(); err != nil {
+		b.Fatal(err)
+	}
+	o.n = uint64(float64(o.g.MemorySize())*1.5) &^ (align - 1)
+	o.m, err = o.ctx.AllocManaged(o.n)
+	if errors.Is(err, softgpu.ErrPinLimit) {
+		b.Skip(err)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	if o.sum, err = o.ctx.NewChannel(softgpu.Compute, softgpu.ChannelOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	if o.out, err = o.ctx.Alloc(8); err != nil {
+		b.Fatal(err)
+	}
+	return o
 }

@@ -2,7 +2,6 @@ package softgpu_test
 
 import (
 	"encoding/binary"
-	"errors"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -114,30 +113,9 @@ func benchPattern(b *testing.B, cfg softgpu.Config, pattern string) {
 // accessed bits and keeps it. migrated-B/op is what came to the device
 // per op, evicted/op the pages that left.
 func benchOversubscribeReuse(b *testing.B, e softgpu.Eviction) {
-	const mem = 8 << 20
 	const block = 2 << 20
-	g := openBench(b, softgpu.Config{MemorySize: mem, ThrashThreshold: -1, Prefetch: softgpu.PrefetchDensity, Eviction: e})
-	defer g.Close()
-	ctx, err := g.NewContext()
-	if err != nil {
-		b.Fatal(err)
-	}
-	n := uint64(float64(g.MemorySize())*1.5) &^ (block - 1)
-	m, err := ctx.AllocManaged(n)
-	if errors.Is(err, softgpu.ErrPinLimit) {
-		b.Skip(err)
-	}
-	if err != nil {
-		b.Fatal(err)
-	}
-	sum, err := ctx.NewChannel(softgpu.Compute, softgpu.ChannelOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	out, err := ctx.Alloc(8)
-	if err != nil {
-		b.Fatal(err)
-	}
+	o := oversubscribed(b, softgpu.Config{ThrashThreshold: -1, Prefetch: softgpu.PrefetchDensity, Eviction: e}, block)
+	g, m, n, sum, out := o.g, o.m, o.n, o.sum, o.out
 	batch := sum.NewBatch()
 	start := g.ManagedStats()
 	ops := 0

@@ -165,7 +165,9 @@ func (d *Device) recordBurst(e *Engine, va, n uint64, pages []uint64, acc access
 		e.trace.Record(trace.Event{Kind: trace.KindStall, Start: now, Engine: e.id, Channel: e.cur.id,
 			Seq: va, Arg: dropped, Size: written})
 	}
-	// After the store of RegFaultPut, as in recordFault (abi/managed.go).
+	// The load comes after the store of RegFaultPut: a handler that is
+	// polling sees the records, one that is about to block sees them on
+	// its last look, or has stored 1 here first (abi/managed.go).
 	if regs.Load(abi.RegFaultNeedIrq) != 0 {
 		d.raise(abi.IrqCauseFault)
 	}

@@ -29,42 +29,14 @@ const stalled abi.Status = 1<<31 + 1
 // recordFault writes a fault record for an access of engine e's command at
 // va, raises the interrupt, and reports whether the channel should stall:
 // false if there is no usable fault buffer, and the fault must take the
-// unreplayable path. A full buffer drops the record (counted in
-// RegFaultOverflow) and still stalls: the driver replays every stalled
-// channel after each batch, so this one faults again and is recorded then.
+// unreplayable path. It is a burst of one record (burst.go, recordBurst,
+// the one writer of records): a full buffer drops the record (counted in
+// RegFaultOverflow) and still stalls, since the driver replays every
+// stalled channel after each batch, so this one faults again and is
+// recorded then; and the interrupt is raised only while the handler asks
+// for one (RegFaultNeedIrq).
 func (d *Device) recordFault(e *Engine, va uint64, acc access) bool {
-	d.faultMu.Lock()
-	defer d.faultMu.Unlock()
-	regs := d.regs
-	base, size, ok := d.faultRing()
-	if !ok {
-		return false
-	}
-	put := regs.Load(abi.RegFaultPut)
-	get := regs.Load(abi.RegFaultGet) // pairs with the driver's store after it read the records below get
-	dropped := uint64(0)
-	if put-get >= size { // full — or a get the driver should never have stored
-		regs.Store(abi.RegFaultOverflow, regs.Load(abi.RegFaultOverflow)+1)
-		dropped = 1
-	} else {
-		at := base + put%size*abi.FaultRecordSize
-		abi.FaultRecord{VA: va, Timestamp: d.clock.Now(), Channel: e.cur.id, Context: e.mmu.ctx,
-			Engine: e.id, Write: acc == writing}.Encode(d.mem[at:])
-		// Stored after the record: a driver that loads this count reads
-		// the record whole.
-		regs.Store(abi.RegFaultPut, put+1)
-	}
-	if e.trace != nil {
-		e.trace.Record(trace.Event{Kind: trace.KindStall, Start: d.clock.Now(), Engine: e.id, Channel: e.cur.id,
-			Seq: va, Arg: dropped})
-	}
-	// The load comes after the store of RegFaultPut: a handler that is
-	// polling sees the record, one that is about to block sees it on its
-	// last look, or has stored 1 here first (abi/managed.go).
-	if regs.Load(abi.RegFaultNeedIrq) != 0 {
-		d.raise(abi.IrqCauseFault)
-	}
-	return true
+	return d.recordBurst(e, va, 1, []uint64{va &^ (1<<abi.PageShift - 1)}, acc)
 }
 
 // ANCHOR_END: record

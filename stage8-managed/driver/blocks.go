@@ -1,6 +1,10 @@
 package driver
 
-import "slices"
+import (
+	"slices"
+
+	"softgpu/stage8-managed/abi"
+)
 
 // Serving a batch by block: the fault handler (faults.go) hands over the
 // pages a batch of records named — de-duplicated, not stale, sorted by
@@ -104,10 +108,16 @@ func (d *Driver) serveBlock(m *Managed, block int, faulted []faultedPage) int {
 		merged = append(merged, s)
 	}
 	u.spans = merged
+	if len(merged) == 1 && merged[0] == (pageSpan{lo, hi}) && wholeOnHost(m, lo, hi) {
+		d.blockFrames(m, lo, hi) // one run of frames: one fragment (blockframes.go)
+	}
 	start := d.Now()
 	moved := 0
 	for _, s := range merged {
 		moved += d.toDevice(m, s.first, s.end-s.first)
+	}
+	if moved > 0 { // after every entry is stored, as a fragment that grows must be (fragment.go)
+		d.refragment(m.ctx.root, m.va+uint64(lo)<<abi.PageShift, uint64(hi-lo)<<abi.PageShift)
 	}
 	faultedMoved := 0 // moved just now: on the device, changed since start
 	for _, f := range faulted {

@@ -279,7 +279,7 @@ func (c *Context) mapManaged(m *Managed, rounded uint64) error {
 	if c.closed {
 		return fmt.Errorf("%w: context %d is closed", ErrContext, c.id)
 	}
-	va, err := c.va.AllocAlignedFrom(rounded, frameChunk, c.nextVA) // next fit (deferred.go)
+	va, err := c.va.AllocAlignedFrom(rounded, managedVAAlign(rounded), c.nextVA) // next fit (deferred.go); aligned for big pages (blockframes.go)
 	if err != nil {
 		return fmt.Errorf("%w: no virtual addresses left: %w", ErrContext, err)
 	}

@@ -67,8 +67,8 @@ const (
 	// Status is the abi.RunlistError kind, 0 if it accepted it.
 	KindRunlist
 	// KindStall is an engine stalling Channel on a replayable fault at the
-	// VA in Seq, at Start, after writing its fault record (Arg: 1 if the
-	// buffer was full and the record was dropped).
+	// VA in Seq, at Start, after writing its fault records (Size: how many;
+	// Arg: how many were dropped because the buffer was full).
 	KindStall
 	// KindReplay is an engine seeing replay generation Arg, at Start, and
 	// serving its stalled channels again.
