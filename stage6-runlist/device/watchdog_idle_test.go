@@ -1,0 +1,78 @@
+package device
+
+import (
+	"testing"
+	"time"
+
+	"softgpu/stage6-runlist/abi"
+)
+
+// The watchdog unit's own cost. An idle device burns nothing (stage 7's
+// rule), so the unit must not wake while no command runs under a
+// watchdog, and while one does it wakes when a limit may have passed, not
+// on a period of its own. The unit counts its wakes (Device.wakes).
+//
+// These tests count wakes over a stretch of time. A loaded machine can
+// only delay the unit's timers, so it can only lower the counts: none of
+// the bounds below can be broken by load.
+
+// idleSpell is how long the idle tests watch the unit: several times the
+// period the unit once woke at (20 ms) with no watchdog set.
+const idleSpell = 150 * time.Millisecond
+
+// TestNoWatchdogNoWake: with no watchdog set, the unit never wakes — not
+// while the device is idle, not while it runs commands.
+func TestNoWatchdogNoWake(t *testing.T) {
+	d := openTest(t, Config{})
+	if st := run(t, d, abi.EngineCompute, abi.Command{Op: abi.OpDelay, Value: 1_000_000}); st != abi.StatusOK {
+		t.Fatalf("DELAY = %v; want StatusOK", st)
+	}
+	time.Sleep(idleSpell)
+	if got := d.wakes.Load(); got != 0 {
+		t.Errorf("watchdog unit woke %d times in %v with no watchdog; want 0", got, idleSpell)
+	}
+}
+
+// TestAnIdleWatchdogDoesNotWake: with a watchdog set on both engines but
+// no command running, the unit does not wake.
+func TestAnIdleWatchdogDoesNotWake(t *testing.T) {
+	d := openTest(t, Config{})
+	for e := range abi.Engine(abi.NumEngines) {
+		d.regs.Store(abi.EngineControlPage(e)+abi.RegWatchdog, 10_000_000) // 10 ms
+	}
+	time.Sleep(idleSpell)
+	if got := d.wakes.Load(); got != 0 {
+		t.Errorf("watchdog unit woke %d times in %v of idle with a 10 ms watchdog; want 0", got, idleSpell)
+	}
+}
+
+// TestAWatchdogWakesOncePerLimit: a channel runs a stream of commands,
+// each well inside the limit, for ten limits. The unit has nothing to do
+// but look when a running command could have reached the limit: about
+// once a limit. It once woke four times a limit.
+func TestAWatchdogWakesOncePerLimit(t *testing.T) {
+	const limit = 20_000_000 // 20 ms
+	const delay = 2_000_000  // 2 ms: a tenth of the limit
+	const n = 100            // ten limits of work
+	d := openTest(t, Config{})
+	e := abi.EngineCompute
+	d.regs.Store(abi.EngineControlPage(e)+abi.RegWatchdog, limit)
+	start := d.clock.Now()
+	for range n {
+		if st := run(t, d, e, abi.Command{Op: abi.OpDelay, Value: delay}); st != abi.StatusOK {
+			t.Fatalf("DELAY = %v; want StatusOK", st)
+		}
+	}
+	wakes, elapsed := d.wakes.Load(), d.clock.Now()-start
+	// A wake that finds a command running sleeps until that command's
+	// limit, and the command started after the wake before (one seen then
+	// would be due now, and acted on); a wake that finds none parks until
+	// the next command starts and kicks. So no two wakes a limit apart hold
+	// a third between them: at most two a limit, plus the first and last.
+	if most := 2 + 2*elapsed/limit; wakes > most {
+		t.Errorf("watchdog unit woke %d times in %d cycles under a %d-cycle limit; want at most %d", wakes, elapsed, uint64(limit), most)
+	}
+	if got := counter(d, e, abi.RegTimeouts); got != 0 {
+		t.Errorf("RegTimeouts = %d; want 0 (every command ran a tenth of the limit)", got)
+	}
+}
