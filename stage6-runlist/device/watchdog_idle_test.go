@@ -76,3 +76,29 @@ func TestAWatchdogWakesOncePerLimit(t *testing.T) {
 		t.Errorf("watchdog unit woke %d times in %d cycles under a %d-cycle limit; want at most %d", wakes, elapsed, uint64(limit), most)
 	}
 }
+
+// TestAShortLimitWakesASleepingUnit: the unit is asleep until a long
+// limit on the copy engine when a command starts on the compute engine
+// under a short one and hangs. The compute engine must kick the unit, or
+// the hang would last the copy engine's limit.
+func TestAShortLimitWakesASleepingUnit(t *testing.T) {
+	const long = 60_000_000_000 // 60 s
+	d := openTest(t, Config{})
+	d.regs.Store(abi.EngineControlPage(abi.EngineCopy)+abi.RegWatchdog, long)
+	d.regs.Store(abi.EngineControlPage(abi.EngineCompute)+abi.RegWatchdog, hangLimit)
+	publish(d, abi.DefaultChannel(abi.EngineCopy), abi.Command{Op: abi.OpDelay, Value: long / 2})
+	waitUntil(t, "the copy engine's DELAY to start under its watchdog", func() bool {
+		return d.engines[abi.EngineCopy].wd.since.Load() != 0
+	})
+	waitUntil(t, "the unit to sleep until the copy engine's limit", func() bool { return d.watchNext.Load() > long/2 && d.watchNext.Load() != never })
+	start := d.clock.Now()
+	if st := run(t, d, abi.EngineCompute, abi.Command{Op: abi.OpSpin, Value: long}); st != abi.StatusTimeout {
+		t.Fatalf("OpSpin under a %d-cycle watchdog = %v; want StatusTimeout", uint64(hangLimit), st)
+	}
+	// The spin is stopped a limit after its request, which comes a limit
+	// after it starts; without the kick the unit would first look at the
+	// copy engine's limit, 60 s away. Ten seconds is far from both.
+	if took := d.clock.Now() - start; took >= 10_000_000_000 {
+		t.Errorf("the hung spin was stopped after %d cycles; want it stopped within two %d-cycle limits, not the copy engine's %d", took, uint64(hangLimit), uint64(long))
+	}
+}
