@@ -141,7 +141,7 @@ func (d *Device) watchScan(pending *[abi.NumEngines]asked) uint64 {
 			e.wd.preempt.Store(serial) // a preemption request...
 			next = min(next, now+min(limit, never-now))
 		case now-p.at < limit:
-			next = min(next, p.at+limit) // ...its deadline
+			next = min(next, p.at+min(limit, never-p.at)) // ...its deadline
 		default:
 			e.wd.reset.Store(serial)                    // ...whose deadline has passed
 			next = min(next, now+min(limit, never-now)) // look again, if the engine is slow to answer the line
