@@ -148,6 +148,9 @@ type Device struct {
 	// watchStop is closed, once (watchOnce), to end it.
 	watchStop chan struct{}
 	watchOnce sync.Once
+	watchNext atomic.Uint64 // written by the unit: the cycle it next looks, 0 while it looks, never while parked
+	watchKick chan struct{} // sent to by an engine whose command the unit would look at too late; one token
+	wakes     atomic.Uint64 // written by the unit: how often it has woken (watchdog.go); tests read it
 }
 
 // Open creates a device and starts its engines.
@@ -171,7 +174,8 @@ func Open(cfg Config) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Device{cfg: cfg, clock: newClock(), mem: mem, trace: cfg.Trace, watchStop: make(chan struct{})}
+	d := &Device{cfg: cfg, clock: newClock(), mem: mem, trace: cfg.Trace, watchStop: make(chan struct{}),
+		watchKick: make(chan struct{}, 1)}
 	d.regs = mmio.NewRegisters(alignedWords(abi.RegSpaceSize/8), d.clock.Now)
 	d.regs.Store(abi.RegID, abi.DeviceID)
 	d.regs.Store(abi.RegMemSize, cfg.MemorySize)

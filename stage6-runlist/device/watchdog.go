@@ -60,52 +60,94 @@ type watch struct {
 	reset   atomic.Uint64 // written by the unit: the serial whose engine it resets
 }
 
-// watchdogIdle is how often the unit looks when no engine has a watchdog:
-// often enough that a limit the driver sets is in force within it.
-const watchdogIdle = 20 * time.Millisecond
+// never is the unit's next look when it has nothing to watch: it is
+// parked until an engine kicks it.
+const never = ^uint64(0)
 
-// watchdogLoop is the watchdog unit: until the device stops, every quarter
-// of the smallest limit set, it asks each engine whose command has run past
-// its limit to stop, and resets the engine if the command is still
-// running a limit later.
+// watchdogLoop is the watchdog unit: until the device stops, it asks each
+// engine whose command has run past its limit to stop, and resets the
+// engine if the command is still running a limit later.
+//
+// It wakes only when something may be due. Each look (watchScan) acts on
+// what is due and returns the next cycle at which anything could be: the
+// limit of a running command, or the deadline of a request. The unit
+// sleeps until then; with no command running under a watchdog that is
+// never, and it sleeps until an engine kicks it. So an idle device, or one
+// with no watchdog set, costs nothing here (stage 7's rule), and a stream
+// of commands under a watchdog wakes the unit about once a limit.
 func (d *Device) watchdogLoop() {
 	defer d.running.Done()
-	type asked struct{ serial, at uint64 }
 	var pending [abi.NumEngines]asked
-	timer := time.NewTimer(watchdogIdle)
-	defer timer.Stop()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
 	for {
+		next := d.watchScan(&pending)
+		for {
+			// Ordering: this store of next, then the look again below,
+			// pairs with watchStart's store of since, then its load of
+			// watchNext. Either the engine sees the unit's next and kicks
+			// if it is too late for its command, or this look sees the
+			// command: a command that starts as the unit goes to sleep is
+			// never missed.
+			d.watchNext.Store(next)
+			again := d.watchScan(&pending)
+			if again >= next {
+				break
+			}
+			next = again
+		}
+		var due <-chan time.Time
+		if next != never {
+			timer.Reset(time.Duration(next - min(next, d.clock.Now()))) // cycles are nanoseconds
+			due = timer.C
+		}
 		select {
 		case <-d.watchStop:
 			return
-		case <-timer.C:
+		case <-d.watchKick:
+		case <-due:
 		}
-		tick := watchdogIdle
-		for i, e := range d.engines {
-			limit := d.regs.Load(e.controlPage + abi.RegWatchdog)
-			if limit == 0 {
-				continue
-			}
-			tick = min(tick, max(time.Duration(limit)/4, 10*time.Microsecond))
-			serial := e.wd.serial.Load()
-			since := e.wd.since.Load()
-			if since == 0 || e.wd.serial.Load() != serial {
-				continue // between commands, or one just started
-			}
-			now := d.clock.Now()
-			if now-(since-1) < limit {
-				continue
-			}
-			switch p := &pending[i]; {
-			case p.serial != serial:
-				*p = asked{serial, now}
-				e.wd.preempt.Store(serial) // a preemption request...
-			case now-p.at >= limit:
-				e.wd.reset.Store(serial) // ...whose deadline has passed
-			}
-		}
-		timer.Reset(tick)
+		timer.Stop()
+		d.watchNext.Store(0) // looking: an engine that starts now is seen by the look, and need not kick
+		d.wakes.Add(1)
 	}
+}
+
+// asked is a preemption request the unit has made: the command it named,
+// and when.
+type asked struct{ serial, at uint64 }
+
+// watchScan looks once at each engine: it asks a command that has run past
+// its limit to stop, resets the engine under one whose request's deadline
+// has passed, and returns the cycle of the next limit or deadline, or never.
+func (d *Device) watchScan(pending *[abi.NumEngines]asked) uint64 {
+	next := never
+	for i, e := range d.engines {
+		limit := d.regs.Load(e.controlPage + abi.RegWatchdog)
+		if limit == 0 {
+			continue
+		}
+		serial := e.wd.serial.Load()
+		since := e.wd.since.Load()
+		if since == 0 || e.wd.serial.Load() != serial {
+			continue // between commands; or one just started, and its watchStart kicks if the unit's next is too late
+		}
+		now := d.clock.Now()
+		switch p := &pending[i]; {
+		case p.serial != serial && now-(since-1) < limit:
+			next = min(next, since-1+min(limit, never-since)) // its limit
+		case p.serial != serial:
+			*p = asked{serial, now}
+			e.wd.preempt.Store(serial) // a preemption request...
+			next = min(next, now+min(limit, never-now))
+		case now-p.at < limit:
+			next = min(next, p.at+min(limit, never-p.at)) // ...its deadline
+		default:
+			e.wd.reset.Store(serial)                    // ...whose deadline has passed
+			next = min(next, now+min(limit, never-now)) // look again, if the engine is slow to answer the line
+		}
+	}
+	return next
 }
 
 // stopWatchdog ends the watchdog unit, once; the last engine to stop calls
@@ -117,6 +159,17 @@ func (d *Device) stopWatchdog() { d.watchOnce.Do(func() { close(d.watchStop) }) 
 func (e *Engine) watchStart(now, ran uint64) {
 	e.wd.serial.Add(1)
 	e.wd.since.Store(now - ran + 1)
+	// Ordering: the store of since above, then this load of watchNext,
+	// pairs with the unit's store of watchNext, then its look again
+	// (watchdogLoop). The unit parked (never), or asleep past this
+	// command's limit, is kicked; one token is enough, the unit looks at
+	// every engine when it wakes.
+	if limit := e.watchdog; e.dev.watchNext.Load() > now-ran+min(limit, never-now) {
+		select {
+		case e.dev.watchKick <- struct{}{}:
+		default: // a kick is already pending
+		}
+	}
 }
 
 // watchEnd tells the unit no command is running.

@@ -57,7 +57,7 @@ const engineBound = time.Second
 // daemon sets one by default.
 func (d *Driver) commandBound(e abi.Engine) time.Duration {
 	limit := time.Duration(d.regs.Load(abi.EngineControlPage(e) + abi.RegWatchdog)) // cycles are nanoseconds
-	return engineBound + 2*limit + 2*limit/4                                        // preempt, reset, and the unit's quarter-limit ticks
+	return engineBound + 2*limit + 2*limit/4                                        // preempt, reset, and a quarter-limit each for the unit's timer to fire late
 }
 
 // hungError reports that engine e did not answer what for within bound.
