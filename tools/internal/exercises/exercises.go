@@ -54,7 +54,12 @@ type Exercise struct {
 }
 
 // Pkg returns the checker's package as a go command argument, "./server".
-func (e Exercise) Pkg() string { return "./" + path.Dir(e.Checker) }
+func (e Exercise) Pkg() string {
+	if dir := path.Dir(e.Checker); dir != "." {
+		return "./" + dir
+	}
+	return "."
+}
 
 // Test returns the checker's test function name, TestExercise9_1.
 func (e Exercise) Test() string { return fmt.Sprintf("TestExercise%d_%d", StageNumber(e.Stage), e.N) }

@@ -63,6 +63,9 @@ func TestFind(t *testing.T) {
 	if got, want := got[0].Pkg(), "./driver"; got != want {
 		t.Errorf("Pkg() = %q; want %q", got, want)
 	}
+	if got, want := (Exercise{Checker: "exercise_3_test.go"}).Pkg(), "."; got != want {
+		t.Errorf("Pkg() of a checker at the stage's top = %q; want %q", got, want)
+	}
 }
 
 func TestPackages(t *testing.T) {
