@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -30,19 +31,24 @@ type Result struct {
 // ErrChecker wraps every way an exercise can fail Run's three phases.
 var ErrChecker = errors.New("exercise")
 
-// Run copies stage e.Stage of root to a temporary directory and runs the
+// Run copies stage e.Stage of root to a directory under os.TempDir and runs the
 // three phases (see the package comment) there, with GOWORK=off: a stage
 // builds alone, as a student's copy does. env is added to the go
 // commands' environment.
 func Run(ctx context.Context, root string, e Exercise, env []string) Result {
 	r := Result{Exercise: e}
-	tmp, err := os.MkdirTemp("", "softgpu-exercise-")
-	if err != nil {
+	// The copy goes to the same path every time: Go's build cache keys a
+	// package by its directory as well as its content, so a fixed path
+	// lets every exercise of a stage, and every later run, reuse the
+	// stage's compiled packages; only what a solution changes is built
+	// again. The path is the repository's own, so two checkouts never
+	// share one; two runs in one checkout at once are not supported.
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("softgpu-exercises-%08x", crc32.ChecksumIEEE([]byte(root))), e.Stage)
+	if err := os.RemoveAll(dir); err != nil {
 		r.Err = err
 		return r
 	}
-	defer os.RemoveAll(tmp)
-	dir := filepath.Join(tmp, e.Stage)
+	defer os.RemoveAll(dir)
 	if err := copyTree(filepath.Join(root, e.Stage), dir); err != nil {
 		r.Err = err
 		return r
