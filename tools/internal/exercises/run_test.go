@@ -65,4 +65,3 @@ func TestRun(t *testing.T) {
 		})
 	}
 }
-
