@@ -48,7 +48,10 @@ func Run(ctx context.Context, root string, e Exercise, env []string) Result {
 		r.Err = err
 		return r
 	}
-	defer os.RemoveAll(dir)
+	defer func() {
+		os.RemoveAll(dir)
+		os.Remove(filepath.Dir(dir)) // if no other stage's copy is in it
+	}()
 	if err := copyTree(filepath.Join(root, e.Stage), dir); err != nil {
 		r.Err = err
 		return r
