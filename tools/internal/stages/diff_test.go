@@ -42,6 +42,8 @@ func TestDiffStagesFiles(t *testing.T) {
 	writeFile(t, root, "stage0-mailbox/softgpu.test", "old binary")
 	writeFile(t, root, "stage1-ring/softgpu.test", "new binary")
 	writeFile(t, root, "stage1-ring/.git/HEAD", "ref: refs/heads/main\n")
+	// An exercise's checker belongs to its stage alone: not in the diff.
+	writeFile(t, root, "stage0-mailbox/driver/exercise_1_test.go", "//go:build exercise\n")
 
 	d, err := DiffStages(root, "stage0-mailbox", "stage1-ring")
 	if err != nil {
@@ -56,7 +58,7 @@ func TestDiffStagesFiles(t *testing.T) {
 	if !reflect.DeepEqual(d.Files, want) {
 		t.Errorf("DiffStages(stage0-mailbox, stage1-ring).Files = %+v; want %+v", d.Files, want)
 	}
-	for _, leak := range []string{"stage0-mailbox/driver", "stage1-ring/driver", "softgpu.test"} {
+	for _, leak := range []string{"stage0-mailbox/driver", "stage1-ring/driver", "softgpu.test", "exercise_1"} {
 		if strings.Contains(d.Unified, leak) {
 			t.Errorf("Unified contains %q; module paths must be normalised and ignored files skipped", leak)
 		}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -24,6 +25,11 @@ import (
 //
 // Negation (!pattern) and ** are not understood; such lines are ignored.
 // Symbolic links are skipped.
+//
+// An exercise's checker (exercise_<n>_test.go, package
+// softgpu/tools/internal/exercises) is not part of the tree either: it
+// belongs to its chapter's stage alone, so a stage diff neither shows it
+// removed in the next stage nor a new stage copies it.
 
 // treeFile is one file of a tree.
 type treeFile struct {
@@ -31,6 +37,9 @@ type treeFile struct {
 	Mode fs.FileMode
 	Data []byte
 }
+
+// exerciseChecker matches an exercise checker's file name.
+var exerciseChecker = regexp.MustCompile(`^exercise_[0-9]+_test\.go$`)
 
 // ignorePattern is one .gitignore line.
 type ignorePattern struct {
@@ -120,7 +129,7 @@ func readTree(root, dir string) ([]treeFile, error) {
 			patterns = append(patterns, more...)
 			return nil
 		}
-		if !d.Type().IsRegular() || ignored(patterns, relRoot, false) {
+		if !d.Type().IsRegular() || ignored(patterns, relRoot, false) || exerciseChecker.MatchString(d.Name()) {
 			return nil
 		}
 		data, err := os.ReadFile(p)

@@ -91,7 +91,9 @@ func Forward(ctx context.Context, root, dir string, check bool) ([]ForwardResult
 // `git diff HEAD` shows, new files added with git add -N included.
 func uncommittedPatch(ctx context.Context, root, dir string) (string, error) {
 	stageDir := filepath.Join(root, dir)
-	tracked, err := git(ctx, stageDir, "diff", "HEAD", "--binary", "--no-color", "--no-ext-diff", "--src-prefix=a/", "--dst-prefix=b/", "--relative", "--", ".")
+	// An exercise's checker is never forwarded: it belongs to its
+	// chapter's stage (files.go).
+	tracked, err := git(ctx, stageDir, "diff", "HEAD", "--binary", "--no-color", "--no-ext-diff", "--src-prefix=a/", "--dst-prefix=b/", "--relative", "--", ".", ":(exclude,glob)**/exercise_*_test.go")
 	if err != nil {
 		return "", fmt.Errorf("%w (forward diffs against the last commit; is %s in a git repository with one?)", err, dir)
 	}

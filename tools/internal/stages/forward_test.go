@@ -52,6 +52,8 @@ func forwardRepo(t *testing.T) string {
 	writeFile(t, root, "stage0-mailbox/fix.go", "package softgpu\n\nimport _ \"softgpu/stage0-mailbox/abi\"\n")
 	runGit(t, root, "add", "-N", "stage0-mailbox/fix.go") // a new file of the fix: known to git, not staged
 	writeFile(t, root, "stage0-mailbox/fix.test", "ignored: not forwarded")
+	writeFile(t, root, "stage0-mailbox/driver/exercise_1_test.go", "//go:build exercise\n\npackage driver\n")
+	runGit(t, root, "add", "-N", "stage0-mailbox/driver/exercise_1_test.go") // a checker: known to git, never forwarded
 	return root
 }
 
@@ -86,6 +88,9 @@ func TestForward(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "stage1-ring/fix.test")); !os.IsNotExist(err) {
 		t.Errorf("ignored fix.test was forwarded (err %v)", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "stage1-ring/driver/exercise_1_test.go")); !os.IsNotExist(err) {
+		t.Errorf("an exercise's checker was forwarded (err %v)", err)
 	}
 
 	// stage2-fence differs at the top: that hunk is rejected and reported,
