@@ -20,7 +20,9 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -87,8 +89,18 @@ func TestExercise9_1(t *testing.T) {
 		if got, want := uapi.Size(call.Request), uint32(reflect.TypeOf(call.New()).Elem().Size()); got != want {
 			t.Errorf("CHANNEL_PRIORITY's request number encodes size %d; its argument is %d bytes", got, want)
 		}
-		if uapi.VersionMinor < 2 {
-			t.Errorf("uapi.VersionMinor = %d; a new call is a minor version: bump it, and say what it added beside it", uapi.VersionMinor)
+		// A new call is a minor version: the newest "(since 2.N)" in doc.go's
+		// table must be CHANNEL_PRIORITY's, and N the current minor.
+		if doc, err := os.ReadFile("../uapi/doc.go"); err == nil {
+			newest, newestRow := -1, ""
+			for _, m := range regexp.MustCompile(`(?m)^//\s+0x[0-9a-f]+\s+(\S+).*\(since 2\.(\d+)\)`).FindAllStringSubmatch(string(doc), -1) {
+				if n, _ := strconv.Atoi(m[2]); n >= newest {
+					newest, newestRow = n, m[1]
+				}
+			}
+			if newestRow != "CHANNEL_PRIORITY" || newest != uapi.VersionMinor {
+				t.Errorf("uapi.VersionMinor = %d and the newest call in doc.go is %s (since 2.%d); a new call is a minor version: bump it, say what it added beside it, and mark its row (since 2.%d)", uapi.VersionMinor, newestRow, newest, uapi.VersionMinor)
+			}
 		}
 		for _, f := range []struct{ path, want, step string }{
 			{"../uapi/doc.go", "CHANNEL_PRIORITY", "its row in the table of calls"},
@@ -180,13 +192,14 @@ func TestExercise9_1(t *testing.T) {
 
 	t.Run("a stranger is not granted a raise", func(t *testing.T) {
 		cred, uid := strangerCred()
-		d := startStrangerDaemon(t)
+		d := startDaemon(t)
 		got := startStranger(t, "exercise-9.1", d.node, "", cred).findings(t)
 		want := []string{"low ok", fmt.Sprintf("high errno=%d", uint32(uapi.ErrPerm))}
 		if !slices.Equal(got, want) {
 			t.Errorf("the stranger's SetPriority calls (uid %d, no -priority-uids):\n got %q\nwant %q", uid, got, want)
 		}
-		d.stopDaemon(t)
+		d.live(t, "after the stranger's calls")
+		d.stop(t)
 	})
 }
 
