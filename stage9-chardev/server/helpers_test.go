@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/client"
 	"softgpu/stage9-chardev/device"
 	"softgpu/stage9-chardev/internal/servetest"
@@ -36,9 +37,7 @@ func deviceConfig(mem uint64) device.Config { return device.Config{MemorySize: m
 func dial(t testing.TB, s *server.Server) *client.GPU {
 	t.Helper()
 	g, err := client.Dial(s.Node())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { g.Close() })
 	return g
 }
@@ -48,9 +47,7 @@ func dial(t testing.TB, s *server.Server) *client.GPU {
 func control(t testing.TB, node string) *client.Control {
 	t.Helper()
 	ctl, err := client.DialControl(node)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { ctl.Close() })
 	return ctl
 }
@@ -76,9 +73,7 @@ func waitFor(t testing.TB, what string, cond func() (bool, string)) {
 func info(t testing.TB, ctl *client.Control) uapi.Info {
 	t.Helper()
 	in, err := ctl.Info()
-	if err != nil {
-		t.Fatalf("INFO: %v", err)
-	}
+	require.NoError(t, err, "INFO")
 	return in
 }
 
@@ -86,9 +81,7 @@ func info(t testing.TB, ctl *client.Control) uapi.Info {
 func clientCount(t testing.TB, ctl *client.Control) int {
 	t.Helper()
 	cs, err := ctl.Clients()
-	if err != nil {
-		t.Fatalf("CLIENT_INFO: %v", err)
-	}
+	require.NoError(t, err, "CLIENT_INFO")
 	return len(cs)
 }
 
@@ -106,9 +99,7 @@ func waitClients(t testing.TB, ctl *client.Control, n int) {
 func openFDs(t testing.TB) int {
 	t.Helper()
 	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatalf("counting descriptors: %v", err)
-	}
+	require.NoError(t, err, "counting descriptors")
 	return len(ents) - 1 // the directory ReadDir itself opened
 }
 
@@ -118,9 +109,7 @@ func openFDs(t testing.TB) int {
 func hostMappings(t testing.TB) int {
 	t.Helper()
 	maps, err := os.ReadFile("/proc/self/maps")
-	if err != nil {
-		t.Fatalf("reading mappings: %v", err)
-	}
+	require.NoError(t, err, "reading mappings")
 	n := 0
 	for _, line := range strings.Split(string(maps), "\n") {
 		if strings.Contains(line, "memfd:softgpu-host") || strings.Contains(line, "memfd:hostile-host") {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"softgpu/stage9-chardev/uapi"
@@ -92,12 +93,8 @@ func startHostile(t *testing.T, uid int, role ...string) (*exec.Cmd, *bufio.Scan
 	}
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		cmd.Wait()
@@ -110,20 +107,12 @@ func startHostile(t *testing.T, uid int, role ...string) (*exec.Cmd, *bufio.Scan
 func copyForStranger(t *testing.T, bin string) string {
 	t.Helper()
 	b, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	dir := t.TempDir()
-	if err := os.Chmod(filepath.Dir(dir), 0o711); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o711); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o711))
+	require.NoError(t, os.Chmod(dir, 0o711))
 	copied := filepath.Join(dir, "hostile.test")
-	if err := os.WriteFile(copied, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(copied, b, 0o755))
 	return copied
 }
 
@@ -132,9 +121,7 @@ func copyForStranger(t *testing.T, bin string) string {
 func openToOthers(t *testing.T, d *daemonProc) {
 	t.Helper()
 	for dir := filepath.Dir(d.node); dir != os.TempDir() && dir != "/"; dir = filepath.Dir(dir) {
-		if err := os.Chmod(dir, 0o711); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.Chmod(dir, 0o711))
 	}
 }
 
@@ -159,9 +146,7 @@ func TestConnectionsPerUidAreCapped(t *testing.T) {
 func TestAConnectionThatNeverAttachesIsDropped(t *testing.T) {
 	d := startDaemon(t, "-attach-timeout", "300ms")
 	silent, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: d.node, Net: "unixpacket"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer silent.Close()
 	r := dialRaw(t, d.node)
 	r.negotiate() // VERSION, then nothing

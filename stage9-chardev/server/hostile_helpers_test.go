@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/client"
 )
 
@@ -57,9 +59,7 @@ func startDaemon(t *testing.T, args ...string) *daemonProc {
 	}
 	d.cmd = exec.Command(bin, append([]string{"-node", d.node, "-mem", "16777216"}, args...)...)
 	d.cmd.Stdout, d.cmd.Stderr = d.logs, d.logs
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.cmd.Start())
 	go func() { d.exited <- d.cmd.Wait() }()
 	t.Cleanup(func() {
 		d.cmd.Process.Kill()
@@ -96,23 +96,15 @@ func roundTrip(t *testing.T, node string) time.Duration {
 	t.Helper()
 	start := time.Now()
 	g, err := client.Dial(node)
-	if err != nil {
-		t.Fatalf("a well-behaved client's Dial: %v", err)
-	}
+	require.NoError(t, err, "a well-behaved client's Dial")
 	defer g.Close()
 	const size = 64 << 10
 	p, err := g.Alloc(size)
-	if err != nil {
-		t.Fatalf("a well-behaved client's Alloc: %v", err)
-	}
+	require.NoError(t, err, "a well-behaved client's Alloc")
 	want := pattern(0x5a, size)
-	if err := g.Write(p, want); err != nil {
-		t.Fatalf("a well-behaved client's Write: %v", err)
-	}
+	require.NoError(t, g.Write(p, want), "a well-behaved client's Write")
 	got := make([]byte, size)
-	if err := g.Read(got, p); err != nil {
-		t.Fatalf("a well-behaved client's Read: %v", err)
-	}
+	require.NoError(t, g.Read(got, p), "a well-behaved client's Read")
 	if i := firstDiff(got, want); i >= 0 {
 		t.Fatalf("a well-behaved client's byte %d reads %#x; want %#x", i, got[i], want[i])
 	}
@@ -136,15 +128,11 @@ func (d *daemonProc) stillServes(t *testing.T, when string) {
 // terminate sends SIGTERM and asserts the daemon exits 0 within bound.
 func (d *daemonProc) terminate(t *testing.T, bound time.Duration) {
 	t.Helper()
-	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.cmd.Process.Signal(syscall.SIGTERM))
 	select {
 	case err := <-d.exited:
 		d.exited <- err
-		if err != nil {
-			t.Errorf("softgpud after SIGTERM: %v; want exit status 0\n%s", err, d.log())
-		}
+		assert.NoError(t, err, "softgpud after SIGTERM; want exit status 0\n%s", d.log())
 	case <-time.After(bound):
 		t.Errorf("softgpud still running %v after SIGTERM\n%s", bound, d.log())
 	}

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/client"
 )
 
@@ -16,18 +18,14 @@ import (
 func TestANeverEndingCommandIsStoppedAndOthersKeepTheirLatency(t *testing.T) {
 	d := startDaemon(t) // softgpud's defaults, its watchdog among them
 	hog, err := client.Dial(d.node)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer hog.Close()
 	var pending []interface{ Wait() error }
 	for _, e := range []client.Engine{client.Copy, client.Compute} {
 		b := hog.NewBatch(e)
 		b.Delay(1 << 62)
 		p, err := b.Submit()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		pending = append(pending, p)
 	}
 	d.stillServes(t, "while a DELAY of 2^62 cycles runs on each engine")
@@ -36,9 +34,7 @@ func TestANeverEndingCommandIsStoppedAndOthersKeepTheirLatency(t *testing.T) {
 		go func() { done <- p.Wait() }()
 		select {
 		case err := <-done:
-			if err == nil {
-				t.Errorf("the hog's DELAY of 2^62 cycles on engine %d completed without error", i)
-			}
+			assert.Error(t, err, "the hog's DELAY of 2^62 cycles on engine %d completed without error", i)
 		case <-time.After(patience):
 			t.Fatalf("the hog's DELAY of 2^62 cycles on engine %d still runs after %v: softgpud has no watchdog", i, patience)
 		}
@@ -57,9 +53,7 @@ func TestANeverEndingCommandIsStoppedAndOthersKeepTheirLatency(t *testing.T) {
 func TestAFullWindowWaitsOnlyForItsOwnersChannels(t *testing.T) {
 	d := startDaemon(t, "-watchdog", "0")
 	hog, err := client.Dial(d.node)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer hog.Close()
 	for _, e := range []client.Engine{client.Copy, client.Compute} {
 		b := hog.NewBatch(e)
@@ -69,9 +63,7 @@ func TestAFullWindowWaitsOnlyForItsOwnersChannels(t *testing.T) {
 		}
 	}
 	v, err := client.Dial(d.node)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer v.Close()
 	var held []*client.HostBuffer
 	for range 200 {
@@ -84,9 +76,7 @@ func TestAFullWindowWaitsOnlyForItsOwnersChannels(t *testing.T) {
 	if len(held) == 0 {
 		t.Fatal("the victim could register no host memory")
 	}
-	if err := v.HostFree(held[0]); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, v.HostFree(held[0]))
 	done := make(chan error, 1)
 	go func() {
 		h, err := v.HostAlloc(4096)
@@ -97,9 +87,7 @@ func TestAFullWindowWaitsOnlyForItsOwnersChannels(t *testing.T) {
 	}()
 	select {
 	case err := <-done:
-		if err != nil {
-			t.Errorf("HOST_REGISTER after freeing one of %d regions, the stranger's DELAY running: %v; want the freed entry back", len(held), err)
-		}
+		assert.NoError(t, err, "HOST_REGISTER after freeing one of %d regions, the stranger's DELAY running; want the freed entry back", len(held))
 	case <-time.After(liveBound):
 		t.Fatalf("HOST_REGISTER after freeing one of %d regions has not returned after %v: it waits on the stranger's never-ending DELAY", len(held), liveBound)
 	}
@@ -127,9 +115,7 @@ func TestAFullWindowWaitsOnlyForItsOwnersChannels(t *testing.T) {
 func TestSIGTERMStopsTheDaemonWithACallInFlight(t *testing.T) {
 	d := startDaemon(t, "-watchdog", "0")
 	hog, err := client.Dial(d.node)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer hog.Close()
 	var held []*client.HostBuffer
 	for range 200 {
@@ -154,15 +140,11 @@ func TestSIGTERMStopsTheDaemonWithACallInFlight(t *testing.T) {
 	if _, err := b.Submit(); err != nil {
 		t.Fatal(err)
 	}
-	if err := hog.HostFree(held[0]); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, hog.HostFree(held[0]))
 	ctl := control(t, d.node)
 	calls := func() uint64 {
 		cs, err := ctl.Clients()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		var n uint64
 		for _, c := range cs {
 			n += c.Calls

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/client"
 	"softgpu/stage9-chardev/uapi"
 )
@@ -85,15 +86,11 @@ func startStrangerDaemon(t *testing.T, args ...string) *daemon {
 	if out, err := exec.Command(gobin, "build", "-o", bin, "softgpu/stage9-chardev/cmd/softgpud").CombinedOutput(); err != nil {
 		t.Fatalf("go build softgpud: %v\n%s", err, out)
 	}
-	if err := os.Mkdir(filepath.Dir(node), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Mkdir(filepath.Dir(node), 0o755))
 	d := &daemon{node: node, exited: make(chan error, 1)}
 	d.cmd = exec.Command(bin, append([]string{"-node", node, "-mode", "0666", "-mem", "16777216"}, args...)...)
 	d.cmd.Stderr = d
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.cmd.Start())
 	go func() { d.exited <- d.cmd.Wait() }()
 	t.Cleanup(func() {
 		d.cmd.Process.Kill()
@@ -124,13 +121,9 @@ func startStrangerDaemon(t *testing.T, args ...string) *daemon {
 func strangerDir(t *testing.T) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "softgpu-stranger-")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Chmod(dir, 0o755))
 	return dir
 }
 
@@ -138,15 +131,11 @@ func strangerDir(t *testing.T) string {
 // patience.
 func (d *daemon) stopDaemon(t *testing.T) {
 	t.Helper()
-	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.cmd.Process.Signal(syscall.SIGTERM))
 	select {
 	case err := <-d.exited:
 		d.exited <- err
-		if err != nil {
-			t.Fatalf("softgpud after SIGTERM: %v; want exit status 0\n%s", err, d.log())
-		}
+		require.NoError(t, err, "softgpud after SIGTERM; want exit status 0\n%s", d.log())
 	case <-time.After(patience):
 		t.Fatalf("softgpud still running %v after SIGTERM\n%s", patience, d.log())
 	}
@@ -163,14 +152,10 @@ type wellBehaved struct {
 func dialWellBehaved(t testing.TB, node string) *wellBehaved {
 	t.Helper()
 	g, err := client.Dial(node)
-	if err != nil {
-		t.Fatalf("the well-behaved client's Dial: %v", err)
-	}
+	require.NoError(t, err, "the well-behaved client's Dial")
 	t.Cleanup(func() { g.Close() })
 	h, err := g.HostAlloc(4096)
-	if err != nil {
-		t.Fatalf("the well-behaved client's HostAlloc: %v", err)
-	}
+	require.NoError(t, err, "the well-behaved client's HostAlloc")
 	return &wellBehaved{g: g, host: h}
 }
 
@@ -179,16 +164,12 @@ func dialWellBehaved(t testing.TB, node string) *wellBehaved {
 func (w *wellBehaved) roundTrip(t testing.TB, when string, v byte) {
 	t.Helper()
 	start := time.Now()
-	if err := w.g.Fill(w.host.Ptr(), 4096, v); err != nil {
-		t.Fatalf("%s: the well-behaved client's Fill: %v", when, err)
-	}
+	require.NoError(t, w.g.Fill(w.host.Ptr(), 4096, v), "%s: the well-behaved client's Fill", when)
 	if took := time.Since(start); took > strangerBound {
 		t.Errorf("%s: the well-behaved client's round trip took %v; want under %v", when, took, strangerBound)
 	}
 	for i, b := range w.host.Bytes() {
-		if b != v {
-			t.Fatalf("%s: the well-behaved client's byte %d reads %#x; want %#x", when, i, b, v)
-		}
+		require.Equal(t, v, b, "%s: the well-behaved client's byte %d reads %#x", when, i, b)
 	}
 }
 
@@ -212,9 +193,7 @@ func startStranger(t *testing.T, role, node, arg string, cred *syscall.Credentia
 	bin := os.Args[0]
 	if cred != nil {
 		bin = filepath.Join(strangerDir(t), "stranger.test")
-		if err := copyFile(bin, os.Args[0]); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, copyFile(bin, os.Args[0]))
 	}
 	s := &stranger{cmd: exec.Command(bin, "-test.run=^$"), lines: make(chan string, 64), done: make(chan error, 1)}
 	s.cmd.Env = append(os.Environ(), roleEnv+"="+role, nodeEnv+"="+node, strangerArgEnv+"="+arg)
@@ -224,15 +203,11 @@ func startStranger(t *testing.T, role, node, arg string, cred *syscall.Credentia
 		s.cmd.Dir = filepath.Dir(bin)
 	}
 	out, err := s.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if s.stdin, err = s.cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.cmd.Start(); err != nil {
-		t.Fatalf("starting a %s process: %v", role, err)
-	}
+	require.NoError(t, s.cmd.Start(), "starting a %s process", role)
 	go func() {
 		defer close(s.lines)
 		sc := bufio.NewScanner(out)
@@ -252,9 +227,7 @@ func startStranger(t *testing.T, role, node, arg string, cred *syscall.Credentia
 func (s *stranger) findings(t *testing.T) []string {
 	t.Helper()
 	got := s.until(t, "done")
-	if err := s.cmd.Wait(); err != nil {
-		t.Fatalf("stranger %d: %v: %s", s.cmd.Process.Pid, err, s.stderr.String())
-	}
+	require.NoError(t, s.cmd.Wait(), "stranger %d: %s", s.cmd.Process.Pid, s.stderr.String())
 	return got
 }
 
@@ -269,9 +242,7 @@ func (s *stranger) until(t *testing.T, last string) []string {
 		select {
 		case line, ok := <-s.lines:
 			if !ok {
-				if err := s.cmd.Wait(); err != nil {
-					t.Fatalf("stranger %d: %v: %s", s.cmd.Process.Pid, err, s.stderr.String())
-				}
+				require.NoError(t, s.cmd.Wait(), "stranger %d: %s", s.cmd.Process.Pid, s.stderr.String())
 				err := s.cmd.Wait()
 				t.Fatalf("stranger %d ended (%v) without %q; it said %q: %s", s.cmd.Process.Pid, err, last, got, s.stderr.String())
 			}

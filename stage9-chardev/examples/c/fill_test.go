@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/internal/leakcheck"
 	"softgpu/stage9-chardev/internal/servetest"
 	"softgpu/stage9-chardev/server"
@@ -30,9 +31,7 @@ func build(t testing.TB) string {
 		t.Skip("no C compiler: cc is not on PATH, so fill.c cannot be built")
 	}
 	include, err := filepath.Abs(filepath.Join("..", "..", "include"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	bin := filepath.Join(t.TempDir(), "fill")
 	cmd := exec.Command(cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-I"+include, "-o", bin, "fill.c")
 	if out, err := cmd.CombinedOutput(); err != nil {
