@@ -428,11 +428,5 @@ func TestSubmitOnAFaultedChannel(t *testing.T) {
 // answers, not a slow one.
 func waitUntil(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 10 s: %s", what)
-		}
-		time.Sleep(10 * time.Microsecond)
-	}
+	require.Eventually(t, cond, 10*time.Second, 10*time.Microsecond, "after 10 s: %s", what)
 }

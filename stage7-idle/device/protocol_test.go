@@ -22,13 +22,7 @@ import (
 // answers, not a slow one.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 10 s: %s", what)
-		}
-		time.Sleep(50 * time.Microsecond)
-	}
+	require.Eventually(t, cond, 10*time.Second, 50*time.Microsecond, "after 10 s: %s", what)
 }
 
 // badDoorbell is a sequence of tails a driver stores into a channel's
