@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage4-nolock"
 	"softgpu/stage4-nolock/abi"
 	"softgpu/stage4-nolock/driver"
@@ -19,9 +21,7 @@ func openTest(t testing.TB) *softgpu.GPU {
 	t.Helper()
 	leakcheck.Check(t)
 	g, err := softgpu.Open(softgpu.Config{MemorySize: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { g.Close() })
 	return g
 }
@@ -41,53 +41,35 @@ func TestWriteFillCopyRead(t *testing.T) {
 	must(t, g.Read(got, b))
 	want := bytes.Clone(src)
 	copy(want[100:150], bytes.Repeat([]byte{0xcc}, 50))
-	if !bytes.Equal(got, want) {
-		t.Errorf("Read after Write, Fill, Copy = %v...; want %v...", got[95:105], want[95:105])
-	}
+	assert.Equal(t, want, got, "Read after Write, Fill, Copy = %v...; want %v...", got[95:105], want[95:105])
 }
 
 func TestErrorsReachTheCaller(t *testing.T) {
 	g := openTest(t)
 	p := mustAlloc(t, g, 64)
-	if err := g.Sum32(p+4, p, 8); !errors.Is(err, abi.StatusMisaligned) {
-		t.Errorf("Sum32 with a misaligned result = %v; want StatusMisaligned", err)
-	}
-	if err := g.Fill(p, 1<<40, 0); !errors.Is(err, abi.StatusOutOfRange) {
-		t.Errorf("Fill of 1 TiB = %v; want StatusOutOfRange", err)
-	}
-	if err := g.Free(p); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Free(p); !errors.Is(err, driver.ErrDoubleFree) {
-		t.Errorf("second Free = %v; want ErrDoubleFree", err)
-	}
-	if got := g.MemoryInUse(); got != 0 {
-		t.Errorf("MemoryInUse after freeing everything = %d; want 0", got)
-	}
+	assert.ErrorIs(t, g.Sum32(p+4, p, 8), abi.StatusMisaligned, "Sum32 with a misaligned result")
+	assert.ErrorIs(t, g.Fill(p, 1<<40, 0), abi.StatusOutOfRange, "Fill of 1 TiB")
+	require.NoError(t, g.Free(p))
+	assert.ErrorIs(t, g.Free(p), driver.ErrDoubleFree, "second Free")
+	assert.Equal(t, uint64(0), g.MemoryInUse(), "MemoryInUse after freeing everything")
 }
 
 func TestCloseEndsEverything(t *testing.T) {
 	g := openTest(t)
 	must(t, g.Close())
-	if err := g.Nop(softgpu.Copy); !errors.Is(err, driver.ErrClosed) {
-		t.Errorf("Nop after Close = %v; want ErrClosed", err)
-	}
+	assert.ErrorIs(t, g.Nop(softgpu.Copy), driver.ErrClosed, "Nop after Close")
 }
 
 func mustAlloc(t testing.TB, g *softgpu.GPU, n uint64) softgpu.Ptr {
 	t.Helper()
 	p, err := g.Alloc(n)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return p
 }
 
 func must(t testing.TB, err error) {
 	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 }
 
 // TestTraceIsWrittenOnClose opens a GPU with tracing to a file, runs a
@@ -97,9 +79,7 @@ func TestTraceIsWrittenOnClose(t *testing.T) {
 	leakcheck.Check(t)
 	path := filepath.Join(t.TempDir(), "trace.json")
 	g, err := softgpu.Open(softgpu.Config{MemorySize: 1 << 20, Trace: path})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	p := mustAlloc(t, g, 64)
 	must(t, g.Fill(p, 64, 1))
 	if err := g.WriteTrace(io.Discard); err == nil {
@@ -133,12 +113,8 @@ func TestBadTraceConfig(t *testing.T) {
 // package.
 func TestErrorsNeedNoOtherImport(t *testing.T) {
 	g := openTest(t)
-	if err := g.Nop(softgpu.Engine(7)); !errors.Is(err, softgpu.ErrNoEngine) {
-		t.Errorf("Nop on engine 7 = %v; want ErrNoEngine", err)
-	}
-	if err := g.Fill(0, 1<<40, 0); !errors.Is(err, softgpu.StatusOutOfRange) {
-		t.Errorf("Fill of 1 TiB = %v; want StatusOutOfRange", err)
-	}
+	assert.ErrorIs(t, g.Nop(softgpu.Engine(7)), softgpu.ErrNoEngine, "Nop on engine 7")
+	assert.ErrorIs(t, g.Fill(0, 1<<40, 0), softgpu.StatusOutOfRange, "Fill of 1 TiB")
 	if _, err := g.Alloc(0); !errors.Is(err, softgpu.ErrZeroSize) {
 		t.Errorf("Alloc(0) = %v; want ErrZeroSize", err)
 	}
@@ -164,14 +140,10 @@ type traceEvent struct {
 func readTrace(t testing.TB, path string) []traceEvent {
 	t.Helper()
 	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var f struct {
 		TraceEvents []traceEvent `json:"traceEvents"`
 	}
-	if err := json.Unmarshal(b, &f); err != nil {
-		t.Fatalf("trace %s is not JSON: %v", path, err)
-	}
+	require.NoError(t, json.Unmarshal(b, &f), "trace %s is not JSON", path)
 	return f.TraceEvents
 }

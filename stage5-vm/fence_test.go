@@ -2,13 +2,14 @@ package softgpu_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage5-vm"
 )
 
@@ -21,9 +22,7 @@ func TestWaitAllAcrossEngines(t *testing.T) {
 	a, err := compute.Submit()
 	must(t, err)
 	b, err := g.FillAsync(buf+8192-4096, 64, 7)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	must(t, softgpu.WaitAll(context.Background(), a, b))
 	if !a.Fence().Signaled() || !b.Fence().Signaled() {
 		t.Errorf("after WaitAll: compute fence signalled %v, copy fence %v; want both", a.Fence().Signaled(), b.Fence().Signaled())
@@ -40,9 +39,7 @@ func TestWaitAllGivesUpWithItsContext(t *testing.T) {
 	must(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
-	if err := softgpu.WaitAll(ctx, long); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("WaitAll on a DELAY of centuries = %v; want DeadlineExceeded", err)
-	}
+	assert.ErrorIs(t, softgpu.WaitAll(ctx, long), context.DeadlineExceeded, "WaitAll on a DELAY of centuries")
 }
 
 // ExampleWaitAll runs work on both engines at once and waits for both.
@@ -87,9 +84,7 @@ func TestTraceShowsTheInterruptPath(t *testing.T) {
 	for delay := uint64(200_000); ; delay *= 4 {
 		path = filepath.Join(t.TempDir(), "trace.json")
 		g, err := softgpu.Open(softgpu.Config{MemorySize: 1 << 20, Wait: softgpu.WaitBlock, Trace: path})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		must(t, g.Delay(softgpu.Compute, delay))
 		blocked := g.Stats().Wakeups > 0
 		must(t, g.Close())

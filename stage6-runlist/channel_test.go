@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage6-runlist"
 	"softgpu/stage6-runlist/internal/leakcheck"
 )
@@ -41,17 +43,13 @@ func TestChannelAPI(t *testing.T) {
 	must(t, ch.Fill(p, 64<<10, 0x42))
 	must(t, ch.Copy(hp, p, 64<<10))
 	for i, v := range host.Bytes() {
-		if v != 0x42 {
-			t.Fatalf("byte %d read back through the context's channel is %#x; want 0x42", i, v)
-		}
+		require.Equal(t, byte(0x42), v, "byte %d read back through the context's channel is %#x", i, v)
 	}
 	pend, err := ch.FillAsync(p, 64, 1)
 	must(t, err)
 	must(t, pend.Wait())
 	must(t, ch.Close())
-	if err := ch.Fill(p, 64, 1); !errors.Is(err, softgpu.ErrClosed) {
-		t.Errorf("Fill on a closed channel = %v; want ErrClosed", err)
-	}
+	assert.ErrorIs(t, ch.Fill(p, 64, 1), softgpu.ErrClosed, "Fill on a closed channel")
 	must(t, g.Fill(mustAlloc(t, g, 64), 64, 1)) // the default channel goes on
 }
 
@@ -129,16 +127,12 @@ func TestASubmitterWaitingForRoomOnAClosedChannelGetsErrClosed(t *testing.T) {
 	defer reopened.Close()
 	select {
 	case err := <-done:
-		if !errors.Is(err, softgpu.ErrClosed) {
-			t.Errorf("FillAsync waiting for room on a channel closed meanwhile = %v; want ErrClosed", err)
-		}
+		assert.ErrorIs(t, err, softgpu.ErrClosed, "FillAsync waiting for room on a channel closed meanwhile")
 	case <-time.After(10 * time.Second):
 		t.Fatal("FillAsync waiting for room on a closed channel has not returned after 10 s")
 	}
 	must(t, reopened.Nop())
 	got := make([]byte, 64)
 	must(t, g.Read(got, flag))
-	if got[0] != 0 {
-		t.Errorf("the flag reads %#x: a fill submitted on a closed channel ran", got[0])
-	}
+	assert.Equal(t, byte(0), got[0], "the flag reads %#x: a fill submitted on a closed channel ran", got[0])
 }

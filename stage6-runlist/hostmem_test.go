@@ -1,12 +1,12 @@
 package softgpu_test
 
 import (
-	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage6-runlist"
 	"softgpu/stage6-runlist/abi"
 	"softgpu/stage6-runlist/internal/leakcheck"
@@ -15,9 +15,7 @@ import (
 func hostAlloc(t testing.TB, g *softgpu.GPU, n uint64) *softgpu.HostBuffer {
 	t.Helper()
 	h, err := g.HostAlloc(n)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return h
 }
 
@@ -35,9 +33,7 @@ func TestWriteReadEveryKindOfMemory(t *testing.T) {
 	leakcheck.Check(t)
 	const chunk = 4096
 	g, err := softgpu.Open(softgpu.Config{MemorySize: 4 << 20, BounceChunk: chunk, BounceBuffers: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { g.Close() })
 	const maxSize = 5*chunk + 123
 	dev := mustAlloc(t, g, maxSize)
@@ -55,9 +51,7 @@ func TestWriteReadEveryKindOfMemory(t *testing.T) {
 				must(t, g.Write(dev, host))
 				clear(host)
 				must(t, g.Read(host, dev))
-				if !bytes.Equal(host, want) {
-					t.Errorf("Read after Write: %d of %d bytes differ", differing(host, want), size)
-				}
+				assert.Equal(t, want, host, "Read after Write: %d of %d bytes differ", differing(host, want), size)
 			})
 		}
 	}
@@ -76,16 +70,10 @@ func TestPinnedMemoryInCommands(t *testing.T) {
 	must(t, g.Add32(dev, 16, 10))               // 11 12 13 14
 	must(t, g.Copy(h.Ptr()+1024, dev, 16))      // device → host by DMA
 	must(t, g.Sum32(h.Ptr()+2048, h.Ptr(), 16)) // a kernel reading and writing host memory: 1+2+3+4
-	if got := binary.LittleEndian.Uint32(h.Bytes()[1024+12:]); got != 14 {
-		t.Errorf("fourth word copied back = %d; want 14", got)
-	}
-	if got := binary.LittleEndian.Uint64(h.Bytes()[2048:]); got != 10 {
-		t.Errorf("SUM32 over pinned memory = %d; want 10", got)
-	}
+	assert.Equal(t, uint32(14), binary.LittleEndian.Uint32(h.Bytes()[1024+12:]), "fourth word copied back")
+	assert.Equal(t, uint64(10), binary.LittleEndian.Uint64(h.Bytes()[2048:]), "SUM32 over pinned memory")
 	must(t, g.HostFree(h))
-	if err := g.Copy(dev, h.Ptr(), 16); !errors.Is(err, abi.StatusNoDMA) {
-		t.Errorf("Copy from freed pinned memory = %v; want StatusNoDMA", err)
-	}
+	assert.ErrorIs(t, g.Copy(dev, h.Ptr(), 16), abi.StatusNoDMA, "Copy from freed pinned memory")
 }
 
 func differing(a, b []byte) int {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage6-runlist"
 	"softgpu/stage6-runlist/internal/leakcheck"
 )
@@ -24,9 +26,7 @@ func TestEveryIdleModeRuns(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			leakcheck.Check(t)
 			g, err := softgpu.Open(softgpu.Config{MemorySize: 1 << 20, Idle: m.mode, IdleBudget: m.budget})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer g.Close()
 			p := mustAlloc(t, g, 64)
 			for i, gap := range []time.Duration{0, 100 * time.Microsecond, 0, 2 * time.Millisecond, 0} {
@@ -42,9 +42,7 @@ func TestEveryIdleModeRuns(t *testing.T) {
 
 func TestSetIdleRejectsAnUnknownMode(t *testing.T) {
 	g := openTest(t)
-	if err := g.SetIdle(softgpu.Copy, softgpu.IdleAdaptive+1, 0); !errors.Is(err, softgpu.ErrConfig) {
-		t.Errorf("SetIdle(mode %d) = %v; want ErrConfig", softgpu.IdleAdaptive+1, err)
-	}
+	assert.ErrorIs(t, g.SetIdle(softgpu.Copy, softgpu.IdleAdaptive+1, 0), softgpu.ErrConfig, "SetIdle(mode %d)", softgpu.IdleAdaptive+1)
 	if _, err := softgpu.Open(softgpu.Config{Idle: 7}); !errors.Is(err, softgpu.ErrConfig) {
 		t.Errorf("Open with idle mode 7 = %v; want ErrConfig", err)
 	}
@@ -57,9 +55,7 @@ func TestTraceShowsTheSleepAndTheWake(t *testing.T) {
 	leakcheck.Check(t)
 	path := filepath.Join(t.TempDir(), "trace.json")
 	g, err := softgpu.Open(softgpu.Config{MemorySize: 1 << 20, Idle: softgpu.IdleSleep, Trace: path})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	p := mustAlloc(t, g, 64)
 	must(t, g.Fill(p, 64, 1))
 	time.Sleep(5 * time.Millisecond)

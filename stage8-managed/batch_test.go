@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage8-managed"
 	"softgpu/stage8-managed/abi"
 	"softgpu/stage8-managed/driver"
@@ -19,9 +21,7 @@ func TestBatch(t *testing.T) {
 	bt.Fill(a+16, 16, 0x01)
 	bt.Copy(b, a, 256)
 	bt.Nop()
-	if bt.Len() != 4 {
-		t.Fatalf("Len = %d; want 4", bt.Len())
-	}
+	require.Equal(t, 4, bt.Len(), "Len")
 	bells := g.Doorbells()
 	p, err := bt.Submit()
 	must(t, err)
@@ -29,16 +29,12 @@ func TestBatch(t *testing.T) {
 	if rung := g.Doorbells() - bells; rung != 1 {
 		t.Errorf("a batch of 4 rang %d doorbells; want 1", rung)
 	}
-	if bt.Len() != 0 {
-		t.Errorf("Len after Submit = %d; want 0", bt.Len())
-	}
+	assert.Equal(t, 0, bt.Len(), "Len after Submit")
 	got := make([]byte, 256)
 	must(t, g.Read(got, b))
 	want := bytes.Repeat([]byte{0x5a}, 256)
 	copy(want[16:32], bytes.Repeat([]byte{0x01}, 16))
-	if !bytes.Equal(got, want) {
-		t.Errorf("Read after the batch = % x...; want % x...", got[:40], want[:40])
-	}
+	assert.Equal(t, want, got, "Read after the batch = % x...; want % x...", got[:40], want[:40])
 }
 
 func TestBatchWithABadCommand(t *testing.T) {
@@ -52,19 +48,13 @@ func TestBatchWithABadCommand(t *testing.T) {
 	pend, err := bt.Submit()
 	must(t, err)
 	err = pend.Wait()
-	if !errors.Is(err, abi.StatusMisaligned) {
-		t.Errorf("Wait = %v; want StatusMisaligned", err)
-	}
+	assert.ErrorIs(t, err, abi.StatusMisaligned, "Wait")
 	for i, want := range []error{nil, abi.StatusMisaligned, nil, nil} {
-		if got := pend.Err(i); !errors.Is(got, want) {
-			t.Errorf("Err(%d) = %v; want %v", i, got, want)
-		}
+		assert.ErrorIs(t, pend.Err(i), want, "Err(%d)", i)
 	}
 	got := make([]byte, 8)
 	must(t, g.Read(got, p+56))
-	if sum := uint64(got[0]) | uint64(got[1])<<8; sum != 12*7 {
-		t.Errorf("Sum32 after the failed Add32 = %d; want %d (the commands around it ran)", sum, 12*7)
-	}
+	assert.Equal(t, uint64(12*7), uint64(got[0])|uint64(got[1])<<8, "Sum32 after the failed Add32; want %d (the commands around it ran)", 12*7)
 }
 
 func TestAsync(t *testing.T) {

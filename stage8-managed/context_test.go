@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage8-managed"
 	"softgpu/stage8-managed/internal/leakcheck"
 )
@@ -75,24 +77,18 @@ func TestContextsCannotReachEachOther(t *testing.T) {
 	ha, err := a.Map(host, 0)
 	must(t, err)
 	must(t, a.Copy(ha, pa, 4096))
-	if !bytes.Equal(host.Bytes(), bytes.Repeat([]byte{0xaa}, 4096)) {
-		t.Fatalf("a's memory read back through a's mapping of a host buffer is not what a wrote")
-	}
+	require.Equal(t, bytes.Repeat([]byte{0xaa}, 4096), host.Bytes(), "a's memory read back through a's mapping of a host buffer is not what a wrote")
 	// b's allocation, named in a: either unmapped in a, or a's own page.
 	if err := a.Copy(ha, pb, 4096); err == nil && !bytes.Equal(host.Bytes(), bytes.Repeat([]byte{0xaa}, 4096)) {
 		t.Fatalf("a read b's memory through b's pointer")
 	}
 	a.ClearFault()
 	// A fault in b: a and the default context go on.
-	if err := b.Fill(pb+1<<30, 8, 1); !errors.Is(err, softgpu.StatusOutOfRange) {
-		t.Fatalf("b's fill of an unmapped VA = %v; want %v", err, softgpu.StatusOutOfRange)
-	}
+	require.ErrorIs(t, b.Fill(pb+1<<30, 8, 1), softgpu.StatusOutOfRange, "b's fill of an unmapped VA")
 	must(t, a.Fill(pa, 8, 1))
 	p := mustAlloc(t, g, 64)
 	must(t, g.Fill(p, 64, 1))
-	if err := b.Fill(pb, 8, 1); !errors.Is(err, softgpu.StatusCtxFaulted) {
-		t.Errorf("b after its fault = %v; want %v", err, softgpu.StatusCtxFaulted)
-	}
+	assert.ErrorIs(t, b.Fill(pb, 8, 1), softgpu.StatusCtxFaulted, "b after its fault")
 }
 
 // TestTraceShowsWalksAndFaults: a traced run in a context records the

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage9-chardev"
 	"softgpu/stage9-chardev/client"
 	"softgpu/stage9-chardev/driver"
@@ -142,16 +144,10 @@ func startRole(tb testing.TB, env ...string) *child {
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
+	require.NoError(tb, err)
 	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
+	require.NoError(tb, err)
+	require.NoError(tb, cmd.Start())
 	c := &child{cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout)}
 	c.expect(tb, "ready")
 	return c
@@ -181,9 +177,7 @@ func (c *child) expect(tb testing.TB, want string) {
 func (c *child) stop(tb testing.TB) {
 	tb.Helper()
 	c.stdin.Close()
-	if err := c.cmd.Wait(); err != nil {
-		tb.Errorf("%v: %v", c.cmd.Env[len(c.cmd.Env)-1], err)
-	}
+	assert.NoError(tb, c.cmd.Wait(), "%v", c.cmd.Env[len(c.cmd.Env)-1])
 }
 
 // startDaemon runs a daemon in another process on a node of its own, for

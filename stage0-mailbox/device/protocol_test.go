@@ -2,7 +2,6 @@ package device
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"os/exec"
 	"strconv"
@@ -10,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"softgpu/stage0-mailbox/abi"
@@ -21,13 +22,7 @@ import (
 // answers, not a slow one.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 10 s: %s", what)
-		}
-		time.Sleep(50 * time.Microsecond)
-	}
+	require.Eventually(t, cond, 10*time.Second, 50*time.Microsecond, "after 10 s: %s", what)
 }
 
 // TestDoorbellOutOfProtocolFaultsItsChannel rings channels with values the
@@ -63,19 +58,13 @@ func TestDoorbellOutOfProtocolFaultsItsChannel(t *testing.T) {
 			}
 			want := bytes.Clone(mem)
 			waitFor(t, "the channel faulted", func() bool { return regs.Load(status+abi.RegChannelFault) != 0 })
-			if f := abi.ChannelFault(regs.Load(status + abi.RegChannelFault)); f != abi.FaultDoorbell {
-				t.Errorf("RegChannelFault = %v; want %v", f, abi.FaultDoorbell)
-			}
+			assert.Equal(t, abi.FaultDoorbell, abi.ChannelFault(regs.Load(status+abi.RegChannelFault)), "RegChannelFault")
 			last := tt.rings[len(tt.rings)-1]
-			if got := regs.Load(status + abi.RegChannelFaultValue); got != last {
-				t.Errorf("RegChannelFaultValue = %#x; want the bad doorbell %#x", got, last)
-			}
+			assert.Equal(t, last, regs.Load(status+abi.RegChannelFaultValue), "RegChannelFaultValue; want the bad doorbell %#x", last)
 			if i := firstDiff(mem, want); i >= 0 {
 				t.Errorf("a faulted channel's slot ran: byte %d changed", i)
 			}
-			if st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpNop}); st != abi.StatusOK {
-				t.Errorf("NOP on the other channel after the fault = %v; want ok", st)
-			}
+			assert.Equal(t, abi.StatusOK, run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpNop}), "NOP on the other channel after the fault")
 		})
 	}
 }
@@ -86,15 +75,11 @@ func TestDoorbellOutOfProtocolFaultsItsChannel(t *testing.T) {
 func TestControlStopStopsTheDevice(t *testing.T) {
 	d := openTest(t, Config{})
 	regs := d.Registers()
-	if got := regs.Load(abi.RegDeviceState); got != abi.DeviceRunning {
-		t.Fatalf("RegDeviceState of a fresh device = %d; want DeviceRunning", got)
-	}
+	require.Equal(t, uint64(abi.DeviceRunning), regs.Load(abi.RegDeviceState), "RegDeviceState of a fresh device")
 	regs.Store(abi.RegControl, abi.ControlStop)
 	waitFor(t, "the device stopped", func() bool { return regs.Load(abi.RegDeviceState) == abi.DeviceStopped })
 	for e := range abi.Engine(abi.NumEngines) {
-		if got := regs.Load(abi.EngineStatusPage(e) + abi.RegEngineState); got != abi.EngineStopped {
-			t.Errorf("%v: RegEngineState = %d; want EngineStopped", e, got)
-		}
+		assert.Equal(t, uint64(abi.EngineStopped), regs.Load(abi.EngineStatusPage(e)+abi.RegEngineState), "%v: RegEngineState", e)
 	}
 	c := abi.DefaultChannel(abi.EngineCopy)
 	(&abi.Command{Op: abi.OpNop, Seq: 1}).Encode(d.CommandSlot(c))
@@ -126,17 +111,13 @@ func TestOpenReportsMemoryItCannotReserve(t *testing.T) {
 			t.Skip(err)
 		}
 		_, err := Open(Config{MemorySize: 8 << 30})
-		if !errors.Is(err, ErrNoMemory) {
-			t.Fatalf("Open(8 GiB) under a %d-byte address-space limit = %v; want ErrNoMemory", limit, err)
-		}
+		require.ErrorIs(t, err, ErrNoMemory, "Open(8 GiB) under a %d-byte address-space limit", limit)
 		return
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestOpenReportsMemoryItCannotReserve$", "-test.v")
 	cmd.Env = append(os.Environ(), "SOFTGPU_TEST_CHILD=nomemory")
 	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("the child failed: %v\n%s", err, out)
-	}
+	require.NoError(t, err, "the child failed\n%s", out)
 	if !strings.Contains(string(out), "--- PASS") {
 		t.Fatalf("the child did not pass:\n%s", out)
 	}
@@ -167,9 +148,7 @@ func TestTraceRecordsCommands(t *testing.T) {
 	leakcheck.Check(t)
 	buf := trace.New(64)
 	d, err := Open(Config{MemorySize: testMem, Trace: buf})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: 0, Size: 64})
 	run(t, d, abi.EngineCompute, abi.Command{Op: abi.OpAdd32, Dst: 1, Size: 4})
 	d.Close()
@@ -186,7 +165,5 @@ func TestTraceRecordsCommands(t *testing.T) {
 		}
 	}
 	want := []string{"doorbell channel 1", "FILL copy ok", "doorbell channel 0", "ADD32 compute misaligned address or size"}
-	if strings.Join(got, "; ") != strings.Join(want, "; ") {
-		t.Errorf("trace:\n  %s\nwant:\n  %s", strings.Join(got, "; "), strings.Join(want, "; "))
-	}
+	assert.Equal(t, strings.Join(want, "; "), strings.Join(got, "; "), "trace")
 }

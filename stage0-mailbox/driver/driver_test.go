@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage0-mailbox/abi"
 	"softgpu/stage0-mailbox/device"
 	"softgpu/stage0-mailbox/internal/leakcheck"
@@ -26,9 +28,7 @@ func openBare(t testing.TB) *device.Device {
 	t.Helper()
 	leakcheck.Check(t)
 	dev, err := device.Open(device.Config{MemorySize: 1 << 16})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { dev.Close() })
 	return dev
 }
@@ -44,9 +44,7 @@ func openWith(t testing.TB, dcfg device.Config, cfg Config) *Driver {
 		dcfg.MemorySize = 1 << 20
 	}
 	dev, err := device.Open(dcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	d, err := New(dev, cfg)
 	if err != nil {
 		dev.Close()
@@ -114,13 +112,9 @@ func TestConcurrentSubmitters(t *testing.T) {
 	}
 	got := make([]byte, region)
 	for w := range workers {
-		if err := d.CopyFromDevice(got, uint64(AllocBase+w*region)); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, d.CopyFromDevice(got, uint64(AllocBase+w*region)))
 		want := bytes.Repeat([]byte{byte(w*rounds + rounds - 1)}, region)
-		if !bytes.Equal(got, want) {
-			t.Errorf("worker %d's region holds %#x...; want its last fill %#x", w, got[0], want[0])
-		}
+		assert.Equal(t, want, got, "worker %d's region holds %#x...; want its last fill %#x", w, got[0], want[0])
 	}
 }
 
@@ -129,9 +123,7 @@ func TestCloseWithACommandInFlight(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- d.Submit(abi.EngineCompute, abi.Command{Op: abi.OpDelay, Value: 1 << 62}) }()
 	time.Sleep(10 * time.Millisecond) // let it reach the engine; the outcome must be an error either way
-	if err := d.Close(); err != nil {
-		t.Fatalf("Close = %v", err)
-	}
+	require.NoError(t, d.Close(), "Close")
 	select {
 	case err := <-done:
 		if !errors.Is(err, ErrClosed) && !errors.Is(err, abi.StatusAborted) {
@@ -212,42 +204,26 @@ func TestSubmitReturnsOnlyWhenTheEngineIsDone(t *testing.T) {
 func TestNewOnAUsedDevice(t *testing.T) {
 	leakcheck.Check(t)
 	dev, err := device.Open(device.Config{MemorySize: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer dev.Close()
 	first, err := New(dev, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for range 5 {
-		if err := first.Submit(abi.EngineCopy, abi.Command{Op: abi.OpNop}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, first.Submit(abi.EngineCopy, abi.Command{Op: abi.OpNop}))
 	}
 	second, err := New(dev, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := second.Submit(abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: 8192, Size: 4096, Value: 9}); err != nil {
-		t.Fatalf("second driver's FILL = %v", err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, second.Submit(abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: 8192, Size: 4096, Value: 9}), "second driver's FILL")
 	got := make([]byte, 4096)
 	second.CopyFromDevice(got, 8192)
-	if !bytes.Equal(got, bytes.Repeat([]byte{9}, 4096)) {
-		t.Errorf("second driver's FILL returned before the engine ran it")
-	}
-	if err := second.Submit(abi.EngineCopy, abi.Command{Op: 0xee}); !errors.Is(err, abi.StatusBadOpcode) {
-		t.Errorf("second driver's bad opcode = %v; want StatusBadOpcode", err)
-	}
+	assert.Equal(t, bytes.Repeat([]byte{9}, 4096), got, "second driver's FILL returned before the engine ran it")
+	assert.ErrorIs(t, second.Submit(abi.EngineCopy, abi.Command{Op: 0xee}), abi.StatusBadOpcode, "second driver's bad opcode")
 }
 
 func TestCallsAfterCloseFail(t *testing.T) {
 	d := openTest(t)
 	addr, err := d.Alloc(64)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	d.Close()
 	d.Close() // idempotent
 	calls := map[string]error{
@@ -258,9 +234,7 @@ func TestCallsAfterCloseFail(t *testing.T) {
 	}
 	_, calls["Alloc"] = d.Alloc(64)
 	for name, err := range calls {
-		if !errors.Is(err, ErrClosed) {
-			t.Errorf("%s after Close = %v; want ErrClosed", name, err)
-		}
+		assert.ErrorIs(t, err, ErrClosed, "%s after Close", name)
 	}
 }
 
@@ -298,9 +272,7 @@ func TestCopiesCheckTheirRange(t *testing.T) {
 func TestEngineAndChannelIDsAreChecked(t *testing.T) {
 	d := openTest(t)
 	for _, e := range []abi.Engine{abi.NumEngines, 255} {
-		if err := d.Submit(e, abi.Command{Op: abi.OpNop}); !errors.Is(err, ErrNoEngine) {
-			t.Errorf("Submit(engine %d) = %v; want ErrNoEngine", e, err)
-		}
+		assert.ErrorIs(t, d.Submit(e, abi.Command{Op: abi.OpNop}), ErrNoEngine, "Submit(engine %d)", e)
 	}
 	for _, c := range []abi.Channel{abi.NumChannels, 1<<16 - 1} {
 		if _, err := d.Channel(c); !errors.Is(err, ErrNoChannel) {
@@ -321,24 +293,21 @@ func TestNewRejectsANonDevice(t *testing.T) {
 // submits across the wrap: a completion test written as completed >= seq
 // would return early at seq 0 (2^64-1 >= 0), before the engine had run the
 // fill, and the memory check below would catch it.
+// ANCHOR: wrapsafe
 func TestSequenceComparisonIsWrapSafe(t *testing.T) {
 	const start = 1<<64 - 3
 	d := openWith(t, device.Config{Start: start}, Config{})
 	for i := range 6 {
-		if err := d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: 8192, Size: 8, Value: uint64(i)}); err != nil {
-			t.Fatalf("fill %d across the wrap: %v", i, err)
-		}
+		require.NoError(t, d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: 8192, Size: 8, Value: uint64(i)}), "fill %d across the wrap", i)
 		got := make([]byte, 8)
 		d.CopyFromDevice(got, 8192)
-		if got[0] != byte(i) {
-			t.Fatalf("fill %d across the wrap: memory holds %d; Submit returned before the engine ran it", i, got[0])
-		}
+		require.Equal(t, byte(i), got[0], "fill %d across the wrap: memory holds %d; Submit returned before the engine ran it", i, got[0])
 	}
 	status := abi.ChannelStatusPage(abi.DefaultChannel(abi.EngineCopy))
-	if got := d.regs.Load(status + abi.RegCompletedSeq); got != 3 {
-		t.Errorf("completed sequence after the wrap = %d; want 3", got)
-	}
+	assert.Equal(t, uint64(3), d.regs.Load(status+abi.RegCompletedSeq), "completed sequence after the wrap")
 }
+
+// ANCHOR_END: wrapsafe
 
 // TestUndefinedFlagsAreRefusedBeforeSubmitting: a command with a flag bit
 // this stage does not define comes back as StatusBadFlags without reaching
@@ -348,9 +317,7 @@ func TestUndefinedFlagsAreRefusedBeforeSubmitting(t *testing.T) {
 	doorbell := abi.DoorbellPage(abi.DefaultChannel(abi.EngineCopy))
 	before := d.regs.Load(doorbell + abi.RegDoorbell)
 	err := d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpNop, Flags: 0x80})
-	if !errors.Is(err, abi.StatusBadFlags) {
-		t.Errorf("Submit with flag 0x80 = %v; want StatusBadFlags", err)
-	}
+	assert.ErrorIs(t, err, abi.StatusBadFlags, "Submit with flag 0x80")
 	if after := d.regs.Load(doorbell + abi.RegDoorbell); after != before {
 		t.Errorf("the doorbell moved from %d to %d: the command reached the device", before, after)
 	}
@@ -363,9 +330,7 @@ func TestNewRefusesWhatItCannotDrive(t *testing.T) {
 	t.Run("stopped", func(t *testing.T) {
 		dev := openBare(t)
 		first, err := New(dev, Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		first.Close()
 		if _, err := New(dev, Config{}); !errors.Is(err, ErrClosed) {
 			t.Errorf("New on a stopped device = %v; want ErrClosed", err)
@@ -389,13 +354,9 @@ func TestNewRefusesWhatItCannotDrive(t *testing.T) {
 	t.Run("faulted behind its head", func(t *testing.T) {
 		dev := openBare(t)
 		first, err := New(dev, Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for range 2 { // two, so that what a new driver reads is behind a command that ran
-			if err := first.Submit(abi.EngineCompute, abi.Command{Op: abi.OpNop}); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, first.Submit(abi.EngineCompute, abi.Command{Op: abi.OpNop}))
 		}
 		c := abi.DefaultChannel(abi.EngineCompute)
 		bell := abi.DoorbellPage(c) + abi.RegDoorbell
@@ -417,23 +378,13 @@ func TestSubmitOnAFaultedChannel(t *testing.T) {
 	c := abi.DefaultChannel(abi.EngineCompute)
 	d.regs.Store(abi.DoorbellPage(c)+abi.RegDoorbell, 1<<40) // what a stray write could do
 	waitUntil(t, "the channel faulted", func() bool { return d.regs.Load(abi.ChannelStatusPage(c)+abi.RegChannelFault) != 0 })
-	if err := d.Submit(abi.EngineCompute, abi.Command{Op: abi.OpNop}); !errors.Is(err, ErrChannelFaulted) {
-		t.Errorf("Submit on the faulted channel = %v; want ErrChannelFaulted", err)
-	}
-	if err := d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpNop}); err != nil {
-		t.Errorf("Submit on the other channel = %v; want nil", err)
-	}
+	assert.ErrorIs(t, d.Submit(abi.EngineCompute, abi.Command{Op: abi.OpNop}), ErrChannelFaulted, "Submit on the faulted channel")
+	assert.NoError(t, d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpNop}), "Submit on the other channel")
 }
 
 // waitUntil polls cond for up to 10 s; a failure is a device that never
 // answers, not a slow one.
 func waitUntil(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 10 s: %s", what)
-		}
-		time.Sleep(10 * time.Microsecond)
-	}
+	require.Eventually(t, cond, 10*time.Second, 10*time.Microsecond, "after 10 s: %s", what)
 }

@@ -1,6 +1,10 @@
 package abi
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
 
 func TestFenceTimelineIsOneLine(t *testing.T) {
 	if RegFence/64 != RegFenceCycles/64 {
@@ -27,17 +31,13 @@ func TestReachedIsWrapSafe(t *testing.T) {
 		{100, 100 + 1<<62, false}, // far ahead of the timeline
 	}
 	for _, tt := range tests {
-		if got := Reached(tt.timeline, tt.fence); got != tt.want {
-			t.Errorf("Reached(%#x, %#x) = %v; want %v", tt.timeline, tt.fence, got, tt.want)
-		}
+		assert.Equal(t, tt.want, Reached(tt.timeline, tt.fence), "Reached(%#x, %#x)", tt.timeline, tt.fence)
 	}
 }
 
 func TestFlagsDefined(t *testing.T) {
 	for flags := range 256 {
 		want := flags&^(FlagFence|FlagInterrupt) == 0
-		if got := FlagsDefined(uint8(flags)); got != want {
-			t.Errorf("FlagsDefined(%#x) = %v; want %v", flags, got, want)
-		}
+		assert.Equal(t, want, FlagsDefined(uint8(flags)), "FlagsDefined(%#x)", flags)
 	}
 }

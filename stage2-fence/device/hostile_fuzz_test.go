@@ -12,6 +12,7 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"softgpu/stage2-fence/abi"
 )
 
@@ -43,11 +44,7 @@ func FuzzHostileDriver(f *testing.F) {
 			}
 		}
 		// The well-behaved channel is served, whatever the other did.
-		if st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: 0, Size: 64, Value: 1}); st != abi.StatusOK {
-			t.Fatalf("FILL on the well-behaved channel = %v; want ok", st)
-		}
-		if regs.Load(abi.RegDeviceState) != abi.DeviceRunning {
-			t.Fatal("a client's writes stopped the device")
-		}
+		require.Equal(t, abi.StatusOK, run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: 0, Size: 64, Value: 1}), "FILL on the well-behaved channel")
+		require.Equal(t, uint64(abi.DeviceRunning), regs.Load(abi.RegDeviceState), "a client's writes stopped the device")
 	})
 }

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // checkInvariants verifies the allocator's invariants (see Allocator).
@@ -40,9 +43,7 @@ func checkInvariants(t testing.TB, a *Allocator) {
 			}
 		}
 	}
-	if freeBytes+liveBytes != a.size-AllocBase {
-		t.Fatalf("free %d + live %d = %d; want %d", freeBytes, liveBytes, freeBytes+liveBytes, a.size-AllocBase)
-	}
+	require.Equal(t, a.size-AllocBase, freeBytes+liveBytes, "free %d + live %d", freeBytes, liveBytes)
 }
 
 func TestAllocRandomNeverOverlaps(t *testing.T) {
@@ -52,18 +53,14 @@ func TestAllocRandomNeverOverlaps(t *testing.T) {
 	for i := range 2000 {
 		if len(live) > 0 && rng.IntN(3) == 0 {
 			k := rng.IntN(len(live))
-			if err := a.Free(live[k]); err != nil {
-				t.Fatalf("step %d: Free(%#x) = %v", i, live[k], err)
-			}
+			require.NoError(t, a.Free(live[k]), "step %d: Free(%#x)", i, live[k])
 			live = append(live[:k], live[k+1:]...)
 		} else {
 			addr, err := a.Alloc(uint64(1 + rng.IntN(20000)))
 			if errors.Is(err, ErrOutOfMemory) {
 				continue
 			}
-			if err != nil {
-				t.Fatalf("step %d: Alloc: %v", i, err)
-			}
+			require.NoError(t, err, "step %d: Alloc", i)
 			live = append(live, addr)
 		}
 		if i%50 == 0 {
@@ -71,9 +68,7 @@ func TestAllocRandomNeverOverlaps(t *testing.T) {
 		}
 	}
 	for _, addr := range live {
-		if err := a.Free(addr); err != nil {
-			t.Fatalf("Free(%#x) = %v", addr, err)
-		}
+		require.NoError(t, a.Free(addr), "Free(%#x)", addr)
 	}
 	checkInvariants(t, a)
 	if len(a.free) != 1 || a.InUse() != 0 {
@@ -85,15 +80,11 @@ func TestAllocExhaustion(t *testing.T) {
 	const size = 64 << 10
 	a := NewAllocator(size)
 	addr, err := a.Alloc(size - AllocBase)
-	if err != nil {
-		t.Fatalf("Alloc(all of the heap) = %v", err)
-	}
+	require.NoError(t, err, "Alloc(all of the heap)")
 	if _, err := a.Alloc(1); !errors.Is(err, ErrOutOfMemory) {
 		t.Errorf("Alloc(1) on a full heap = %v; want ErrOutOfMemory", err)
 	}
-	if err := a.Free(addr); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, a.Free(addr))
 	if _, err := a.Alloc(size); !errors.Is(err, ErrOutOfMemory) {
 		t.Errorf("Alloc(more than the heap) = %v; want ErrOutOfMemory", err)
 	}
@@ -107,9 +98,7 @@ func TestFreeErrors(t *testing.T) {
 	a := NewAllocator(1 << 20)
 	x, _ := a.Alloc(1000)
 	y, _ := a.Alloc(1000)
-	if err := a.Free(x); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, a.Free(x))
 	tests := []struct {
 		name string
 		addr uint64
@@ -121,9 +110,7 @@ func TestFreeErrors(t *testing.T) {
 		{"below the heap", 0, ErrBadFree},
 	}
 	for _, tt := range tests {
-		if err := a.Free(tt.addr); !errors.Is(err, tt.want) {
-			t.Errorf("%s: Free(%#x) = %v; want %v", tt.name, tt.addr, err, tt.want)
-		}
+		assert.ErrorIs(t, a.Free(tt.addr), tt.want, "%s: Free(%#x)", tt.name, tt.addr)
 	}
 	if _, err := a.Alloc(0); !errors.Is(err, ErrZeroSize) {
 		t.Errorf("Alloc(0) = %v; want ErrZeroSize", err)

@@ -6,13 +6,13 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage2-fence/abi"
 )
 
 func TestEventIsFixedSize(t *testing.T) {
-	if got := reflect.TypeFor[Event]().Size(); got != 48 {
-		t.Errorf("sizeof(Event) = %d; want 48", got)
-	}
+	assert.Equal(t, uintptr(48), reflect.TypeFor[Event]().Size(), "sizeof(Event)")
 }
 
 // TestRingKeepsTheNewest: past capacity the oldest events go, Dropped
@@ -47,9 +47,7 @@ func TestRingKeepsTheNewest(t *testing.T) {
 				t.Errorf("cap %d, %d recorded: events out of order at %d", tt.capacity, tt.recorded, i)
 			}
 		}
-		if d := b.Dropped(); d != tt.wantDropped {
-			t.Errorf("cap %d, %d recorded: Dropped() = %d; want %d", tt.capacity, tt.recorded, d, tt.wantDropped)
-		}
+		assert.Equal(t, tt.wantDropped, b.Dropped(), "cap %d, %d recorded: Dropped()", tt.capacity, tt.recorded)
 	}
 }
 
@@ -82,13 +80,9 @@ func TestJSONIsTraceEventFormat(t *testing.T) {
 	b.Record(Event{Kind: KindFault, Start: 1700, Channel: 0, Arg: uint64(abi.FaultDoorbell), Seq: 9})
 	b.Record(Event{Kind: KindStop, Start: 3000, Engine: abi.EngineCompute})
 	var buf bytes.Buffer
-	if err := b.WriteJSON(&buf, "stage-test"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, b.WriteJSON(&buf, "stage-test"))
 	var f traceFile
-	if err := json.Unmarshal(buf.Bytes(), &f); err != nil {
-		t.Fatalf("the trace is not JSON: %v\n%s", err, buf.String())
-	}
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &f), "the trace is not JSON\n%s", buf.String())
 	if f.DisplayTimeUnit != "ns" || f.OtherData["format"] != formatVersion {
 		t.Errorf("header: displayTimeUnit %q, format %v", f.DisplayTimeUnit, f.OtherData["format"])
 	}
@@ -115,9 +109,7 @@ func TestJSONIsTraceEventFormat(t *testing.T) {
 				t.Errorf("complete event %d (%s) has no dur", i, ev.Name)
 			}
 		case "i":
-			if ev.S != "t" {
-				t.Errorf("instant event %d (%s) has scope %q; want t", i, ev.Name, ev.S)
-			}
+			assert.Equal(t, "t", ev.S, "instant event %d (%s) has scope %q", i, ev.Name, ev.S)
 		default:
 			t.Errorf("event %d has ph %q", i, ev.Ph)
 		}
@@ -127,13 +119,9 @@ func TestJSONIsTraceEventFormat(t *testing.T) {
 		kinds = append(kinds, ev.Name)
 	}
 	want := []string{"doorbell", "channel fault", "FILL", "stop"}
-	if len(kinds) != len(want) {
-		t.Fatalf("events %v; want %v", kinds, want)
-	}
+	require.Equal(t, len(want), len(kinds), "events %v; want %v", kinds, want)
 	for i := range want {
-		if kinds[i] != want[i] {
-			t.Errorf("event %d is %q; want %q (sorted by ts)", i, kinds[i], want[i])
-		}
+		assert.Equal(t, want[i], kinds[i], "event %d is %q; want %q (sorted by ts)", i, kinds[i], want[i])
 	}
 	if tracks[engineTrack0+int(abi.EngineCopy)] != "engine copy" || tracks[channelTrack0+1] != "channel 1" {
 		t.Errorf("track names %v", tracks)

@@ -1,6 +1,10 @@
 package abi
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
 
 // TestWindowLayout pins the DMA window's place in the register space: a
 // page of its own, entries inside it, RegDMAHeld on a line of its own in
@@ -38,7 +42,5 @@ func TestBusAddressesAreNotDeviceAddresses(t *testing.T) {
 }
 
 func TestStatusNoDMA(t *testing.T) {
-	if got := StatusNoDMA.String(); got != "bus address not mapped by the DMA window" {
-		t.Errorf("StatusNoDMA.String() = %q", got)
-	}
+	assert.Equal(t, "bus address not mapped by the DMA window", StatusNoDMA.String(), "StatusNoDMA.String()")
 }

@@ -3,6 +3,8 @@ package abi
 import (
 	"slices"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // TestRegisterTable checks the rules of the register space against the
@@ -34,9 +36,7 @@ func TestRegisterTable(t *testing.T) {
 			t.Errorf("page %#x mixes classes: %s is %v, %s is %v", r.Offset/RegPageSize*RegPageSize, c.Name, c.Class, r.Name, r.Class)
 		}
 		pageClass[r.Offset/RegPageSize] = r
-		if wantDevice := r.Class == PageReadOnly; wantDevice != (r.Writer == WrittenByDevice) {
-			t.Errorf("%s is written by the %v but sits in a %v page", r.Name, r.Writer, r.Class)
-		}
+		assert.Equal(t, (r.Writer == WrittenByDevice), r.Class == PageReadOnly, "%s is written by the %v but sits in a %v page", r.Name, r.Writer, r.Class)
 	}
 }
 
@@ -46,9 +46,7 @@ func TestBanksDoNotOverlap(t *testing.T) {
 	seen := map[uint64]string{GlobalPage: "global", ControlPage: "control"}
 	add := func(name string, page uint64) {
 		t.Helper()
-		if page%RegPageSize != 0 {
-			t.Errorf("%s page %#x is not page-aligned", name, page)
-		}
+		assert.Equal(t, uint64(0), page%RegPageSize, "%s page %#x is not page-aligned", name, page)
 		if other, ok := seen[page]; ok {
 			t.Errorf("%s and %s share page %#x", name, other, page)
 		}

@@ -3,11 +3,12 @@ package device
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"runtime"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage3-pinned/abi"
 	"softgpu/stage3-pinned/internal/leakcheck"
 )
@@ -23,9 +24,7 @@ func openTest(t testing.TB, cfg Config) *Device {
 		cfg.MemorySize = testMem
 	}
 	d, err := Open(cfg)
-	if err != nil {
-		t.Fatalf("Open(%+v): %v", cfg, err)
-	}
+	require.NoError(t, err, "Open(%+v)", cfg)
 	t.Cleanup(d.Close)
 	return d
 }
@@ -106,12 +105,8 @@ func pattern(mem []byte) {
 
 func TestRegistersIdentifyTheDevice(t *testing.T) {
 	d := openTest(t, Config{})
-	if got := d.Registers().Load(abi.RegID); got != abi.DeviceID {
-		t.Errorf("RegID = %#x; want %#x", got, uint64(abi.DeviceID))
-	}
-	if got := d.Registers().Load(abi.RegMemSize); got != testMem {
-		t.Errorf("RegMemSize = %d; want %d", got, testMem)
-	}
+	assert.Equal(t, uint64(abi.DeviceID), d.Registers().Load(abi.RegID), "RegID; want %#x", uint64(abi.DeviceID))
+	assert.Equal(t, uint64(testMem), d.Registers().Load(abi.RegMemSize), "RegMemSize")
 }
 
 func TestRegisterOffsetOutsideSpacePanics(t *testing.T) {
@@ -130,9 +125,7 @@ func TestRegisterOffsetOutsideSpacePanics(t *testing.T) {
 
 func TestOpenRejectsHugeMemory(t *testing.T) {
 	_, err := Open(Config{MemorySize: MaxMemorySize + 1})
-	if !errors.Is(err, ErrConfig) {
-		t.Errorf("Open(MemorySize=%d) error = %v; want ErrConfig", uint64(MaxMemorySize+1), err)
-	}
+	assert.ErrorIs(t, err, ErrConfig, "Open(MemorySize=%d) error", uint64(MaxMemorySize+1))
 }
 
 // TestOpcodes runs each opcode on a patterned arena and compares the whole
@@ -198,9 +191,7 @@ func TestOpcodes(t *testing.T) {
 			pattern(mem)
 			want := bytes.Clone(mem)
 			tt.model(want)
-			if st := run(t, d, tt.engine, tt.cmd); st != abi.StatusOK {
-				t.Fatalf("%v = %v; want ok", tt.cmd.Op, st)
-			}
+			require.Equal(t, abi.StatusOK, run(t, d, tt.engine, tt.cmd), "%v", tt.cmd.Op)
 			if i := firstDiff(mem, want); i >= 0 {
 				t.Errorf("memory differs from the model at byte %d: got %#x, want %#x", i, mem[i], want[i])
 			}
@@ -253,18 +244,14 @@ func TestBadCommands(t *testing.T) {
 			mem := d.Memory()
 			pattern(mem)
 			want := bytes.Clone(mem)
-			if got := run(t, d, tt.engine, tt.cmd); got != tt.want {
-				t.Errorf("%v = %v; want %v", tt.cmd.Op, got, tt.want)
-			}
+			assert.Equal(t, tt.want, run(t, d, tt.engine, tt.cmd), "%v", tt.cmd.Op)
 			if i := firstDiff(mem, want); i >= 0 {
 				t.Errorf("a refused command changed byte %d: %#x → %#x", i, want[i], mem[i])
 			}
 		})
 	}
 	// The engines survived every bad command: a good one still runs.
-	if st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpNop}); st != abi.StatusOK {
-		t.Errorf("NOP after the bad commands = %v; want ok", st)
-	}
+	assert.Equal(t, abi.StatusOK, run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpNop}), "NOP after the bad commands")
 }
 
 // TestReservedBytesMustBeZero sets each reserved byte of an otherwise good
@@ -286,25 +273,19 @@ func TestReservedBytesMustBeZero(t *testing.T) {
 		want := bytes.Clone(mem)
 		desc := bytes.Clone(good)
 		desc[i] = 0xff
-		if got := runRaw(t, d, abi.EngineCopy, desc); got != abi.StatusReserved {
-			t.Errorf("FILL with reserved byte %d set = %v; want %v", i, got, abi.StatusReserved)
-		}
+		assert.Equal(t, abi.StatusReserved, runRaw(t, d, abi.EngineCopy, desc), "FILL with reserved byte %d set", i)
 		if j := firstDiff(mem, want); j >= 0 {
 			t.Errorf("FILL with reserved byte %d set changed memory at %d", i, j)
 		}
 	}
-	if got := runRaw(t, d, abi.EngineCopy, good); got != abi.StatusOK {
-		t.Errorf("the same FILL with reserved bytes zero = %v; want ok", got)
-	}
+	assert.Equal(t, abi.StatusOK, runRaw(t, d, abi.EngineCopy, good), "the same FILL with reserved bytes zero")
 }
 
 func TestDelayLastsItsCycles(t *testing.T) {
 	d := openTest(t, Config{})
 	const cycles = 2_000_000 // 2 ms at 1 GHz
 	start := d.Registers().Load(abi.RegTimestamp)
-	if st := run(t, d, abi.EngineCompute, abi.Command{Op: abi.OpDelay, Value: cycles}); st != abi.StatusOK {
-		t.Fatalf("DELAY = %v; want ok", st)
-	}
+	require.Equal(t, abi.StatusOK, run(t, d, abi.EngineCompute, abi.Command{Op: abi.OpDelay, Value: cycles}), "DELAY")
 	// A lower bound only: the engine may not finish early, but a slow
 	// machine may take as long as it likes.
 	if elapsed := d.Registers().Load(abi.RegTimestamp) - start; elapsed < cycles {
@@ -322,9 +303,7 @@ func TestCloseAbortsALongDelay(t *testing.T) {
 	c := abi.DefaultChannel(abi.EngineCompute)
 	for attempt := 1; ; attempt++ {
 		d, err := Open(Config{MemorySize: 1 << 16})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		regs := d.Registers()
 		cmd := abi.Command{Op: abi.OpDelay, Seq: 0, Value: 1 << 62}
 		cmd.Encode(slot(d, c, 0))
@@ -334,13 +313,9 @@ func TestCloseAbortsALongDelay(t *testing.T) {
 		if n := len(leakcheck.RunningIn("(*Engine).execute")); n != 0 {
 			t.Fatalf("%d engines still running a command after Close returned", n)
 		}
-		if got := regs.Load(abi.RegDeviceState); got != abi.DeviceStopped {
-			t.Errorf("RegDeviceState after Close = %d; want DeviceStopped", got)
-		}
+		assert.Equal(t, uint64(abi.DeviceStopped), regs.Load(abi.RegDeviceState), "RegDeviceState after Close")
 		if entry(d, c, 0) == 0 {
-			if st := statusOf(d, c, 0); st != abi.StatusAborted {
-				t.Errorf("DELAY cut short by Close = %v; want %v", st, abi.StatusAborted)
-			}
+			assert.Equal(t, abi.StatusAborted, statusOf(d, c, 0), "DELAY cut short by Close")
 			return
 		}
 		if attempt == 20 {
@@ -354,9 +329,7 @@ func TestEnginesWorkWithoutYielding(t *testing.T) {
 	// scheduler preempts it. Slow on two cores, but it must still work.
 	d := openTest(t, Config{YieldEvery: -1})
 	for range 3 {
-		if st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpNop}); st != abi.StatusOK {
-			t.Fatalf("NOP = %v; want ok", st)
-		}
+		require.Equal(t, abi.StatusOK, run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpNop}), "NOP")
 	}
 }
 

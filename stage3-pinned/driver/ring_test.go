@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage3-pinned/abi"
 	"softgpu/stage3-pinned/device"
 )
@@ -37,12 +39,8 @@ func TestOrderIsPreserved(t *testing.T) {
 		cmds = append(cmds, abi.Command{Op: abi.OpCopy, Src: scratch, Dst: out + 64*uint64(k), Size: 64})
 	}
 	p, err := d.SubmitBatch(abi.EngineCopy, cmds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, p.Wait())
 	got := make([]byte, 64*pairs)
 	d.CopyFromDevice(got, out)
 	for k := range pairs {
@@ -62,9 +60,7 @@ func TestManyInFlight(t *testing.T) {
 	var pending []*Pending
 	for i := range n {
 		p, err := d.SubmitBatch(abi.Engine(i%abi.NumEngines), []abi.Command{fill(AllocBase+region*uint64(i), region, byte(i*7))})
-		if err != nil {
-			t.Fatalf("submission %d: %v", i, err)
-		}
+		require.NoError(t, err, "submission %d", i)
 		pending = append(pending, p)
 	}
 	// Two goroutines wait on every Pending at once: Wait is safe to share.
@@ -85,9 +81,7 @@ func TestManyInFlight(t *testing.T) {
 	}
 	// Counted before the read below, which may itself be a command on
 	// the copy engine, with a doorbell of its own.
-	if rung := d.Doorbells() - before; rung != n {
-		t.Errorf("doorbells for %d single submissions = %d; want %d", n, rung, n)
-	}
+	assert.Equal(t, uint64(n), d.Doorbells()-before, "doorbells for %d single submissions", n)
 	got := make([]byte, n*region)
 	d.CopyFromDevice(got, AllocBase)
 	for i := range n {
@@ -119,21 +113,15 @@ func TestDoorbellsPerBatch(t *testing.T) {
 				cmds[i] = fill(AllocBase+64*uint64(i), 64, byte(i+1))
 			}
 			p, err := d.SubmitBatch(abi.EngineCopy, cmds)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := p.Wait(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
+			require.NoError(t, p.Wait())
 			if got := d.Doorbells(); got < tt.minBells || got > tt.maxBells {
 				t.Errorf("SubmitBatch(%d commands) on a ring of %d rang %d doorbells; want %d to %d", tt.batch, tt.ring, got, tt.minBells, tt.maxBells)
 			}
 			got := make([]byte, 64*tt.batch)
 			d.CopyFromDevice(got, AllocBase)
 			for i := range tt.batch {
-				if got[64*i] != byte(i+1) {
-					t.Errorf("fill %d did not run", i)
-				}
+				assert.Equal(t, byte(i+1), got[64*i], "fill %d did not run", i)
 			}
 		})
 	}
@@ -193,9 +181,7 @@ func TestFullRingBlocksAndResumes(t *testing.T) {
 	got := make([]byte, 4*submitters)
 	d.CopyFromDevice(got, counters)
 	for w := range submitters {
-		if n := binary.LittleEndian.Uint32(got[4*w:]); n != uint32(perSubmitter) {
-			t.Errorf("submitter %d's counter = %d; want %d", w, n, perSubmitter)
-		}
+		assert.Equal(t, uint32(perSubmitter), binary.LittleEndian.Uint32(got[4*w:]), "submitter %d's counter; want %d", w, perSubmitter)
 	}
 }
 
@@ -208,24 +194,16 @@ func TestFullRingBlocksAndResumes(t *testing.T) {
 func TestStatusIsNotOverwrittenBeforeItIsRead(t *testing.T) {
 	d := openRing(t, device.Config{RingSize: 2})
 	bad, err := d.SubmitBatch(abi.EngineCopy, []abi.Command{fill(1<<20, 1, 0)}) // one past the end
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var good []*Pending
 	for i := range 20 {
 		p, err := d.SubmitBatch(abi.EngineCopy, []abi.Command{fill(AllocBase, 64, byte(i))})
-		if err != nil {
-			t.Fatalf("good fill %d: %v", i, err)
-		}
+		require.NoError(t, err, "good fill %d", i)
 		good = append(good, p)
 	}
-	if err := bad.Wait(); !errors.Is(err, abi.StatusOutOfRange) {
-		t.Errorf("Wait for the bad fill after its slot was reused = %v; want StatusOutOfRange", err)
-	}
+	assert.ErrorIs(t, bad.Wait(), abi.StatusOutOfRange, "Wait for the bad fill after its slot was reused")
 	for i, p := range good {
-		if err := p.Wait(); err != nil {
-			t.Errorf("good fill %d: Wait = %v; want nil", i, err)
-		}
+		assert.NoError(t, p.Wait(), "good fill %d: Wait", i)
 	}
 }
 
@@ -243,14 +221,10 @@ func TestBadCommandInABatchFailsOnlyItself(t *testing.T) {
 		fill(a, 8, 0x33),
 	}
 	p, err := d.SubmitBatch(abi.EngineCopy, cmds)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	err = p.Wait()
 	for _, want := range []error{abi.StatusOutOfRange, abi.StatusWrongEngine} {
-		if !errors.Is(err, want) {
-			t.Errorf("Wait = %v; want it to wrap %v", err, want)
-		}
+		assert.ErrorIs(t, err, want, "Wait; want it to wrap %v", want)
 	}
 	if errors.Is(err, abi.StatusMisaligned) || errors.Is(err, ErrClosed) {
 		t.Errorf("Wait = %v; wraps an error no command had", err)
@@ -275,9 +249,7 @@ func TestBadCommandInABatchFailsOnlyItself(t *testing.T) {
 	d.CopyFromDevice(got, a)
 	want := append(append(bytes.Repeat([]byte{0x33}, 8), bytes.Repeat([]byte{0x11}, 56)...), make([]byte, 192)...)
 	want = append(want, bytes.Repeat([]byte{0x11}, 64)...)
-	if !bytes.Equal(got, want) {
-		t.Errorf("memory after the batch differs from the good commands' effects:\n got % x\nwant % x", got, want)
-	}
+	assert.Equal(t, want, got, "memory after the batch differs from the good commands' effects")
 	if end := make([]byte, 8); d.CopyFromDevice(end, 1<<20-8) == nil && !bytes.Equal(end, make([]byte, 8)) {
 		t.Errorf("the refused fill wrote the last bytes of memory: % x", end)
 	}
@@ -291,9 +263,7 @@ func TestBadCommandInABatchFailsOnlyItself(t *testing.T) {
 func TestCloseWithManyInFlight(t *testing.T) {
 	d := openRing(t, device.Config{RingSize: 8})
 	delay, err := d.SubmitBatch(abi.EngineCompute, []abi.Command{{Op: abi.OpDelay, Value: 1 << 62}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	const submitters = 10
 	results := make(chan error, submitters+1)
 	go func() { results <- delay.Wait() }()
@@ -309,9 +279,7 @@ func TestCloseWithManyInFlight(t *testing.T) {
 		}()
 	}
 	time.Sleep(20 * time.Millisecond) // let them queue and block; the checks hold however far they got
-	if err := d.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.Close())
 	deadline := time.After(10 * time.Second)
 	for i := range submitters + 1 {
 		select {
@@ -342,9 +310,7 @@ func TestEmptyBatch(t *testing.T) {
 func TestErrOutsideTheBatch(t *testing.T) {
 	d := openTest(t)
 	p, err := d.SubmitBatch(abi.EngineCopy, []abi.Command{{Op: abi.OpNop}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	p.Wait()
 	for _, i := range []int{-1, 1, 5} {
 		if err := p.Err(i); err == nil {

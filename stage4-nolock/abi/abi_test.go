@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // TestCommandLayout pins every field's offset: a command with a distinct
@@ -34,15 +36,11 @@ func TestCommandLayout(t *testing.T) {
 		{"Fence", OffFence, c.Fence},
 	}
 	for _, w := range words {
-		if got := binary.LittleEndian.Uint64(b[w.off:]); got != w.want {
-			t.Errorf("%s at offset %d = %#x; want %#x", w.name, w.off, got, w.want)
-		}
+		assert.Equal(t, w.want, binary.LittleEndian.Uint64(b[w.off:]), "%s at offset %d", w.name, w.off)
 	}
 	for _, r := range [][2]int{{2, OffSeq}, {OffFence + 8, CommandSize}} {
 		for i := r[0]; i < r[1]; i++ {
-			if b[i] != 0 {
-				t.Errorf("reserved byte %d = %#x; want 0", i, b[i])
-			}
+			assert.Equal(t, byte(0), b[i], "reserved byte %d", i)
 		}
 	}
 }
@@ -91,24 +89,16 @@ func TestSupports(t *testing.T) {
 		{0x7f, false, false},
 	}
 	for _, tt := range tests {
-		if got := EngineCompute.Supports(tt.op); got != tt.compute {
-			t.Errorf("compute.Supports(%v) = %v; want %v", tt.op, got, tt.compute)
-		}
-		if got := EngineCopy.Supports(tt.op); got != tt.copyEng {
-			t.Errorf("copy.Supports(%v) = %v; want %v", tt.op, got, tt.copyEng)
-		}
+		assert.Equal(t, tt.compute, EngineCompute.Supports(tt.op), "compute.Supports(%v)", tt.op)
+		assert.Equal(t, tt.copyEng, EngineCopy.Supports(tt.op), "copy.Supports(%v)", tt.op)
 	}
 }
 
 func TestStatusIsAnError(t *testing.T) {
 	err := fmt.Errorf("wrapped: %w", StatusOutOfRange)
-	if !errors.Is(err, StatusOutOfRange) {
-		t.Errorf("errors.Is(%v, StatusOutOfRange) = false", err)
-	}
+	assert.ErrorIs(t, err, StatusOutOfRange, "errors.Is(%v, StatusOutOfRange) = false", err)
 	if errors.Is(err, StatusMisaligned) {
 		t.Errorf("errors.Is(%v, StatusMisaligned) = true", err)
 	}
-	if got := Status(99).String(); got != "status(99)" {
-		t.Errorf("Status(99).String() = %q", got)
-	}
+	assert.Equal(t, "status(99)", Status(99).String(), "Status(99).String()")
 }

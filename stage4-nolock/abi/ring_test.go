@@ -1,6 +1,10 @@
 package abi
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
 
 // TestRingOffsets pins where an index lands: the mask, not the index, picks
 // the entry, so indices far apart — and on either side of 2^64 — share
@@ -18,12 +22,8 @@ func TestRingOffsets(t *testing.T) {
 		{1<<64 - 1, 7 * CommandSize, 7 * CompletionWords},
 	}
 	for _, tt := range tests {
-		if got := SlotOffset(tt.index, mask); got != tt.slot {
-			t.Errorf("SlotOffset(%#x) = %d; want %d", tt.index, got, tt.slot)
-		}
-		if got := CompletionWord(tt.index, mask); got != tt.completion {
-			t.Errorf("CompletionWord(%#x) = %d; want %d", tt.index, got, tt.completion)
-		}
+		assert.Equal(t, tt.slot, SlotOffset(tt.index, mask), "SlotOffset(%#x)", tt.index)
+		assert.Equal(t, tt.completion, CompletionWord(tt.index, mask), "CompletionWord(%#x)", tt.index)
 	}
 }
 
@@ -43,8 +43,6 @@ func TestCompletedIsWrapSafe(t *testing.T) {
 		{1<<64 - 2, 3, false}, // a lap behind, across the wrap
 	}
 	for _, tt := range tests {
-		if got := Completed(tt.entry, tt.i); got != tt.want {
-			t.Errorf("Completed(%#x, %#x) = %v; want %v", tt.entry, tt.i, got, tt.want)
-		}
+		assert.Equal(t, tt.want, Completed(tt.entry, tt.i), "Completed(%#x, %#x)", tt.entry, tt.i)
 	}
 }

@@ -3,11 +3,12 @@ package device
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"softgpu/stage4-nolock/abi"
@@ -24,9 +25,7 @@ import (
 func mapHost(t testing.TB, n int) ([]byte, uint64) {
 	t.Helper()
 	mem, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-	if err != nil {
-		t.Fatalf("mmap %d bytes: %v", n, err)
-	}
+	require.NoError(t, err, "mmap %d bytes", n)
 	t.Cleanup(func() { unix.Munmap(mem) })
 	return mem, addressOf(mem)
 }
@@ -35,9 +34,7 @@ func mapHost(t testing.TB, n int) ([]byte, uint64) {
 func give(t testing.TB, d *Device, mem ...[]byte) {
 	t.Helper()
 	for _, m := range mem {
-		if err := d.RegisterHost(m); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, d.RegisterHost(m))
 	}
 }
 
@@ -104,18 +101,14 @@ func TestDMACommands(t *testing.T) {
 			pattern(b[17:]) // a different pattern from a's
 			want := [3][]byte{bytes.Clone(mem), bytes.Clone(a), bytes.Clone(b)}
 			tt.model(want[0], want[1], want[2])
-			if st := run(t, d, tt.engine, tt.cmd); st != abi.StatusOK {
-				t.Fatalf("%v = %v; want ok", tt.cmd.Op, st)
-			}
+			require.Equal(t, abi.StatusOK, run(t, d, tt.engine, tt.cmd), "%v", tt.cmd.Op)
 			for i, got := range [3][]byte{mem, a, b} {
 				if j := firstDiff(got, want[i]); j >= 0 {
 					t.Errorf("%s differs from the model at byte %d: got %#x, want %#x",
 						[]string{"device memory", "region A", "region B"}[i], j, got[j], want[i][j])
 				}
 			}
-			if h := held(d, tt.engine); h != 0 {
-				t.Errorf("RegDMAHeld after the command = %#x; want 0 (released)", h)
-			}
+			assert.Equal(t, uint64(0), held(d, tt.engine), "RegDMAHeld after the command; want 0 (released)")
 		})
 	}
 }
@@ -177,17 +170,13 @@ func TestDMABadAddresses(t *testing.T) {
 			pattern(a)
 			pattern(b)
 			want := [3][]byte{bytes.Clone(mem), bytes.Clone(a), bytes.Clone(b)}
-			if got := run(t, d, engine, tt.cmd); got != tt.want {
-				t.Errorf("%v src %#x dst %#x size %d = %v; want %v", tt.cmd.Op, tt.cmd.Src, tt.cmd.Dst, tt.cmd.Size, got, tt.want)
-			}
+			assert.Equal(t, tt.want, run(t, d, engine, tt.cmd), "%v src %#x dst %#x size %d", tt.cmd.Op, tt.cmd.Src, tt.cmd.Dst, tt.cmd.Size)
 			for i, got := range [3][]byte{mem, a, b} {
 				if j := firstDiff(got, want[i]); j >= 0 {
 					t.Errorf("a refused command changed byte %d of %s", j, []string{"device memory", "region A", "region B"}[i])
 				}
 			}
-			if h := held(d, engine); h != 0 {
-				t.Errorf("RegDMAHeld after a refused command = %#x; want 0", h)
-			}
+			assert.Equal(t, uint64(0), held(d, engine), "RegDMAHeld after a refused command")
 		})
 	}
 }
@@ -237,13 +226,9 @@ func TestUnregisterWaitsForTheHolder(t *testing.T) {
 		t.Errorf("RegDMAHeld of the copy engine mid-command = %#x; want %#x", h, 1<<3)
 	}
 	// The compute engine comes to the entry after it was disabled: refused.
-	if st := run(t, d, abi.EngineCompute, abi.Command{Op: abi.OpSum32, Src: busA, Dst: 0, Size: 64}); st != abi.StatusNoDMA {
-		t.Errorf("SUM32 from a disabled entry = %v; want %v", st, abi.StatusNoDMA)
-	}
+	assert.Equal(t, abi.StatusNoDMA, run(t, d, abi.EngineCompute, abi.Command{Op: abi.OpSum32, Src: busA, Dst: 0, Size: 64}), "SUM32 from a disabled entry")
 	time.Sleep(time.Millisecond) // the hold must last however long the command does
-	if h := held(d, abi.EngineCopy); h != 1<<3 {
-		t.Errorf("RegDMAHeld while the COPY is still stopped = %#x; want %#x", h, 1<<3)
-	}
+	assert.Equal(t, uint64(1<<3), held(d, abi.EngineCopy), "RegDMAHeld while the COPY is still stopped")
 	// UnregisterHost must wait for the holder too: the memory stays the
 	// device's until the COPY is done.
 	unregistered := make(chan error, 1)
@@ -256,41 +241,23 @@ func TestUnregisterWaitsForTheHolder(t *testing.T) {
 	release()
 	select {
 	case err := <-unregistered:
-		if err != nil {
-			t.Errorf("UnregisterHost = %v", err)
-		}
+		assert.NoError(t, err, "UnregisterHost")
 	case <-time.After(10 * time.Second):
 		t.Fatalf("UnregisterHost still waiting 10 s after the COPY that held the region went on")
 	}
 	waitCompleted(t, d, copyChannel, 0)
-	if st := statusOf(d, copyChannel, 0); st != abi.StatusOK {
-		t.Errorf("the COPY that held the entry = %v; want ok (it resolved before the unregister)", st)
-	}
-	if h := held(d, abi.EngineCopy); h != 0 {
-		t.Errorf("RegDMAHeld after the COPY = %#x; want 0", h)
-	}
-	if !bytes.Equal(d.Memory()[:regionSize], a) {
-		t.Errorf("the COPY that held the entry did not copy the whole region")
-	}
+	assert.Equal(t, abi.StatusOK, statusOf(d, copyChannel, 0), "the COPY that held the entry; want ok (it resolved before the unregister)")
+	assert.Equal(t, uint64(0), held(d, abi.EngineCopy), "RegDMAHeld after the COPY")
+	assert.Equal(t, a, d.Memory()[:regionSize], "the COPY that held the entry did not copy the whole region")
 }
 
 func TestRegisterHostChecks(t *testing.T) {
 	a, _ := mapHost(t, regionSize)
 	d := openTest(t, Config{})
-	if err := d.RegisterHost(nil); !errors.Is(err, ErrHostRegion) {
-		t.Errorf("RegisterHost(nil) = %v; want ErrHostRegion", err)
-	}
+	assert.ErrorIs(t, d.RegisterHost(nil), ErrHostRegion, "RegisterHost(nil)")
 	give(t, d, a)
-	if err := d.RegisterHost(a[100:200]); !errors.Is(err, ErrHostRegion) {
-		t.Errorf("RegisterHost of an overlapping region = %v; want ErrHostRegion", err)
-	}
-	if err := d.UnregisterHost(a[:100]); !errors.Is(err, ErrHostRegion) {
-		t.Errorf("UnregisterHost of a region never registered = %v; want ErrHostRegion", err)
-	}
-	if err := d.UnregisterHost(a); err != nil {
-		t.Errorf("UnregisterHost = %v", err)
-	}
-	if err := d.UnregisterHost(a); !errors.Is(err, ErrHostRegion) {
-		t.Errorf("a second UnregisterHost = %v; want ErrHostRegion", err)
-	}
+	assert.ErrorIs(t, d.RegisterHost(a[100:200]), ErrHostRegion, "RegisterHost of an overlapping region")
+	assert.ErrorIs(t, d.UnregisterHost(a[:100]), ErrHostRegion, "UnregisterHost of a region never registered")
+	assert.NoError(t, d.UnregisterHost(a), "UnregisterHost")
+	assert.ErrorIs(t, d.UnregisterHost(a), ErrHostRegion, "a second UnregisterHost")
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"softgpu/stage4-nolock/device"
@@ -40,9 +41,7 @@ func TestHostAllocOverTheLockLimit(t *testing.T) {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestHostAllocOverTheLockLimit$", "-test.v")
 		cmd.Env = append(os.Environ(), lockLimitChild+"=1")
 		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("child process: %v\n%s", err, out)
-		}
+		require.NoError(t, err, "child process\n%s", out)
 		if strings.Contains(string(out), "--- SKIP") {
 			t.Skipf("child process skipped:\n%s", out)
 		}
@@ -61,18 +60,14 @@ func TestHostAllocOverTheLockLimit(t *testing.T) {
 		t.Skipf("cannot lower RLIMIT_MEMLOCK: %v", err)
 	}
 	dev, err := device.Open(device.Config{MemorySize: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer dev.Close()
 	// The default bounce ring (1 MiB) does not fit: New fails, saying why.
 	if _, err := New(dev, Config{}); !errors.Is(err, ErrPinLimit) || !strings.Contains(err.Error(), "ulimit -l") {
 		t.Errorf("New over the lock limit = %v; want ErrPinLimit and a hint", err)
 	}
 	d, err := New(dev, Config{BounceChunk: 4096, BounceBuffers: 2})
-	if err != nil {
-		t.Fatalf("New with an 8 KiB bounce ring under a 64 KiB limit = %v", err)
-	}
+	require.NoError(t, err, "New with an 8 KiB bounce ring under a 64 KiB limit")
 	defer d.Close()
 	_, err = d.HostAlloc(1 << 20)
 	t.Logf("HostAlloc(1 MiB) under a 64 KiB limit: %v", err)
@@ -83,9 +78,7 @@ func TestHostAllocOverTheLockLimit(t *testing.T) {
 		t.Errorf("HostAlloc error %q does not give the limit (64 KiB)", err)
 	}
 	p, err := d.HostAlloc(16 << 10)
-	if err != nil {
-		t.Fatalf("HostAlloc(16 KiB) under the limit = %v", err)
-	}
+	require.NoError(t, err, "HostAlloc(16 KiB) under the limit")
 	d.HostFree(p)
 }
 

@@ -1,6 +1,10 @@
 package abi
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
 
 // TestPTEEncoding round-trips every field of an entry, and pins the bits.
 func TestPTEEncoding(t *testing.T) {
@@ -47,9 +51,7 @@ func TestPTEFragment(t *testing.T) {
 	if PTEFragmentMask != 0xf80 || MaxFragment != 9 || 1<<(PageShift+MaxFragment) != TableSlots<<PageShift {
 		t.Errorf("fragment mask %#x, max %d; want 0xf80, 9 (a 2 MiB table)", PTEFragmentMask, MaxFragment)
 	}
-	if e.WithFragment(3).WithFragment(0) != e {
-		t.Errorf("WithFragment(0) does not clear the field")
-	}
+	assert.Equal(t, e, e.WithFragment(3).WithFragment(0), "WithFragment(0) does not clear the field")
 }
 
 // TestLevels: indices pick the right bits at each level, and only the
@@ -57,9 +59,7 @@ func TestPTEFragment(t *testing.T) {
 func TestLevels(t *testing.T) {
 	va := uint64(0x3ff)<<39 | 0x1ab<<30 | 0x0cd<<21 | 0x1ef<<12 | 0x123
 	for level, want := range []uint64{0x3ff, 0x1ab, 0x0cd, 0x1ef} {
-		if got := LevelIndex(va, level); got != want {
-			t.Errorf("LevelIndex(level %d) = %#x; want %#x", level, got, want)
-		}
+		assert.Equal(t, want, LevelIndex(va, level), "LevelIndex(level %d)", level)
 	}
 	leaves := []struct {
 		kind  uint64

@@ -13,6 +13,7 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"softgpu/stage5-vm/abi"
 )
 
@@ -55,12 +56,8 @@ func FuzzHostileDriver(f *testing.F) {
 			}
 		}
 		// The well-behaved channel is served, whatever the other did.
-		if st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: 0, Size: 64, Value: 1}); st != abi.StatusOK {
-			t.Fatalf("FILL on the well-behaved channel = %v; want ok", st)
-		}
-		if regs.Load(abi.RegDeviceState) != abi.DeviceRunning {
-			t.Fatal("a client's writes stopped the device")
-		}
+		require.Equal(t, abi.StatusOK, run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: 0, Size: 64, Value: 1}), "FILL on the well-behaved channel")
+		require.Equal(t, uint64(abi.DeviceRunning), regs.Load(abi.RegDeviceState), "a client's writes stopped the device")
 		d.Close()
 		if i := firstDiff(g, guard); i >= 0 {
 			t.Fatalf("host memory the driver never registered changed at byte %d", i)

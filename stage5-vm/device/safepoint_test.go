@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"softgpu/stage5-vm/abi"
 )
 
@@ -51,16 +52,12 @@ func TestNothingIsReadAfterUnmap(t *testing.T) {
 	tb.mapPage(t, root, dst, dstPA, abi.Page4K, true, false)
 	gen = d.regs.Load(abi.RegInvalGen) + 1
 	fillBytes(d.mem[srcPA:srcPA+4096], 0xaa) // the old owner's bytes
-	if st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpCopy, Ctx: testCtx, Src: src, Dst: dst, Size: 4096}); st != abi.StatusOK {
-		t.Fatalf("COPY = %v; want OK (its source was mapped when it was translated)", st)
-	}
+	require.Equal(t, abi.StatusOK, run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpCopy, Ctx: testCtx, Src: src, Dst: dst, Size: 4096}), "COPY; want OK (its source was mapped when it was translated)")
 	if reused {
 		t.Errorf("the engine acknowledged the source's invalidation %s", ackedAt)
 	}
 	for i, b := range d.mem[dstPA : dstPA+4096] {
-		if b != 0xaa {
-			t.Fatalf("destination byte %d = %#x after the COPY; want 0xaa (the source's owner before the unmap), never 0xbb (the next owner's)", i, b)
-		}
+		require.Equal(t, byte(0xaa), b, "destination byte %d = %#x after the COPY; want 0xaa (the source's owner before the unmap), never 0xbb (the next owner's)", i, b)
 	}
 	// The engine still answers, at its next safe point (the idle poll).
 	deadline := time.Now().Add(10 * time.Second)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"softgpu/stage5-vm/abi"
 )
 
@@ -28,9 +29,7 @@ func openVM(t testing.TB, cfg Config) *Device {
 	t.Helper()
 	cfg.MemorySize += tableArea
 	d, err := Open(cfg)
-	if err != nil {
-		t.Fatalf("Open(%+v): %v", cfg, err)
-	}
+	require.NoError(t, err, "Open(%+v)", cfg)
 	identityMap(t, d)
 	return d
 }

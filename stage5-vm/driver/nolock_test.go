@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"softgpu/stage5-vm/abi"
 	"softgpu/stage5-vm/device"
 )
@@ -162,9 +163,7 @@ func checkChains(t testing.TB, d *Driver, w, perSubmitter int) {
 	}
 	counter := make([]byte, 4)
 	d.CopyFromDevice(counter, counterOf(w))
-	if got := binary.LittleEndian.Uint32(counter); got != uint32(goodAdds) {
-		t.Errorf("submitter %d's counter = %d; want %d (ADD32s lost or run twice)", w, got, goodAdds)
-	}
+	assert.Equal(t, uint32(goodAdds), binary.LittleEndian.Uint32(counter), "submitter %d's counter; want %d (ADD32s lost or run twice)", w, goodAdds)
 	log := make([]byte, 8*(chain/2))
 	d.CopyFromDevice(log, logOf(w))
 	for k := range chain / 2 {
@@ -285,9 +284,7 @@ func TestStalledSubmitter(t *testing.T) {
 				}
 				c := make([]byte, 4)
 				d.CopyFromDevice(c, counterOf(w))
-				if n := binary.LittleEndian.Uint32(c); n != want {
-					t.Errorf("submitter %d's counter = %d; want %d", w, n, want)
-				}
+				assert.Equal(t, want, binary.LittleEndian.Uint32(c), "submitter %d's counter", w)
 			}
 		})
 	}

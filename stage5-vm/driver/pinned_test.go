@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage5-vm/abi"
 	"softgpu/stage5-vm/device"
 )
@@ -29,9 +31,7 @@ func openPinned(t testing.TB, devCfg device.Config, cfg Config) *Driver {
 func hostAlloc(t testing.TB, d *Driver, size uint64) *Pinned {
 	t.Helper()
 	p, err := d.HostAlloc(size)
-	if err != nil {
-		t.Fatalf("HostAlloc(%d): %v", size, err)
-	}
+	require.NoError(t, err, "HostAlloc(%d)", size)
 	t.Cleanup(func() { d.HostFree(p) })
 	return p
 }
@@ -54,12 +54,8 @@ func TestHostAlloc(t *testing.T) {
 		if got := uint64(len(p.Bytes())); got != size {
 			t.Errorf("HostAlloc(%d): %d bytes", size, got)
 		}
-		if !bytes.Equal(p.Bytes(), make([]byte, size)) {
-			t.Errorf("HostAlloc(%d): memory not zeroed", size)
-		}
-		if p.host%page != 0 {
-			t.Errorf("HostAlloc(%d) at host address %#x: not page-aligned", size, p.host)
-		}
+		assert.Equal(t, make([]byte, size), p.Bytes(), "HostAlloc(%d): memory not zeroed", size)
+		assert.Equal(t, uint64(0), p.host%page, "HostAlloc(%d) at host address %#x: not page-aligned", size, p.host)
 		if p.Bus() < abi.BusBase || p.Bus()+size > abi.BusBase+abi.BusSize {
 			t.Errorf("HostAlloc(%d): bus address %#x outside [BusBase, BusBase+BusSize)", size, p.Bus())
 		}
@@ -74,45 +70,31 @@ func TestHostAlloc(t *testing.T) {
 			{"RegWinEnable", abi.RegWinEnable, 1},
 		}
 		for _, r := range regs {
-			if got := d.regs.Load(w + r.off); got != r.want {
-				t.Errorf("HostAlloc(%d): entry %d's %s = %#x; want %#x", size, p.slot, r.name, got, r.want)
-			}
+			assert.Equal(t, r.want, d.regs.Load(w+r.off), "HostAlloc(%d): entry %d's %s", size, p.slot, r.name)
 		}
-		if err := d.HostFree(p); err != nil {
-			t.Fatalf("HostFree: %v", err)
-		}
-		if got := d.regs.Load(w + abi.RegWinEnable); got != 0 {
-			t.Errorf("RegWinEnable after HostFree = %d; want 0", got)
-		}
+		require.NoError(t, d.HostFree(p), "HostFree")
+		assert.Equal(t, uint64(0), d.regs.Load(w+abi.RegWinEnable), "RegWinEnable after HostFree")
 		if p.Bytes() != nil {
 			t.Errorf("Bytes after HostFree = %d bytes; want nil", len(p.Bytes()))
 		}
-		if err := d.HostFree(p); !errors.Is(err, ErrBadHostFree) {
-			t.Errorf("second HostFree = %v; want ErrBadHostFree", err)
-		}
+		assert.ErrorIs(t, d.HostFree(p), ErrBadHostFree, "second HostFree")
 	}
 	if _, err := d.HostAlloc(0); !errors.Is(err, ErrZeroSize) {
 		t.Errorf("HostAlloc(0) = %v; want ErrZeroSize", err)
 	}
-	if err := d.HostFree(&Pinned{}); !errors.Is(err, ErrBadHostFree) {
-		t.Errorf("HostFree of a Pinned HostAlloc did not return = %v; want ErrBadHostFree", err)
-	}
+	assert.ErrorIs(t, d.HostFree(&Pinned{}), ErrBadHostFree, "HostFree of a Pinned HostAlloc did not return")
 }
 
 func TestHostAllocAfterClose(t *testing.T) {
 	d := openPinned(t, device.Config{}, Config{})
 	p, err := d.HostAlloc(4096)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	d.Close()
 	if _, err := d.HostAlloc(4096); !errors.Is(err, ErrClosed) {
 		t.Errorf("HostAlloc after Close = %v; want ErrClosed", err)
 	}
 	p.Bytes()[0] = 1 // Close leaves the caller's regions mapped
-	if err := d.HostFree(p); err != nil {
-		t.Errorf("HostFree after Close = %v; want nil", err)
-	}
+	assert.NoError(t, d.HostFree(p), "HostFree after Close")
 }
 
 // TestBusAddressesRunOut takes every bus address but leaves window entries
@@ -140,9 +122,7 @@ func TestBusAddressesRunOut(t *testing.T) {
 	}
 	d.pinMu.Lock()
 	for _, addr := range taken {
-		if err := d.busSpace.Free(addr); err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, d.busSpace.Free(addr))
 	}
 	d.pinMu.Unlock()
 	hostAlloc(t, d, 4096) // and the space is usable again
@@ -160,9 +140,7 @@ func TestWindowFills(t *testing.T) {
 		t.Fatalf("HostAlloc with every entry taken = %v; want ErrNoWindow", err)
 	}
 	slot := regions[10].slot
-	if err := d.HostFree(regions[10]); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.HostFree(regions[10]))
 	if p := hostAlloc(t, d, 256); p.slot != slot {
 		t.Errorf("HostAlloc after freeing entry %d took entry %d", slot, p.slot)
 	}
@@ -180,22 +158,16 @@ func TestPinnedCopies(t *testing.T) {
 			src := p.Bytes()[5:] // a slice inside the region, not at its start
 			copy(src, patterned(size, 1))
 			bells := d.Doorbells()
-			if err := d.CopyToDevice(dst, src); err != nil {
-				t.Fatalf("CopyToDevice: %v", err)
-			}
+			require.NoError(t, d.CopyToDevice(dst, src), "CopyToDevice")
 			if got := d.hw.Memory()[dst : dst+size]; !bytes.Equal(got, src) {
 				t.Errorf("device memory after CopyToDevice differs at byte %d", firstDifference(got, src))
 			}
 			clear(p.Bytes())
-			if err := d.CopyFromDevice(p.Bytes()[:size], dst); err != nil {
-				t.Fatalf("CopyFromDevice: %v", err)
-			}
+			require.NoError(t, d.CopyFromDevice(p.Bytes()[:size], dst), "CopyFromDevice")
 			if want := patterned(size, 1); !bytes.Equal(p.Bytes()[:size], want) {
 				t.Errorf("pinned memory after CopyFromDevice differs at byte %d", firstDifference(p.Bytes(), want))
 			}
-			if n := d.Doorbells() - bells; n != 2 {
-				t.Errorf("doorbells for two pinned copies = %d; want 2 (one COPY each)", n)
-			}
+			assert.Equal(t, uint64(2), d.Doorbells()-bells, "doorbells for two pinned copies; want 2 (one COPY each)")
 		})
 	}
 }
@@ -207,13 +179,9 @@ func TestBusAddressChecks(t *testing.T) {
 	const region = 2 << 20 // the bus allocator aligns regions to 2 MiB
 	d := openPinned(t, device.Config{}, Config{})
 	a, b := hostAlloc(t, d, region), hostAlloc(t, d, region)
-	if b.Bus() != a.Bus()+region {
-		t.Fatalf("two %d-byte regions at bus %#x and %#x; want them adjacent (the bus allocator is first fit)", region, a.Bus(), b.Bus())
-	}
+	require.Equal(t, a.Bus()+region, b.Bus(), "two %d-byte regions at bus %#x and %#x; want them adjacent (the bus allocator is first fit)", region, a.Bus(), b.Bus())
 	freed := hostAlloc(t, d, region)
-	if err := d.HostFree(freed); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.HostFree(freed))
 	cp := func(src, dst, size uint64) abi.Command {
 		return abi.Command{Op: abi.OpCopy, Src: src, Dst: dst, Size: size}
 	}
@@ -245,9 +213,7 @@ func TestBusAddressChecks(t *testing.T) {
 func TestHostFreeWaitsForHolders(t *testing.T) {
 	d := openPinned(t, device.Config{}, Config{})
 	p, err := d.HostAlloc(4096)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	heldReg := abi.EngineStatusPage(abi.EngineCompute) + abi.RegDMAHeld
 	d.regs.Store(heldReg, 1<<p.slot)
 	freed := make(chan error, 1)
@@ -259,9 +225,7 @@ func TestHostFreeWaitsForHolders(t *testing.T) {
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
-	if err := d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpCopy, Src: p.Bus(), Dst: 8192, Size: 64}); !errors.Is(err, abi.StatusNoDMA) {
-		t.Errorf("COPY from a region being freed = %v; want StatusNoDMA", err)
-	}
+	assert.ErrorIs(t, d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpCopy, Src: p.Bus(), Dst: 8192, Size: 64}), abi.StatusNoDMA, "COPY from a region being freed")
 	// Not a timing assertion: HostFree cannot return while the bit is
 	// set, however long we look; 20 ms just gives a wrong one the chance.
 	select {
@@ -272,9 +236,7 @@ func TestHostFreeWaitsForHolders(t *testing.T) {
 	d.regs.Store(heldReg, 0) // the engine's command ends
 	select {
 	case err := <-freed:
-		if err != nil {
-			t.Errorf("HostFree = %v", err)
-		}
+		assert.NoError(t, err, "HostFree")
 	case <-time.After(10 * time.Second):
 		t.Fatal("HostFree still waiting 10 s after the hold was released")
 	}
@@ -293,9 +255,7 @@ func TestHostFreeWhileCopying(t *testing.T) {
 	const size = 256 << 10
 	for round := range rounds {
 		p, err := d.HostAlloc(size)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		copy(p.Bytes(), patterned(size, byte(round)))
 		var wg sync.WaitGroup
 		var mu sync.Mutex
@@ -327,13 +287,9 @@ func TestHostFreeWhileCopying(t *testing.T) {
 			})
 		}
 		time.Sleep(time.Duration(round%3) * time.Millisecond)
-		if err := d.HostFree(p); err != nil {
-			t.Fatalf("round %d: HostFree = %v", round, err)
-		}
+		require.NoError(t, d.HostFree(p), "round %d: HostFree", round)
 		wg.Wait()
-		if counts["nodma"] != 2 {
-			t.Errorf("round %d: %d workers saw StatusNoDMA; want both", round, counts["nodma"])
-		}
+		assert.Equal(t, 2, counts["nodma"], "round %d: %d workers saw StatusNoDMA", round, counts["nodma"])
 	}
 }
 
@@ -356,31 +312,19 @@ func TestFreedMemoryIsNotReusedUnderAQueuedCommand(t *testing.T) {
 	d := openPinned(t, device.Config{}, Config{})
 	a := hostAlloc(t, d, 4096)
 	delay, err := d.SubmitBatch(abi.EngineCopy, []abi.Command{{Op: abi.OpDelay, Value: 30_000_000}}) // 30 ms
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	fill, err := d.SubmitBatch(abi.EngineCopy, []abi.Command{{Op: abi.OpFill, Dst: a.Bus(), Size: 4096, Value: 0xee}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	aBus := a.Bus()
-	if err := d.HostFree(a); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.HostFree(a))
 	b := hostAlloc(t, d, 4096)
 	if b.Bus() == aBus {
 		t.Errorf("B got A's bus address %#x while a command naming it was still queued", aBus)
 	}
-	if err := delay.Wait(); err != nil {
-		t.Fatal(err)
-	}
-	if err := fill.Wait(); !errors.Is(err, abi.StatusNoDMA) {
-		t.Errorf("the FILL queued before the free = %v; want StatusNoDMA", err)
-	}
+	require.NoError(t, delay.Wait())
+	assert.ErrorIs(t, fill.Wait(), abi.StatusNoDMA, "the FILL queued before the free")
 	for i, x := range b.Bytes() {
-		if x != 0 {
-			t.Fatalf("byte %d of B = %#x: the FILL meant for A landed in B", i, x)
-		}
+		require.Equal(t, byte(0), x, "byte %d of B: the FILL meant for A landed in B", i)
 	}
 	// Once the queued commands have run, the entry and the range come back.
 	c := hostAlloc(t, d, 4096)
@@ -418,9 +362,7 @@ func TestAFaultedChannelDoesNotHoldFreedRanges(t *testing.T) {
 	}()
 	select {
 	case err := <-done:
-		if err != nil {
-			t.Fatalf("HostAlloc and HostFree after the fault: %v", err)
-		}
+		require.NoError(t, err, "HostAlloc and HostFree after the fault")
 	case <-time.After(10 * time.Second):
 		t.Fatalf("HostAlloc and HostFree after the fault did not finish in 10 s: the freed entries never retired")
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage6-runlist/abi"
 	"softgpu/stage6-runlist/device"
 )
@@ -38,29 +40,19 @@ func TestFreedMemoryWaitsForQueuedWork(t *testing.T) {
 			}
 			for attempt := 0; ; attempt++ {
 				src, err := c.Alloc(size, abi.Page4K)
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				dst, err := c.Alloc(size, abi.Page4K)
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				fillBytes(mem[pa(src):pa(src)+size], 0x11)
 				start := d.Now()
 				p, err := d.SubmitBatch(abi.EngineCopy, []abi.Command{
 					{Op: abi.OpDelay, Ctx: c.ID(), Value: delay},
 					{Op: abi.OpCopy, Ctx: c.ID(), Src: src, Dst: dst, Size: size},
 				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := c.Free(dst); err != nil {
-					t.Fatalf("Free(%#x) = %v", dst, err)
-				}
+				require.NoError(t, err)
+				require.NoError(t, c.Free(dst), "Free(%#x)", dst)
 				next, err := c.Alloc(size, abi.Page4K)
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				fillBytes(mem[pa(next):pa(next)+size], 0x22) // the next owner's bytes
 				inTime := d.Now()-start < delay              // the device's clock: the COPY cannot have run yet
 				p.Wait()                                     // a fault in a user context; nothing to report in context 0
@@ -90,16 +82,10 @@ func TestFreedVAsComeBackLast(t *testing.T) {
 	d := openWith(t, device.Config{MemorySize: 16 << 20}, Config{})
 	c := newContext(t, d)
 	first, err := c.Alloc(4096, abi.Page4K)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Free(first); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, c.Free(first))
 	next, err := c.Alloc(4096, abi.Page4K)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if next == first {
 		t.Fatalf("Alloc after Free(%#x) = %#x; want another VA (a freed VA comes back last)", first, next)
 	}
@@ -116,19 +102,13 @@ func TestFreedVAsComeBackLast(t *testing.T) {
 func TestPageTablesComeBack(t *testing.T) {
 	d := openWith(t, device.Config{MemorySize: 16 << 20}, Config{})
 	c, err := d.NewContext()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	before := d.vm.pool.alloc.InUse()
 	for i := range 244 {
 		for _, page := range []abi.PageSize{abi.Page4K, abi.Page2M} {
 			va, err := c.Alloc(uint64(page), page)
-			if err != nil {
-				t.Fatalf("cycle %d: Alloc(%d) = %v", i, uint64(page), err)
-			}
-			if err := c.Free(va); err != nil {
-				t.Fatalf("cycle %d: Free(%#x) = %v", i, va, err)
-			}
+			require.NoError(t, err, "cycle %d: Alloc(%d)", i, uint64(page))
+			require.NoError(t, c.Free(va), "cycle %d: Free(%#x)", i, va)
 		}
 	}
 	if after := d.vm.pool.alloc.InUse(); after != before {
@@ -143,9 +123,7 @@ func TestPageTablesComeBack(t *testing.T) {
 		}
 		cs = append(cs, c)
 	}
-	if len(cs) != abi.MaxContexts-1 {
-		t.Errorf("made %d contexts after the cycles; want %d", len(cs), abi.MaxContexts-1)
-	}
+	assert.Equal(t, abi.MaxContexts-1, len(cs), "made %d contexts after the cycles", len(cs))
 	for _, c := range cs {
 		c.Close()
 	}

@@ -1,10 +1,11 @@
 package driver
 
 import (
-	"bytes"
 	"errors"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage6-runlist/abi"
 	"softgpu/stage6-runlist/device"
 )
@@ -22,9 +23,7 @@ func fragmentLayout(t *testing.T, skipMiddle bool) (*Driver, *Context, uint64, u
 	d := openWith(t, device.Config{MemorySize: 8 << 20}, Config{})
 	c := newContext(t, d)
 	pa, err := d.alloc.AllocAligned(1<<20, 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { d.alloc.Free(pa) })
 	const va = uint64(1) << 40 // far from what the context's allocator hands out
 	var runs [3][]pageRun
@@ -60,9 +59,7 @@ func fragmentsOf(d *Driver, root, va uint64) []int {
 func TestFragmentsSpanMappings(t *testing.T) {
 	d, c, va, _, _ := fragmentLayout(t, false)
 	for i, f := range fragmentsOf(d, c.root, va) {
-		if f != 8 {
-			t.Fatalf("entry %d of the 1 MiB block: fragment %d; want 8 (2^(12+8) bytes)", i, f)
-		}
+		require.Equal(t, 8, f, "entry %d of the 1 MiB block: fragment %d; want 8 (2^(12+8) bytes)", i, f)
 	}
 }
 
@@ -77,24 +74,18 @@ func TestAFragmentStopsAtAHole(t *testing.T) {
 		t.Errorf("fragments around the hole: %v ... %v; want 7 up to it, none at it, 0 after it", fr[:2], fr[126:131])
 	}
 	dst, err := c.Alloc(1<<20, abi.Page4K)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	mem := d.hw.Memory()
 	for i := range uint64(1 << 20) {
 		mem[pa+i] = byte(i * 7)
 	}
 	err = in(d, c, abi.EngineCopy, abi.Command{Op: abi.OpCopy, Src: va, Dst: dst, Size: 1 << 20})
-	if !errors.Is(err, abi.StatusOutOfRange) {
-		t.Fatalf("COPY across the hole = %v; want %v", err, abi.StatusOutOfRange)
-	}
+	require.ErrorIs(t, err, abi.StatusOutOfRange, "COPY across the hole")
 	var fe *FaultError
 	if !errors.As(c.Err(), &fe) || fe.VA != va+512<<10 || fe.Fault&0xff != abi.FaultUnmapped {
 		t.Fatalf("context fault = %v; want unmapped at %#x, the hole", c.Err(), va+512<<10)
 	}
-	if !bytes.Equal(readPA(d, paOf(t, c, dst), 512<<10), mem[pa:pa+512<<10]) {
-		t.Errorf("the 512 KiB before the hole were not copied")
-	}
+	assert.Equal(t, mem[pa:pa+512<<10], readPA(d, paOf(t, c, dst), 512<<10), "the 512 KiB before the hole were not copied")
 }
 
 // TestUnmapSplitsAFragment: unmapping the middle page of a 1 MiB block
@@ -119,18 +110,12 @@ func TestUnmapSplitsAFragment(t *testing.T) {
 		t.Errorf("fragments after the unmap: %v ... %v ... %v; want 7 up to the hole, 0 after it, growing to 6 at the end",
 			fr[:2], fr[126:131], fr[252:])
 	}
-	if err := fill(middle); !errors.Is(err, abi.StatusOutOfRange) {
-		t.Fatalf("FILL at the unmapped page, block cached before the unmap = %v; want %v", err, abi.StatusOutOfRange)
-	}
+	require.ErrorIs(t, fill(middle), abi.StatusOutOfRange, "FILL at the unmapped page, block cached before the unmap")
 	c.ClearFault()
 	for _, neighbour := range []uint64{middle - 8, middle + 4<<10} {
 		d.invalidate(c.id, 0, 0) // a fresh walk of the neighbour
-		if err := fill(neighbour); err != nil {
-			t.Fatalf("FILL at %#x, beside the unmapped page = %v", neighbour, err)
-		}
-		if err := fill(middle); !errors.Is(err, abi.StatusOutOfRange) {
-			t.Fatalf("FILL at the unmapped page after a walk of %#x = %v; want %v", neighbour, err, abi.StatusOutOfRange)
-		}
+		require.NoError(t, fill(neighbour), "FILL at %#x, beside the unmapped page", neighbour)
+		require.ErrorIs(t, fill(middle), abi.StatusOutOfRange, "FILL at the unmapped page after a walk of %#x", neighbour)
 		c.ClearFault()
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage7-idle/abi"
 	"softgpu/stage7-idle/device"
 )
@@ -30,12 +32,8 @@ func TestEveryPathAndModeWaits(t *testing.T) {
 					d := openWith(t, device.Config{}, Config{Wait: mode, Delivery: del, Wake: wake, PollBudget: 10_000})
 					for _, cycles := range []uint64{0, 300_000} { // 300 µs: past the poll budget
 						p, err := d.SubmitBatch(abi.EngineCompute, []abi.Command{{Op: abi.OpDelay, Value: cycles}})
-						if err != nil {
-							t.Fatal(err)
-						}
-						if err := p.Wait(); err != nil {
-							t.Fatalf("Wait after DELAY %d = %v", cycles, err)
-						}
+						require.NoError(t, err)
+						require.NoError(t, p.Wait(), "Wait after DELAY %d", cycles)
 						if !p.Fence().Signaled() {
 							t.Fatalf("fence %d not signalled after Wait returned", p.Fence().Value())
 						}
@@ -51,19 +49,13 @@ func TestWaitEndsWithItsContext(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			d := openWith(t, device.Config{}, Config{Wait: mode})
 			p, err := d.SubmitBatch(abi.EngineCompute, []abi.Command{{Op: abi.OpDelay, Value: 1 << 62}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
 			defer cancel()
-			if err := p.WaitContext(ctx); !errors.Is(err, context.DeadlineExceeded) {
-				t.Errorf("WaitContext past its deadline = %v; want DeadlineExceeded", err)
-			}
+			assert.ErrorIs(t, p.WaitContext(ctx), context.DeadlineExceeded, "WaitContext past its deadline")
 			ctx, cancel = context.WithCancel(context.Background())
 			time.AfterFunc(time.Millisecond, cancel)
-			if err := p.Fence().WaitContext(ctx); !errors.Is(err, context.Canceled) {
-				t.Errorf("Fence.Wait cancelled = %v; want Canceled", err)
-			}
+			assert.ErrorIs(t, p.Fence().WaitContext(ctx), context.Canceled, "Fence.Wait cancelled")
 			if n := waitersOf(d, abi.EngineCompute); n != 0 {
 				t.Errorf("%d waiters left registered after their contexts ended", n)
 			}
@@ -79,16 +71,12 @@ func TestCloseWakesEveryWaiter(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			d := openWith(t, device.Config{}, Config{Wait: mode, PollBudget: 1000})
 			long, err := d.SubmitBatch(abi.EngineCompute, []abi.Command{{Op: abi.OpDelay, Value: 1 << 62}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			var wg sync.WaitGroup
 			errs := make(chan error, 9)
 			for range 8 {
 				p, err := d.SubmitBatch(abi.EngineCompute, []abi.Command{{Op: abi.OpNop}})
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				wg.Go(func() { errs <- p.Wait() })
 			}
 			wg.Go(func() { errs <- long.Wait() })
@@ -123,17 +111,11 @@ func TestFencesAcrossTheWrap(t *testing.T) {
 			{Op: abi.OpDelay, Value: 100_000},
 			{Op: abi.OpFill, Dst: 4096, Size: 8, Value: uint64(i)},
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Wait(); err != nil {
-			t.Fatalf("batch %d (fence %#x): %v", i, p.Fence().Value(), err)
-		}
+		require.NoError(t, err)
+		require.NoError(t, p.Wait(), "batch %d (fence %#x)", i, p.Fence().Value())
 		got := make([]byte, 1)
 		d.CopyFromDevice(got, 4096)
-		if got[0] != byte(i) {
-			t.Fatalf("batch %d (fence %#x): Wait returned before the fill ran", i, p.Fence().Value())
-		}
+		require.Equal(t, byte(i), got[0], "batch %d (fence %#x): Wait returned before the fill ran", i, p.Fence().Value())
 	}
 }
 
@@ -147,15 +129,11 @@ func TestFencesAcrossTheWrap(t *testing.T) {
 func faultBehindADelay(t testing.TB, d *Driver, e abi.Engine, queued []abi.Command) *Pending {
 	t.Helper()
 	delay, err := d.SubmitBatch(e, []abi.Command{{Op: abi.OpNop}, {Op: abi.OpDelay, Value: 50_000_000}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ch := delay.ch
 	waitUntil(t, "the engine ran the NOP before the DELAY", func() bool { return ch.completed(delay.reqs[0].index) })
 	p, err := d.SubmitBatch(e, queued)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ch.regs.Store(ch.doorbell+abi.RegDoorbell, 1<<40)
 	// Submitting and storing take microseconds; only a machine stalled
 	// for the whole 50 ms lets the DELAY end first, and then the engine
@@ -190,21 +168,15 @@ func TestWaitsOnAFaultedChannelSettle(t *testing.T) {
 				for range 2 {
 					select {
 					case r := <-results:
-						if !errors.Is(r.err, ErrChannelFaulted) {
-							t.Errorf("%s on the command behind the bad doorbell = %v; want ErrChannelFaulted", r.what, r.err)
-						}
+						assert.ErrorIs(t, r.err, ErrChannelFaulted, "%s on the command behind the bad doorbell", r.what)
 					case <-deadline:
 						t.Fatalf("a wait on the command behind the bad doorbell still waits 10 s after the fault")
 					}
 				}
 				// Waits that start after the fault must not sleep, nor
 				// take the fault for a signal.
-				if err := queued.Fence().Wait(); !errors.Is(err, ErrChannelFaulted) {
-					t.Errorf("Fence.Wait after the fault = %v; want ErrChannelFaulted", err)
-				}
-				if err := queued.Wait(); !errors.Is(err, ErrChannelFaulted) {
-					t.Errorf("Pending.Wait after the fault = %v; want ErrChannelFaulted", err)
-				}
+				assert.ErrorIs(t, queued.Fence().Wait(), ErrChannelFaulted, "Fence.Wait after the fault")
+				assert.ErrorIs(t, queued.Wait(), ErrChannelFaulted, "Pending.Wait after the fault")
 			})
 		}
 	}
@@ -215,9 +187,7 @@ func TestFencesOnBothEngines(t *testing.T) {
 	a, _ := d.SubmitBatch(abi.EngineCompute, []abi.Command{{Op: abi.OpDelay, Value: 200_000}})
 	b, _ := d.SubmitBatch(abi.EngineCopy, []abi.Command{{Op: abi.OpDelay, Value: 400_000}})
 	for _, f := range []Fence{a.Fence(), b.Fence()} {
-		if err := f.Wait(); err != nil {
-			t.Fatalf("Wait on %v's fence = %v", f.Channel(), err)
-		}
+		require.NoError(t, f.Wait(), "Wait on %v's fence", f.Channel())
 	}
 	if !a.Fence().Signaled() || !b.Fence().Signaled() {
 		t.Errorf("fences signalled after their waits: compute %v, copy %v", a.Fence().Signaled(), b.Fence().Signaled())
@@ -260,9 +230,7 @@ func TestTargetedWakeupsAreNeverFutile(t *testing.T) {
 					time.Sleep(100 * time.Microsecond)
 				}
 				registeredInTime := !gate.Fence().Signaled()
-				if err := <-done; err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, <-done)
 				if !registeredInTime {
 					if attempt == 5 {
 						t.Fatal("in 5 attempts the waiter never went to sleep within a 50 ms DELAY")
@@ -416,9 +384,7 @@ func TestConfigIsChecked(t *testing.T) {
 		{Config{Wake: -1}, "Wake"},
 	} {
 		dev, err := device.Open(device.Config{MemorySize: 1 << 16})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		_, err = New(dev, tt.cfg)
 		dev.Close()
 		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tt.field) {
@@ -433,12 +399,8 @@ func TestConfigIsChecked(t *testing.T) {
 func TestUndefinedFlagsNeverHangAWaiter(t *testing.T) {
 	d := openWith(t, device.Config{}, Config{Wait: WaitBlock})
 	_, err := d.SubmitBatch(abi.EngineCopy, []abi.Command{{Op: abi.OpNop, Flags: 0x80}})
-	if !errors.Is(err, abi.StatusBadFlags) {
-		t.Errorf("SubmitBatch with flag 0x80 = %v; want StatusBadFlags", err)
-	}
-	if err := d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpNop, Flags: 0x80}); !errors.Is(err, abi.StatusBadFlags) {
-		t.Errorf("Submit with flag 0x80 = %v; want StatusBadFlags", err)
-	}
+	assert.ErrorIs(t, err, abi.StatusBadFlags, "SubmitBatch with flag 0x80")
+	assert.ErrorIs(t, d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpNop, Flags: 0x80}), abi.StatusBadFlags, "Submit with flag 0x80")
 }
 
 // TestNoLostWakeupsOnFreshFences is the sharpest case for the arming
@@ -457,15 +419,11 @@ func TestNoLostWakeupsOnFreshFences(t *testing.T) {
 			d := openWith(t, device.Config{}, Config{Wait: WaitBlock, Delivery: del})
 			for i := range rounds {
 				p, err := d.SubmitBatch(abi.Engine(i%abi.NumEngines), []abi.Command{{Op: abi.OpNop}})
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				err = p.WaitContext(ctx)
 				cancel()
-				if err != nil {
-					t.Fatalf("round %d: Wait = %v (fence signalled: %v): a lost wake-up", i, err, p.Fence().Signaled())
-				}
+				require.NoError(t, err, "round %d: Wait = %v (fence signalled: %v): a lost wake-up", i, err, p.Fence().Signaled())
 			}
 		})
 	}

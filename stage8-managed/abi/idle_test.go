@@ -1,6 +1,10 @@
 package abi
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
 
 func TestIdleModes(t *testing.T) {
 	tests := []struct {
@@ -15,12 +19,8 @@ func TestIdleModes(t *testing.T) {
 		{4, "idlemode(4)", false},
 	}
 	for _, tt := range tests {
-		if got := tt.mode.String(); got != tt.name {
-			t.Errorf("IdleMode(%d).String() = %q; want %q", uint64(tt.mode), got, tt.name)
-		}
-		if got := tt.mode.Defined(); got != tt.defined {
-			t.Errorf("IdleMode(%d).Defined() = %v; want %v", uint64(tt.mode), got, tt.defined)
-		}
+		assert.Equal(t, tt.name, tt.mode.String(), "IdleMode(%d).String()", uint64(tt.mode))
+		assert.Equal(t, tt.defined, tt.mode.Defined(), "IdleMode(%d).Defined()", uint64(tt.mode))
 	}
 	if IdleHybrid != 0 {
 		t.Errorf("IdleHybrid = %d; want 0, the reset value", uint64(IdleHybrid))

@@ -3,6 +3,8 @@ package abi
 import (
 	"bytes"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestRunlistEntryLayout pins the entry's bytes and round-trips every field.
@@ -20,9 +22,7 @@ func TestRunlistEntryLayout(t *testing.T) {
 		0x40, 0xcd, 0xab, 0, 0, 0, 0, 0,
 		0x00, 0x45, 0x23, 0x01, 0, 0, 0, 0,
 	}
-	if !bytes.Equal(b, want) {
-		t.Fatalf("Encode = % x\nwant     % x", b, want)
-	}
+	require.Equal(t, want, b, "Encode")
 	got, ok := DecodeRunlistEntry(b)
 	if !ok || got != e {
 		t.Fatalf("Decode = %+v, %v; want %+v, true", got, ok, e)

@@ -3,6 +3,8 @@ package device
 import (
 	"fmt"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestFill checks fill at the sizes where its pieces meet: below, at and
@@ -24,9 +26,7 @@ func TestFill(t *testing.T) {
 				if i >= 64 && i < 64+size {
 					want = 0xab
 				}
-				if x != want {
-					t.Fatalf("fill(%d bytes): byte %d (from the window's start) = %#x; want %#x", size, i-64, x, want)
-				}
+				require.Equal(t, want, x, "fill(%d bytes): byte %d (from the window's start)", size, i-64)
 			}
 		})
 	}

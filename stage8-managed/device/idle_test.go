@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage8-managed/abi"
 )
 
@@ -99,14 +101,10 @@ func TestEachModeIdlesAsItSays(t *testing.T) {
 			// The first command runs after the engine has read the new
 			// mode (setIdle woke it, if a sleep under the old one had
 			// begun), so sleeps counted from here are the new mode's.
-			if st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpNop}); st != abi.StatusOK {
-				t.Fatalf("NOP = %v", st)
-			}
+			require.Equal(t, abi.StatusOK, run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpNop}), "NOP")
 			before := sleeps(d, abi.EngineCopy)
 			for i := range 5 {
-				if st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: 0, Size: 64, Value: uint64(i)}); st != abi.StatusOK {
-					t.Fatalf("fill %d = %v", i, st)
-				}
+				require.Equal(t, abi.StatusOK, run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: 0, Size: 64, Value: uint64(i)}), "fill %d", i)
 				time.Sleep(tt.gap)
 				if tt.sleeps {
 					waitAsleep(t, d, abi.EngineCompute, abi.EngineCopy)
@@ -119,9 +117,7 @@ func TestEachModeIdlesAsItSays(t *testing.T) {
 			if !tt.sleeps && slept != 0 {
 				t.Errorf("engine slept %d times; want 0", slept)
 			}
-			if data(d)[63] != 4 {
-				t.Errorf("memory after the last fill = %d; want 4", data(d)[63])
-			}
+			assert.Equal(t, byte(4), data(d)[63], "memory after the last fill")
 		})
 	}
 }
@@ -165,9 +161,7 @@ func TestStaleWakeIsHarmless(t *testing.T) {
 	d.Wake(abi.DefaultChannel(abi.EngineCopy)) // a token for an engine that is spinning
 	setIdle(d, abi.EngineCopy, abi.IdleSleep, 0)
 	waitAsleep(t, d, abi.EngineCopy)
-	if st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpNop}); st != abi.StatusOK {
-		t.Fatalf("NOP after a stale wake = %v", st)
-	}
+	require.Equal(t, abi.StatusOK, run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpNop}), "NOP after a stale wake")
 	waitAsleep(t, d, abi.EngineCopy)
 }
 
@@ -289,22 +283,16 @@ func TestAdaptiveLearnsAfterTheCommand(t *testing.T) {
 	bounds(30_000)
 	setIdle(d, e, abi.IdleAdaptive, 0)
 	waitAsleep(t, d, e)
-	if st := run(t, d, e, abi.Command{Op: abi.OpNop}); st != abi.StatusOK {
-		t.Fatalf("NOP = %v", st)
-	}
+	require.Equal(t, abi.StatusOK, run(t, d, e, abi.Command{Op: abi.OpNop}), "NOP")
 	waitAsleep(t, d, e) // asleep again: the NOP's gap has been learnt from
-	if got := regs.Load(status + abi.RegIdleBudgetNow); got != 30_000 {
-		t.Fatalf("RegIdleBudgetNow within bounds of 30 µs = %d", got)
-	}
+	require.Equal(t, uint64(30_000), regs.Load(status+abi.RegIdleBudgetNow), "RegIdleBudgetNow within bounds of 30 µs")
 	bounds(40_000)
 	index := regs.Load(abi.DoorbellPage(c) + abi.RegDoorbell)
 	(&abi.Command{Op: abi.OpDelay, Value: 1_000_000_000, Seq: index}).Encode(slot(d, c, index)) // 1 s: a loaded machine may keep this goroutine from the check below for a while
 	ringDoorbell(d, c, index+1)
 	waitFor(t, "the engine awake", func() bool { return !asleep(d, e) })
 	time.Sleep(20 * time.Millisecond) // well inside the DELAY
-	if got := regs.Load(status + abi.RegIdleBudgetNow); got != 30_000 {
-		t.Errorf("RegIdleBudgetNow while the DELAY that ended the gap runs = %d; want 30000 (the next budget is chosen after the command)", got)
-	}
+	assert.Equal(t, uint64(30_000), regs.Load(status+abi.RegIdleBudgetNow), "RegIdleBudgetNow while the DELAY that ended the gap runs; want 30000 (the next budget is chosen after the command)")
 	waitCompleted(t, d, c, index)
 	waitFor(t, "the budget chosen within bounds of 40 µs after the DELAY", func() bool {
 		return regs.Load(status+abi.RegIdleBudgetNow) == 40_000

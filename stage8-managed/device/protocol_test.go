@@ -2,7 +2,6 @@ package device
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"os/exec"
 	"strconv"
@@ -10,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"softgpu/stage8-managed/abi"
@@ -21,13 +22,7 @@ import (
 // answers, not a slow one.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 10 s: %s", what)
-		}
-		time.Sleep(50 * time.Microsecond)
-	}
+	require.Eventually(t, cond, 10*time.Second, 50*time.Microsecond, "after 10 s: %s", what)
 }
 
 // badDoorbell is a sequence of tails a driver stores into a channel's
@@ -78,18 +73,12 @@ func TestDoorbellOutOfProtocolFaultsItsChannel(t *testing.T) {
 			last := tt.rings[len(tt.rings)-1]
 			ringDoorbell(d, bad, last)
 			waitFor(t, "the channel faulted", func() bool { return regs.Load(status+abi.RegChannelFault) != 0 })
-			if f := abi.ChannelFault(regs.Load(status + abi.RegChannelFault)); f != abi.FaultDoorbell {
-				t.Errorf("RegChannelFault = %v; want %v", f, abi.FaultDoorbell)
-			}
-			if got := regs.Load(status + abi.RegChannelFaultValue); got != last {
-				t.Errorf("RegChannelFaultValue = %#x; want the bad tail %#x", got, last)
-			}
+			assert.Equal(t, abi.FaultDoorbell, abi.ChannelFault(regs.Load(status+abi.RegChannelFault)), "RegChannelFault")
+			assert.Equal(t, last, regs.Load(status+abi.RegChannelFaultValue), "RegChannelFaultValue; want the bad tail %#x", last)
 			if i := firstDiff(mem, want); i >= 0 {
 				t.Errorf("a faulted channel's slot ran: byte %d changed", i)
 			}
-			if st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpNop}); st != abi.StatusOK {
-				t.Errorf("NOP on the other channel after the fault = %v; want ok", st)
-			}
+			assert.Equal(t, abi.StatusOK, run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpNop}), "NOP on the other channel after the fault")
 		})
 	}
 }
@@ -110,9 +99,7 @@ func TestABadDoorbellFaultsOnlyItsChannel(t *testing.T) {
 			const e, good, bad = abi.EngineCompute, abi.Channel(10), abi.Channel(11)
 			entries := []abi.RunlistEntry{rlEntry(d, abi.DefaultChannel(e), abi.PriorityNormal, 0),
 				rlEntry(d, good, abi.PriorityNormal, 0), rlEntry(d, bad, abi.PriorityNormal, 0)}
-			if got := submitRunlist(t, d, e, entries); got != abi.RunlistOK {
-				t.Fatalf("runlist: %v", got)
-			}
+			require.Equal(t, abi.RunlistOK, submitRunlist(t, d, e, entries), "runlist")
 			for i := range uint64(size) { // every slot of the bad channel holds a fill that would show
 				(&abi.Command{Op: abi.OpFill, Dst: 64 * i, Size: 64, Value: 0xee, Seq: i}).Encode(slot(d, bad, i))
 			}
@@ -127,19 +114,11 @@ func TestABadDoorbellFaultsOnlyItsChannel(t *testing.T) {
 			last := tt.rings[len(tt.rings)-1]
 			ringDoorbell(d, bad, last)
 			waitFor(t, "the bad channel faulted", func() bool { return regs.Load(abi.ChannelStatusPage(bad)+abi.RegChannelFault) != 0 })
-			if f := abi.ChannelFault(regs.Load(abi.ChannelStatusPage(bad) + abi.RegChannelFault)); f != abi.FaultDoorbell {
-				t.Errorf("RegChannelFault of the bad channel = %v; want %v", f, abi.FaultDoorbell)
-			}
-			if got := regs.Load(abi.ChannelStatusPage(bad) + abi.RegChannelFaultValue); got != last {
-				t.Errorf("RegChannelFaultValue = %#x; want the bad tail %#x", got, last)
-			}
-			if st := await(t, d, good, delay); st != abi.StatusOK {
-				t.Errorf("the good channel's DELAY = %v; want ok", st)
-			}
+			assert.Equal(t, abi.FaultDoorbell, abi.ChannelFault(regs.Load(abi.ChannelStatusPage(bad)+abi.RegChannelFault)), "RegChannelFault of the bad channel")
+			assert.Equal(t, last, regs.Load(abi.ChannelStatusPage(bad)+abi.RegChannelFaultValue), "RegChannelFaultValue; want the bad tail %#x", last)
+			assert.Equal(t, abi.StatusOK, await(t, d, good, delay), "the good channel's DELAY")
 			for n := range 2 * size { // more than a lap: every slot of the good ring reused
-				if st := await(t, d, good, publish(d, good, abi.Command{Op: abi.OpNop})); st != abi.StatusOK {
-					t.Fatalf("NOP %d on the good channel after the fault = %v; want ok", n, st)
-				}
+				require.Equal(t, abi.StatusOK, await(t, d, good, publish(d, good, abi.Command{Op: abi.OpNop})), "NOP %d on the good channel after the fault", n)
 			}
 			if f := regs.Load(abi.ChannelStatusPage(good) + abi.RegChannelFault); f != 0 {
 				t.Errorf("the good channel's RegChannelFault = %v; want none", abi.ChannelFault(f))
@@ -157,16 +136,12 @@ func TestABadDoorbellFaultsOnlyItsChannel(t *testing.T) {
 func TestControlStopStopsTheDevice(t *testing.T) {
 	d := openTest(t, Config{})
 	regs := d.Registers()
-	if got := regs.Load(abi.RegDeviceState); got != abi.DeviceRunning {
-		t.Fatalf("RegDeviceState of a fresh device = %d; want DeviceRunning", got)
-	}
+	require.Equal(t, uint64(abi.DeviceRunning), regs.Load(abi.RegDeviceState), "RegDeviceState of a fresh device")
 	regs.Store(abi.RegControl, abi.ControlStop)
 	d.wakeAll() // as the driver's Close does: a sleeping engine must wake to see the stop
 	waitFor(t, "the device stopped", func() bool { return regs.Load(abi.RegDeviceState) == abi.DeviceStopped })
 	for e := range abi.Engine(abi.NumEngines) {
-		if got := regs.Load(abi.EngineStatusPage(e) + abi.RegEngineState); got != abi.EngineStopped {
-			t.Errorf("%v: RegEngineState = %d; want EngineStopped", e, got)
-		}
+		assert.Equal(t, uint64(abi.EngineStopped), regs.Load(abi.EngineStatusPage(e)+abi.RegEngineState), "%v: RegEngineState", e)
 	}
 	c := abi.DefaultChannel(abi.EngineCopy)
 	(&abi.Command{Op: abi.OpNop, Seq: 0}).Encode(slot(d, c, 0))
@@ -198,17 +173,13 @@ func TestOpenReportsMemoryItCannotReserve(t *testing.T) {
 			t.Skip(err)
 		}
 		_, err := Open(Config{MemorySize: 8 << 30})
-		if !errors.Is(err, ErrNoMemory) {
-			t.Fatalf("Open(8 GiB) under a %d-byte address-space limit = %v; want ErrNoMemory", limit, err)
-		}
+		require.ErrorIs(t, err, ErrNoMemory, "Open(8 GiB) under a %d-byte address-space limit", limit)
 		return
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestOpenReportsMemoryItCannotReserve$", "-test.v")
 	cmd.Env = append(os.Environ(), "SOFTGPU_TEST_CHILD=nomemory")
 	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("the child failed: %v\n%s", err, out)
-	}
+	require.NoError(t, err, "the child failed\n%s", out)
 	if !strings.Contains(string(out), "--- PASS") {
 		t.Fatalf("the child did not pass:\n%s", out)
 	}
@@ -255,7 +226,5 @@ func TestTraceRecordsCommands(t *testing.T) {
 		}
 	}
 	want := []string{"doorbell channel 1", "FILL copy ok", "doorbell channel 0", "ADD32 compute misaligned address or size"}
-	if strings.Join(got, "; ") != strings.Join(want, "; ") {
-		t.Errorf("trace:\n  %s\nwant:\n  %s", strings.Join(got, "; "), strings.Join(want, "; "))
-	}
+	assert.Equal(t, strings.Join(want, "; "), strings.Join(got, "; "), "trace")
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage8-managed/abi"
 )
 
@@ -131,9 +133,7 @@ func TestRunlistChecks(t *testing.T) {
 			if got := submitRunlist(t, d, e, tt.entries); got != tt.want {
 				t.Fatalf("runlist refused with %v; want %v", got, tt.want)
 			}
-			if st := run(t, d, e, abi.Command{Op: abi.OpFill, Dst: 0, Size: 8, Value: 1}); st != abi.StatusOK {
-				t.Fatalf("the default channel after a refused runlist: %v", st)
-			}
+			require.Equal(t, abi.StatusOK, run(t, d, e, abi.Command{Op: abi.OpFill, Dst: 0, Size: 8, Value: 1}), "the default channel after a refused runlist")
 		})
 	}
 	for _, tt := range []struct {
@@ -146,14 +146,10 @@ func TestRunlistChecks(t *testing.T) {
 		{"past memory", uint64(len(d.mem)) - abi.RunlistEntrySize, 2},
 		{"base wraps", 1<<64 - abi.RunlistEntrySize, 2},
 	} {
-		if got := submitTable(t, d, e, tt.base, tt.n); got != abi.RunlistBadTable {
-			t.Errorf("table %s: %v; want %v", tt.name, got, abi.RunlistBadTable)
-		}
+		assert.Equal(t, abi.RunlistBadTable, submitTable(t, d, e, tt.base, tt.n), "table %s", tt.name)
 	}
 	// A refused list claimed nothing: channel 5 can go on the other engine.
-	if got := submitRunlist(t, d, abi.EngineCompute, []abi.RunlistEntry{rlEntry(d, abi.DefaultChannel(abi.EngineCompute), 1, 0), rlEntry(d, 5, 1, 0)}); got != abi.RunlistOK {
-		t.Fatalf("channel 5 on the compute engine after the copy engine's refusals: %v", got)
-	}
+	require.Equal(t, abi.RunlistOK, submitRunlist(t, d, abi.EngineCompute, []abi.RunlistEntry{rlEntry(d, abi.DefaultChannel(abi.EngineCompute), 1, 0), rlEntry(d, 5, 1, 0)}), "channel 5 on the compute engine after the copy engine's refusals")
 }
 
 // TestAChannelRunsInItsContext: an entry without RunlistPrivileged binds
@@ -167,9 +163,7 @@ func TestAChannelRunsInItsContext(t *testing.T) {
 	tb, root := userTables(t, d)
 	const va = uint64(1) << 40
 	tb.mapPage(t, root, va, 0x10000, abi.Page4K, true, false)
-	if got := submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, abi.DefaultChannel(e), 1, 0), ent}); got != abi.RunlistOK {
-		t.Fatalf("runlist: %v", got)
-	}
+	require.Equal(t, abi.RunlistOK, submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, abi.DefaultChannel(e), 1, 0), ent}), "runlist")
 	mem := data(d)
 	pattern(mem)
 	want := bytes.Clone(mem)
@@ -224,9 +218,7 @@ func TestPreemptedCommandsResumeExactly(t *testing.T) {
 		e := engineFor(tc.cmd.Op)
 		ref := openVM(t, Config{MemorySize: memSize})
 		pattern(data(ref))
-		if st := run(t, ref, e, tc.cmd); st != abi.StatusOK {
-			t.Fatalf("%s unpreempted: %v", tc.name, st)
-		}
+		require.Equal(t, abi.StatusOK, run(t, ref, e, tc.cmd), "%s unpreempted", tc.name)
 		want := bytes.Clone(data(ref))
 		ref.Close() // before the subtests, whose leak checks would count its engines
 		for _, mode := range []string{"every", "random"} {
@@ -245,20 +237,14 @@ func TestPreemptedCommandsResumeExactly(t *testing.T) {
 				const c = abi.Channel(9)
 				// A second channel, idle, makes the runlist longer than one:
 				// the engine runs preemptible commands in chunks.
-				if got := submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, abi.DefaultChannel(e), 1, 0), rlEntry(d, c, 1, 0)}); got != abi.RunlistOK {
-					t.Fatalf("runlist: %v", got)
-				}
+				require.Equal(t, abi.RunlistOK, submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, abi.DefaultChannel(e), 1, 0), rlEntry(d, c, 1, 0)}), "runlist")
 				before := counter(d, e, abi.RegPreempts)
 				i := publish(d, c, tc.cmd)
-				if st := await(t, d, c, i); st != abi.StatusOK {
-					t.Fatalf("%s preempted: %v", tc.name, st)
-				}
+				require.Equal(t, abi.StatusOK, await(t, d, c, i), "%s preempted", tc.name)
 				if got := counter(d, e, abi.RegPreempts) - before; got != uint64(asked) || asked == 0 {
 					t.Errorf("RegPreempts moved by %d; the test asked for %d preemptions (want them equal, and some)", got, asked)
 				}
-				if !bytes.Equal(data(d), want) {
-					t.Fatalf("%s preempted %d times: memory differs from the unpreempted run", tc.name, asked)
-				}
+				require.Equal(t, want, data(d), "%s preempted %d times: memory differs from the unpreempted run", tc.name, asked)
 			})
 		}
 	}
@@ -285,9 +271,7 @@ func TestPreemptedCommandsResumeExactly(t *testing.T) {
 func TestDelayIsPreemptedAndResumed(t *testing.T) {
 	d := openTest(t, Config{})
 	const e, low, high = abi.EngineCopy, abi.Channel(10), abi.Channel(11)
-	if got := submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, low, abi.PriorityLow, 0), rlEntry(d, high, abi.PriorityHigh, 0)}); got != abi.RunlistOK {
-		t.Fatalf("runlist: %v", got)
-	}
+	require.Equal(t, abi.RunlistOK, submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, low, abi.PriorityLow, 0), rlEntry(d, high, abi.PriorityHigh, 0)}), "runlist")
 	for cycles := uint64(30_000_000); cycles <= 1_000_000_000; cycles *= 2 { // 30 ms, doubling
 		preemptsBefore := counter(d, e, abi.RegPreempts)
 		start := time.Now()
@@ -295,13 +279,9 @@ func TestDelayIsPreemptedAndResumed(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 		j := publish(d, high, abi.Command{Op: abi.OpFill, Dst: 0, Size: 64, Value: 3})
 		lateHost := completed(d, low, i) // the DELAY ended before the fill was even published
-		if st := await(t, d, high, j); st != abi.StatusOK {
-			t.Fatalf("the high-priority fill: %v", st)
-		}
+		require.Equal(t, abi.StatusOK, await(t, d, high, j), "the high-priority fill")
 		delayFirst := completed(d, low, i)
-		if st := await(t, d, low, i); st != abi.StatusOK {
-			t.Fatalf("the DELAY of %d cycles after resuming: %v", cycles, st)
-		}
+		require.Equal(t, abi.StatusOK, await(t, d, low, i), "the DELAY of %d cycles after resuming", cycles)
 		preempts := counter(d, e, abi.RegPreempts) - preemptsBefore
 		if lateHost || delayFirst || preempts == 0 {
 			t.Logf("round lost (the %v DELAY: completed before the fill %v, ended before it was published %v, preempted %d times); "+
@@ -312,9 +292,7 @@ func TestDelayIsPreemptedAndResumed(t *testing.T) {
 			t.Fatalf("the DELAY took %v in all; it counts %v of its own time, so a resume restarted it short",
 				elapsed, time.Duration(cycles))
 		}
-		if preempts != 1 {
-			t.Errorf("RegPreempts rose by %d; want 1: the fill should take one boundary, once", preempts)
-		}
+		assert.Equal(t, uint64(1), preempts, "RegPreempts rose by %d; want 1: the fill should take one boundary, once", preempts)
 		return
 	}
 	t.Fatalf("in no round, up to a DELAY of about 1 s, did the high-priority fill preempt the DELAY and complete first")
@@ -330,9 +308,7 @@ func TestHigherPriorityPreemptsAtTheNextBoundary(t *testing.T) {
 	const memSize = 40 << 20
 	d := openTest(t, Config{MemorySize: memSize})
 	const e, low, high = abi.EngineCopy, abi.Channel(12), abi.Channel(13)
-	if got := submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, low, abi.PriorityNormal, 0), rlEntry(d, high, abi.PriorityHigh, 0)}); got != abi.RunlistOK {
-		t.Fatalf("runlist: %v", got)
-	}
+	require.Equal(t, abi.RunlistOK, submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, low, abi.PriorityNormal, 0), rlEntry(d, high, abi.PriorityHigh, 0)}), "runlist")
 	mem := data(d)
 	pattern(mem[:16<<20])
 	src := bytes.Clone(mem[:16<<20])
@@ -341,22 +317,14 @@ func TestHigherPriorityPreemptsAtTheNextBoundary(t *testing.T) {
 		runtime.Gosched()
 	}
 	j := publish(d, high, abi.Command{Op: abi.OpFill, Dst: 38 << 20, Size: 64, Value: 1})
-	if st := await(t, d, high, j); st != abi.StatusOK {
-		t.Fatalf("the high-priority fill: %v", st)
-	}
+	require.Equal(t, abi.StatusOK, await(t, d, high, j), "the high-priority fill")
 	copyDone := completed(d, low, i)
-	if st := await(t, d, low, i); st != abi.StatusOK {
-		t.Fatalf("the copy: %v", st)
-	}
-	if !bytes.Equal(mem[20<<20:36<<20], src) {
-		t.Fatalf("the preempted copy's result differs from its source")
-	}
+	require.Equal(t, abi.StatusOK, await(t, d, low, i), "the copy")
+	require.Equal(t, src, mem[20<<20:36<<20], "the preempted copy's result differs from its source")
 	if copyDone {
 		t.Skip("the 16 MiB copy finished before the fill was published (a very slow host); nothing was preempted")
 	}
-	if got := counter(d, e, abi.RegPreempts); got != 1 {
-		t.Errorf("RegPreempts = %d; want 1: the fill should take one boundary, once", got)
-	}
+	assert.Equal(t, uint64(1), counter(d, e, abi.RegPreempts), "RegPreempts; want 1: the fill should take one boundary, once")
 }
 
 // TestEqualChannelsShareTheEngine: four channels of equal priority with a
@@ -389,9 +357,7 @@ func TestEqualChannelsShareTheEngine(t *testing.T) {
 	// it come first, the engine could serve the first channels while this
 	// goroutine waited for a CPU between two doorbells — under -race, on two
 	// cores, long enough for them to finish before the last was rung.
-	if got := submitRunlist(t, d, e, entries); got != abi.RunlistOK {
-		t.Fatalf("runlist: %v", got)
-	}
+	require.Equal(t, abi.RunlistOK, submitRunlist(t, d, e, entries), "runlist")
 	done := func(c abi.Channel) int {
 		n := 0
 		for n < per && completed(d, c, first[c]+uint64(n)) {
@@ -423,10 +389,8 @@ func TestEqualChannelsShareTheEngine(t *testing.T) {
 	// low one's single fill must not wait for them to finish.
 	const low = abi.Channel(30)
 	hi := []abi.Channel{31, 32}
-	if got := submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, hi[0], abi.PriorityHigh, 20_000), rlEntry(d, hi[1], abi.PriorityHigh, 20_000),
-		rlEntry(d, low, abi.PriorityLow, 0)}); got != abi.RunlistOK {
-		t.Fatalf("runlist: %v", got)
-	}
+	require.Equal(t, abi.RunlistOK, submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, hi[0], abi.PriorityHigh, 20_000), rlEntry(d, hi[1], abi.PriorityHigh, 20_000),
+		rlEntry(d, low, abi.PriorityLow, 0)}), "runlist")
 	var last [2]uint64
 	for k, c := range hi {
 		cmds := make([]abi.Command, 200)
@@ -436,9 +400,7 @@ func TestEqualChannelsShareTheEngine(t *testing.T) {
 		last[k] = publish(d, c, cmds...) + 199
 	}
 	i := publish(d, low, abi.Command{Op: abi.OpFill, Dst: 0, Size: 64, Value: 1})
-	if st := await(t, d, low, i); st != abi.StatusOK {
-		t.Fatalf("the low-priority fill: %v", st)
-	}
+	require.Equal(t, abi.StatusOK, await(t, d, low, i), "the low-priority fill")
 	if completed(d, hi[0], last[0]) && completed(d, hi[1], last[1]) {
 		t.Errorf("the low-priority fill completed only after both high-priority channels had finished: starved")
 	}
@@ -472,9 +434,7 @@ func drainRemovedChannel(t *testing.T, delay uint64) bool {
 	d := openTest(t, Config{})
 	const e, keep, drop = abi.EngineCopy, abi.Channel(40), abi.Channel(41)
 	kept := rlEntry(d, keep, abi.PriorityHigh, 0) // its state block is cleared once, here: keep may be saved in it later
-	if got := submitRunlist(t, d, e, []abi.RunlistEntry{kept, rlEntry(d, drop, abi.PriorityNormal, 0)}); got != abi.RunlistOK {
-		t.Fatalf("runlist: %v", got)
-	}
+	require.Equal(t, abi.RunlistOK, submitRunlist(t, d, e, []abi.RunlistEntry{kept, rlEntry(d, drop, abi.PriorityNormal, 0)}), "runlist")
 	// drop: a long DELAY that keep's work will preempt, then fenced fills.
 	first := publish(d, drop, abi.Command{Op: abi.OpDelay, Value: delay})
 	for counter(d, e, abi.RegSwitches) == 0 && d.regs.Load(abi.EngineStatusPage(e)+abi.RegEngineState) != abi.EngineRunning {
@@ -500,25 +460,15 @@ func drainRemovedChannel(t *testing.T, delay uint64) bool {
 	// may have waited out the starvation limit and preempted keep, whose
 	// DELAY is then saved there. (Clearing it, as rlEntry does, made the
 	// engine fault keep for a bad saved state — seen under CI's load.)
-	if got := submitRunlist(t, d, e, []abi.RunlistEntry{kept}); got != abi.RunlistOK {
-		t.Fatalf("runlist without %v: %v", drop, got)
-	}
+	require.Equal(t, abi.RunlistOK, submitRunlist(t, d, e, []abi.RunlistEntry{kept}), "runlist without %v", drop)
 	for i := first; i < first+6; i++ {
 		if !completed(d, drop, i) || statusOf(d, drop, i) != abi.StatusRemoved {
 			t.Errorf("command %d of the dropped channel: completed %v, status %v; want StatusRemoved", i-first, completed(d, drop, i), statusOf(d, drop, i))
 		}
 	}
-	if got := d.regs.Load(abi.ChannelStatusPage(drop) + abi.RegFence); got != 104 {
-		t.Errorf("the dropped channel's fence = %d; want 104, its last fill's", got)
-	}
-	if !bytes.Equal(mem[:4096], make([]byte, 4096)) {
-		t.Errorf("a fill of the dropped channel ran")
-	}
-	if d.owner[drop].Load() != 0 {
-		t.Errorf("the engine still owns the dropped channel")
-	}
-	if st := await(t, d, keep, k); st != abi.StatusOK {
-		t.Errorf("the kept channel's DELAY: %v", st)
-	}
+	assert.Equal(t, uint64(104), d.regs.Load(abi.ChannelStatusPage(drop)+abi.RegFence), "the dropped channel's fence; want 104, its last fill's")
+	assert.Equal(t, make([]byte, 4096), mem[:4096], "a fill of the dropped channel ran")
+	assert.Equal(t, uint32(0), d.owner[drop].Load(), "the engine still owns the dropped channel")
+	assert.Equal(t, abi.StatusOK, await(t, d, keep, k), "the kept channel's DELAY")
 	return true
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"softgpu/stage8-managed/abi"
 )
 
@@ -37,9 +38,7 @@ func openVM(t testing.TB, cfg Config) *Device {
 		cfg.ContextSize = testContextSize
 	}
 	d, err := Open(cfg)
-	if err != nil {
-		t.Fatalf("Open(%+v): %v", cfg, err)
-	}
+	require.NoError(t, err, "Open(%+v)", cfg)
 	identityMap(t, d)
 	return d
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage8-managed/device"
 	"softgpu/stage8-managed/internal/leakcheck"
 )
@@ -40,19 +42,13 @@ func TestStagedCopies(t *testing.T) {
 			for i, size := range shape.sizes {
 				src := patterned(size, byte(i))
 				bells := d.Doorbells()
-				if err := d.CopyToDevice(dst, src); err != nil {
-					t.Fatalf("CopyToDevice(%d bytes): %v", size, err)
-				}
+				require.NoError(t, d.CopyToDevice(dst, src), "CopyToDevice(%d bytes)", size)
 				if got := d.hw.Memory()[dst : dst+size]; !bytes.Equal(got, src) {
 					t.Errorf("CopyToDevice(%d bytes): device memory differs at byte %d", size, firstDifference(got, src))
 				}
 				got := make([]byte, size)
-				if err := d.CopyFromDevice(got, dst); err != nil {
-					t.Fatalf("CopyFromDevice(%d bytes): %v", size, err)
-				}
-				if !bytes.Equal(got, src) {
-					t.Errorf("CopyFromDevice(%d bytes) differs at byte %d", size, firstDifference(got, src))
-				}
+				require.NoError(t, d.CopyFromDevice(got, dst), "CopyFromDevice(%d bytes)", size)
+				assert.Equal(t, src, got, "CopyFromDevice(%d bytes) differs at byte %d", size, firstDifference(got, src))
 				chunks := (size + chunk - 1) / chunk
 				if rung := d.Doorbells() - bells; shape.ringSize == 0 && rung != uint64(2*chunks) {
 					t.Errorf("%d bytes both ways: %d doorbells; want %d, one per chunk", size, rung, 2*chunks)
@@ -119,9 +115,7 @@ func TestCloseDuringStagedCopies(t *testing.T) {
 					if err == nil {
 						continue
 					}
-					if !errors.Is(err, ErrClosed) {
-						t.Errorf("round %d: staged copy interrupted by Close = %v; want ErrClosed", round, err)
-					}
+					assert.ErrorIs(t, err, ErrClosed, "round %d: staged copy interrupted by Close", round)
 					return
 				}
 			})
@@ -144,9 +138,7 @@ func TestBounceConfig(t *testing.T) {
 		t.Run(fmt.Sprintf("%+v", cfg), func(t *testing.T) {
 			leakcheck.Check(t)
 			dev, err := device.Open(device.Config{MemorySize: 1 << 20})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer dev.Close()
 			if _, err := New(dev, cfg); !errors.Is(err, ErrConfig) {
 				t.Errorf("New(%+v) = %v; want ErrConfig", cfg, err)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage8-managed/abi"
 	"softgpu/stage8-managed/device"
 )
@@ -67,25 +69,13 @@ func idleFor(d time.Duration) {
 
 func TestSetIdleChecksItsArguments(t *testing.T) {
 	d := openTest(t)
-	if err := d.SetIdle(abi.NumEngines, Idle{Mode: IdleSpin}); !errors.Is(err, ErrNoEngine) {
-		t.Errorf("SetIdle(engine %d) = %v; want ErrNoEngine", abi.NumEngines, err)
-	}
-	if err := d.SetIdle(abi.EngineCopy, Idle{Mode: IdleAdaptive + 1}); !errors.Is(err, ErrConfig) {
-		t.Errorf("SetIdle(mode %d) = %v; want ErrConfig", IdleAdaptive+1, err)
-	}
-	if err := d.SetIdle(abi.EngineCopy, Idle{Mode: IdleAdaptive, BudgetMin: 5, BudgetMax: 4}); !errors.Is(err, ErrConfig) {
-		t.Errorf("SetIdle with bounds the wrong way round = %v; want ErrConfig", err)
-	}
-	if err := d.SetIdle(abi.EngineCopy, Idle{Mode: IdleHybrid}); err != nil {
-		t.Errorf("SetIdle(hybrid, 0) = %v; want nil", err)
-	}
-	if got := d.regs.Load(abi.EngineControlPage(abi.EngineCopy) + abi.RegIdleBudget); got != abi.DefaultIdleBudget {
-		t.Errorf("budget after SetIdle(hybrid, 0) = %d; want the default %d", got, abi.DefaultIdleBudget)
-	}
+	assert.ErrorIs(t, d.SetIdle(abi.NumEngines, Idle{Mode: IdleSpin}), ErrNoEngine, "SetIdle(engine %d)", abi.NumEngines)
+	assert.ErrorIs(t, d.SetIdle(abi.EngineCopy, Idle{Mode: IdleAdaptive + 1}), ErrConfig, "SetIdle(mode %d)", IdleAdaptive+1)
+	assert.ErrorIs(t, d.SetIdle(abi.EngineCopy, Idle{Mode: IdleAdaptive, BudgetMin: 5, BudgetMax: 4}), ErrConfig, "SetIdle with bounds the wrong way round")
+	assert.NoError(t, d.SetIdle(abi.EngineCopy, Idle{Mode: IdleHybrid}), "SetIdle(hybrid, 0)")
+	assert.Equal(t, uint64(abi.DefaultIdleBudget), d.regs.Load(abi.EngineControlPage(abi.EngineCopy)+abi.RegIdleBudget), "budget after SetIdle(hybrid, 0); want the default %d", abi.DefaultIdleBudget)
 	d.Close()
-	if err := d.SetIdle(abi.EngineCopy, Idle{Mode: IdleSpin}); !errors.Is(err, ErrClosed) {
-		t.Errorf("SetIdle after Close = %v; want ErrClosed", err)
-	}
+	assert.ErrorIs(t, d.SetIdle(abi.EngineCopy, Idle{Mode: IdleSpin}), ErrClosed, "SetIdle after Close")
 }
 
 func TestConfigSetsTheIdleRegisters(t *testing.T) {
@@ -98,9 +88,7 @@ func TestConfigSetsTheIdleRegisters(t *testing.T) {
 		}
 	}
 	dev, err := device.Open(device.Config{MemorySize: 1 << 16})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer dev.Close()
 	if _, err := New(dev, Config{Idle: Idle{Mode: 9}}); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "idle mode") {
 		t.Errorf("New with idle mode 9 = %v; want ErrConfig naming the idle mode", err)
@@ -121,21 +109,15 @@ func TestWakesAreCounted(t *testing.T) {
 			// The device came out of reset hybrid, and may have gone to
 			// sleep before New set the mode: the first doorbell may wake
 			// it whatever the mode. Count from the second.
-			if err := d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpNop}); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpNop}))
 			before := d.Stats().EngineWakes
 			for range n {
 				if tt.mode == IdleSleep {
 					asleep(t, d, 2)
 				}
-				if err := d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpNop}); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpNop}))
 			}
-			if got := d.Stats().EngineWakes - before; got != tt.want {
-				t.Errorf("EngineWakes after %d submits = %d; want %d", n, got, tt.want)
-			}
+			assert.Equal(t, tt.want, d.Stats().EngineWakes-before, "EngineWakes after %d submits", n)
 		})
 	}
 }
@@ -171,16 +153,10 @@ func closeWhileEnginesSleep(t testing.TB) bool {
 	d := openWith(t, device.Config{}, Config{Idle: Idle{Mode: IdleSleep}})
 	asleep(t, d, 2)
 	nop, err := d.SubmitBatch(abi.EngineCompute, []abi.Command{{Op: abi.OpNop}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	p, err := d.SubmitBatch(abi.EngineCompute, []abi.Command{{Op: abi.OpDelay, Value: 1 << 62}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := nop.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, nop.Wait())
 	asleep(t, d, 1) // the copy engine sleeps on; compute has woken for the DELAY
 	done := make(chan error)
 	go func() { done <- p.Wait() }()
@@ -237,9 +213,7 @@ func TestNoLostEngineWakeups(t *testing.T) {
 		d := openWith(t, device.Config{}, Config{Idle: Idle{Mode: IdleHybrid, Budget: stressBudget}})
 		stressIdle(t, d, perEngine, func(rng *rand.Rand) {
 			c := idleConfigs[rng.IntN(len(idleConfigs))]
-			if err := d.SetIdle(abi.Engine(rng.IntN(abi.NumEngines)), Idle{Mode: c.mode, Budget: c.budget}); err != nil {
-				t.Error(err)
-			}
+			assert.NoError(t, d.SetIdle(abi.Engine(rng.IntN(abi.NumEngines)), Idle{Mode: c.mode, Budget: c.budget}))
 		})
 	})
 }
@@ -356,7 +330,5 @@ func TestAFullRingDoesNotSpin(t *testing.T) {
 		t.Fatalf("Submit returned (%v) while the ring was full", err)
 	default:
 	}
-	if err := <-done; err != nil {
-		t.Errorf("Submit after room appeared = %v", err)
-	}
+	assert.NoError(t, <-done, "Submit after room appeared")
 }

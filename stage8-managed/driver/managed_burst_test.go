@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage8-managed/abi"
 	"softgpu/stage8-managed/device"
 )
@@ -24,9 +26,7 @@ func TestAFaultBurstIsOneBatch(t *testing.T) {
 	m := allocManaged(t, c, size)
 	fillPattern(m.Bytes(), 21)
 	dst, err := c.Alloc(size, abi.Page4K)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	before := d.ManagedStats()
 	mustDo(t, cp, c, abi.Command{Op: abi.OpCopy, Src: m.VA(), Dst: dst, Size: size})
 	s := d.ManagedStats()
@@ -34,15 +34,9 @@ func TestAFaultBurstIsOneBatch(t *testing.T) {
 	if batches != 1 || faults != 4*pages {
 		t.Errorf("%d records in %d batches; want %d in 1 (a burst: four records per page)", faults, batches, 4*pages)
 	}
-	if dups := s.Duplicates - before.Duplicates; dups != faults-pages {
-		t.Errorf("Duplicates = %d; want %d, every record but one per page", dups, faults-pages)
-	}
-	if moved := s.ToDevice - before.ToDevice; moved != pages {
-		t.Errorf("ToDevice = %d; want %d, each page once", moved, pages)
-	}
-	if mig := s.Migrations - before.Migrations; mig != 1 {
-		t.Errorf("Migrations = %d; want 1: the pages are one block", mig)
-	}
+	assert.Equal(t, faults-pages, s.Duplicates-before.Duplicates, "Duplicates, every record but one per page")
+	assert.Equal(t, uint64(pages), s.ToDevice-before.ToDevice, "ToDevice, each page once")
+	assert.Equal(t, uint64(1), s.Migrations-before.Migrations, "Migrations; want 1: the pages are one block")
 	got := make([]byte, size)
 	for off := uint64(0); off < size; off += 4096 {
 		copy(got[off:], readPA(d, paOf(t, c, dst+off), 4096))
@@ -99,17 +93,11 @@ func TestClockSparesAUsedBlock(t *testing.T) {
 			m := allocManaged(t, c, 2*block)
 			for _, off := range []uint64{0, block} { // the first block first
 				mg, err := m.Prefetch(off, block, ToDevice)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := mg.Wait(); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
+				require.NoError(t, mg.Wait())
 			}
 			sumAt, err := c.Alloc(4096, abi.Page4K)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			mustDo(t, cm, c, abi.Command{Op: abi.OpSum32, Src: m.VA(), Dst: sumAt, Size: block}) // uses the first block
 			before := d.ManagedStats()
 			d.um.mu.Lock()

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage8-managed/abi"
 	"softgpu/stage8-managed/device"
 )
@@ -23,9 +25,7 @@ func TestManagedFreeWaitsForQueuedWork(t *testing.T) {
 	mem := d.hw.Memory()
 	for attempt := 0; ; attempt++ {
 		src, err := c.Alloc(size, abi.Page4K)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		fillBytes(mem[paOf(t, c, src):paOf(t, c, src)+size], 0x11)
 		m := allocManaged(t, c, size)
 		start := d.Now()
@@ -33,12 +33,8 @@ func TestManagedFreeWaitsForQueuedWork(t *testing.T) {
 			{Op: abi.OpDelay, Ctx: c.ID(), Value: delay},
 			{Op: abi.OpCopy, Ctx: c.ID(), Src: src, Dst: m.VA(), Size: size},
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := m.Free(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		require.NoError(t, m.Free())
 		next := allocManaged(t, c, size)
 		fillBytes(next.Bytes(), 0x22)   // the next owner's bytes
 		inTime := d.Now()-start < delay // the device's clock: the COPY cannot have run yet
@@ -67,15 +63,11 @@ func TestAllocManagedTakesBackFreedAddresses(t *testing.T) {
 	d, c, _, _ := managedSetup(t, device.Config{MemorySize: 4 << 20}, Config{})
 	for range 3 {
 		m := allocManaged(t, c, 4096)
-		if err := m.Free(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, m.Free())
 	}
 	allocManaged(t, c, 4096) // nothing was queued: every free above has passed
 	d.vm.freeMu.Lock()
 	held := len(d.vm.deferred)
 	d.vm.freeMu.Unlock()
-	if held != 0 {
-		t.Errorf("after AllocManaged, %d freed managed ranges are still held back; want 0: nothing queued names them", held)
-	}
+	assert.Equal(t, 0, held, "after AllocManaged, %d freed managed ranges are still held back; want 0: nothing queued names them", held)
 }

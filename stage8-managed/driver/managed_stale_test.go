@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage8-managed/abi"
 	"softgpu/stage8-managed/device"
 )
@@ -93,16 +95,10 @@ func checkHostWritesReachDevice(t *testing.T, d *Driver, c *Context, ch *Channel
 		t.Errorf("after a late record, %d pages on the device and %d remote; want all on the host", dev, remote)
 	}
 	sumAt, err := c.Alloc(4096, abi.Page4K)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	fillPattern(m.Bytes(), 9)
-	if err := do(ch, c, abi.Command{Op: abi.OpSum32, Src: m.VA(), Dst: sumAt, Size: m.Size()}); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := binary.LittleEndian.Uint64(readPA(d, paOf(t, c, sumAt), 8)), sum32(m.Bytes()); got != want {
-		t.Errorf("SUM32 after the host's writes = %#x; want %#x, the host's", got, want)
-	}
+	require.NoError(t, do(ch, c, abi.Command{Op: abi.OpSum32, Src: m.VA(), Dst: sumAt, Size: m.Size()}))
+	assert.Equal(t, sum32(m.Bytes()), binary.LittleEndian.Uint64(readPA(d, paOf(t, c, sumAt), 8)), "SUM32 after the host's writes, the host's")
 }
 
 // TestAFaultRecordOfAFreedAllocationMovesNothing: a record about an
@@ -113,19 +109,13 @@ func TestAFaultRecordOfAFreedAllocationMovesNothing(t *testing.T) {
 	read, release := holdAfterRead(t, d)
 	old := allocManaged(t, c, 1<<abi.PageShift)
 	sumAt, err := c.Alloc(4096, abi.Page4K)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	errs := make(chan error, 1)
 	go func() { errs <- do(cm, c, abi.Command{Op: abi.OpSum32, Src: old.VA(), Dst: sumAt, Size: old.Size()}) }()
 	await(t, read, "the handler reading the record")
 	serveByHand(d, old, 0)
-	if err := awaitErr(t, errs); err != nil {
-		t.Fatal(err)
-	}
-	if err := old.Free(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, awaitErr(t, errs))
+	require.NoError(t, old.Free())
 	// VAs are handed out next-fit (deferred.go): a freed one comes back
 	// only once the context's space has wrapped round to it. Stand the
 	// cursor where a wrap would leave it, rather than allocate the space.
@@ -133,9 +123,7 @@ func TestAFaultRecordOfAFreedAllocationMovesNothing(t *testing.T) {
 	c.nextVA = old.VA()
 	c.mu.Unlock()
 	m := allocManaged(t, c, 1<<abi.PageShift)
-	if m.VA() != old.VA() {
-		t.Fatalf("the new allocation is at %#x, the freed one was at %#x; the test needs the VA reused", m.VA(), old.VA())
-	}
+	require.Equal(t, old.VA(), m.VA(), "the new allocation is at %#x, the freed one was at %#x; the test needs the VA reused", m.VA(), old.VA())
 	releaseAndServe(t, d, release)
 	checkHostWritesReachDevice(t, d, c, cm, m)
 }
@@ -148,24 +136,16 @@ func TestAFaultRecordOfAClosedContextMovesNothing(t *testing.T) {
 	read, release := holdAfterRead(t, d)
 	c1 := newContext(t, d)
 	ch1, err := d.NewChannel(abi.EngineCompute, c1, ChannelOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	old := allocManaged(t, c1, 1<<abi.PageShift)
 	sumAt, err := c1.Alloc(4096, abi.Page4K)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	errs := make(chan error, 1)
 	go func() { errs <- do(ch1, c1, abi.Command{Op: abi.OpSum32, Src: old.VA(), Dst: sumAt, Size: old.Size()}) }()
 	await(t, read, "the handler reading the record")
 	serveByHand(d, old, 0)
-	if err := awaitErr(t, errs); err != nil {
-		t.Fatal(err)
-	}
-	if err := c1.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, awaitErr(t, errs))
+	require.NoError(t, c1.Close())
 	c2 := newContext(t, d)
 	m := allocManaged(t, c2, 1<<abi.PageShift)
 	if c2.ID() != c1.ID() || m.VA() != old.VA() {
@@ -173,9 +153,7 @@ func TestAFaultRecordOfAClosedContextMovesNothing(t *testing.T) {
 			c2.ID(), m.VA(), c1.ID(), old.VA())
 	}
 	ch2, err := d.NewChannel(abi.EngineCompute, c2, ChannelOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	releaseAndServe(t, d, release)
 	checkHostWritesReachDevice(t, d, c2, ch2, m)
 }
@@ -189,20 +167,14 @@ func TestAFaultRecordOfAClosedChannelMovesNothingAfterSync(t *testing.T) {
 	d, c, _, cm := managedSetup(t, device.Config{MemorySize: 4 << 20}, Config{Prefetch: PrefetchOff})
 	read, release := holdAfterRead(t, d)
 	ch, err := d.NewChannel(abi.EngineCompute, c, ChannelOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	m := allocManaged(t, c, 1<<abi.PageShift)
 	sumAt, err := c.Alloc(4096, abi.Page4K)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	errs := make(chan error, 1)
 	go func() { errs <- do(ch, c, abi.Command{Op: abi.OpSum32, Src: m.VA(), Dst: sumAt, Size: m.Size()}) }()
 	await(t, read, "the handler reading the record")
-	if err := ch.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, ch.Close())
 	if err := awaitErr(t, errs); err == nil {
 		t.Fatal("the SUM32 of a channel closed while it was stalled succeeded; want an error")
 	}
@@ -224,9 +196,7 @@ func TestAFaultRecordOfAClosedChannelMovesNothingAfterSync(t *testing.T) {
 func TestManagedBytesAfterFree(t *testing.T) {
 	_, c, _, _ := managedSetup(t, device.Config{MemorySize: 4 << 20}, Config{})
 	m := allocManaged(t, c, 3<<abi.PageShift)
-	if err := m.Free(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, m.Free())
 	defer func() {
 		if r := recover(); r != nil {
 			t.Fatalf("Bytes() after Free panicked: %v; want nil", r)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage8-managed/abi"
 	"softgpu/stage8-managed/device"
 )
@@ -19,9 +21,7 @@ import (
 func newChannel(t testing.TB, d *Driver, e abi.Engine, c *Context, opts ChannelOptions) *Channel {
 	t.Helper()
 	ch, err := d.NewChannel(e, c, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { ch.Close() })
 	return ch
 }
@@ -42,9 +42,7 @@ func TestChannelOptionsAreChecked(t *testing.T) {
 		t.Errorf("NewChannel with priority %d = %v; want ErrRunlist", abi.MaxPriority+1, err)
 	}
 	def, _ := d.Channel(abi.DefaultChannel(abi.EngineCopy))
-	if err := def.Close(); !errors.Is(err, ErrNoChannel) {
-		t.Errorf("closing a default channel = %v; want ErrNoChannel", err)
-	}
+	assert.ErrorIs(t, def.Close(), ErrNoChannel, "closing a default channel")
 	var chs []*Channel
 	for {
 		ch, err := d.NewChannel(abi.Engine(len(chs)%abi.NumEngines), ctx, ChannelOptions{Priority: abi.PriorityNormal})
@@ -62,21 +60,15 @@ func TestChannelOptionsAreChecked(t *testing.T) {
 		t.Fatalf("opened %d channels; want %d (full runlists)", len(chs), want)
 	}
 	for _, ch := range chs {
-		if err := ch.Submit(abi.Command{Op: abi.OpNop}); err != nil {
-			t.Fatalf("%v: %v", ch.ID(), err)
-		}
+		require.NoError(t, ch.Submit(abi.Command{Op: abi.OpNop}), "%v", ch.ID())
 	}
 	id, e := chs[7].ID(), chs[7].Engine()
-	if err := chs[7].Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, chs[7].Close())
 	again, err := d.NewChannel(e, ctx, ChannelOptions{})
 	if err != nil || again.ID() != id {
 		t.Fatalf("after closing %v: NewChannel = %v, %v; want that id back", id, again, err)
 	}
-	if err := again.Submit(abi.Command{Op: abi.OpNop}); err != nil {
-		t.Fatalf("the reopened channel: %v", err)
-	}
+	require.NoError(t, again.Submit(abi.Command{Op: abi.OpNop}), "the reopened channel")
 	for i, ch := range chs {
 		if i != 7 {
 			ch.Close()
@@ -92,9 +84,7 @@ func TestChannelOptionsAreChecked(t *testing.T) {
 func TestClosingAChannelWithQueuedWork(t *testing.T) {
 	d := openWith(t, device.Config{MemorySize: 8 << 20}, Config{})
 	ch, err := d.NewChannel(abi.EngineCompute, d.DefaultContext(), ChannelOptions{Priority: abi.PriorityNormal})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	const n = 100
 	counter, _ := d.Alloc(64)
 	cmds := make([]abi.Command, n)
@@ -109,15 +99,11 @@ func TestClosingAChannelWithQueuedWork(t *testing.T) {
 	var pendings []*Pending
 	for i := range n {
 		p, err := ch.SubmitBatch([]abi.Command{delays[i], cmds[i]})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		pendings = append(pendings, p)
 	}
 	time.Sleep(time.Millisecond)
-	if err := ch.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, ch.Close())
 	ran, removed := 0, 0
 	for _, p := range pendings {
 		p.Wait()
@@ -142,12 +128,8 @@ func TestClosingAChannelWithQueuedWork(t *testing.T) {
 		t.Fatalf("the counter is %d; %d ADD32s reported run and %d removed of %d (want the counter equal to those run, none lost, some removed)",
 			got, ran, removed, n)
 	}
-	if err := ch.Submit(abi.Command{Op: abi.OpNop}); !errors.Is(err, ErrClosed) {
-		t.Errorf("Submit after Close = %v; want ErrClosed", err)
-	}
-	if err := d.Submit(abi.EngineCompute, abi.Command{Op: abi.OpNop}); err != nil {
-		t.Errorf("the engine's default channel after the close: %v", err)
-	}
+	assert.ErrorIs(t, ch.Submit(abi.Command{Op: abi.OpNop}), ErrClosed, "Submit after Close")
+	assert.NoError(t, d.Submit(abi.EngineCompute, abi.Command{Op: abi.OpNop}), "the engine's default channel after the close")
 }
 
 // TestRunlistChangesWhileChannelsStream: channels opened and closed over
@@ -197,15 +179,11 @@ func TestRunlistChangesWhileChannelsStream(t *testing.T) {
 	for i := range rounds {
 		e := abi.Engine(i % abi.NumEngines)
 		ch, err := d.NewChannel(e, ctx, ChannelOptions{Priority: uint8(i % (abi.MaxPriority + 1))})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if _, err := ch.SubmitBatch([]abi.Command{{Op: abi.OpDelay, Value: 20_000}, {Op: abi.OpNop}}); err != nil {
 			t.Fatal(err)
 		}
-		if err := ch.Close(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, ch.Close())
 	}
 	stop.Store(true)
 	wg.Wait()
@@ -236,27 +214,17 @@ func TestWatchdogStopsOnlyTheHungChannel(t *testing.T) {
 	fine := newChannel(t, d, abi.EngineCopy, other, ChannelOptions{Priority: abi.PriorityNormal, Timeslice: 100_000})
 	start := time.Now()
 	p, err := hung.SubmitBatch([]abi.Command{{Op: abi.OpDelay, Value: 10_000_000_000}, {Op: abi.OpNop}}) // 10 s
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for range 20 { // the other channel shares the engine meanwhile
-		if err := fine.Submit(abi.Command{Op: abi.OpDelay, Value: 50_000}); err != nil {
-			t.Fatalf("the other context's channel while one hangs: %v", err)
-		}
+		require.NoError(t, fine.Submit(abi.Command{Op: abi.OpDelay, Value: 50_000}), "the other context's channel while one hangs")
 	}
 	p.Wait()
-	if err := p.Err(0); !errors.Is(err, abi.StatusTimeout) {
-		t.Fatalf("the 10 s DELAY = %v; want StatusTimeout", err)
-	}
+	require.ErrorIs(t, p.Err(0), abi.StatusTimeout, "the 10 s DELAY")
 	if elapsed := time.Since(start); elapsed > 5*time.Second {
 		t.Fatalf("the watchdog took %v to stop a %v limit", elapsed, limit)
 	}
-	if err := p.Err(1); !errors.Is(err, ErrChannelFaulted) {
-		t.Errorf("the command behind the hung one = %v; want ErrChannelFaulted", err)
-	}
-	if err := hung.Submit(abi.Command{Op: abi.OpNop}); !errors.Is(err, abi.FaultTimeout) {
-		t.Errorf("Submit on the hung channel = %v; want its fault, FaultTimeout", err)
-	}
+	assert.ErrorIs(t, p.Err(1), ErrChannelFaulted, "the command behind the hung one")
+	assert.ErrorIs(t, hung.Submit(abi.Command{Op: abi.OpNop}), abi.FaultTimeout, "Submit on the hung channel; want its fault, FaultTimeout")
 	var fe *FaultError
 	if !errors.As(hungCtx.Err(), &fe) || fe.Fault != abi.FaultHung {
 		t.Errorf("the hung context's error = %v; want FaultHung", hungCtx.Err())
@@ -264,9 +232,7 @@ func TestWatchdogStopsOnlyTheHungChannel(t *testing.T) {
 	if err := fine.Submit(abi.Command{Op: abi.OpNop}); err != nil || other.Err() != nil {
 		t.Errorf("the other context after the timeout: %v, %v", err, other.Err())
 	}
-	if err := d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpNop}); err != nil {
-		t.Errorf("the default channel after the timeout: %v", err)
-	}
+	assert.NoError(t, d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpNop}), "the default channel after the timeout")
 	if s := d.SchedStats(); s.Timeouts != 1 {
 		t.Errorf("SchedStats().Timeouts = %d; want 1", s.Timeouts)
 	}
@@ -279,13 +245,9 @@ func TestAChannelStampsItsContext(t *testing.T) {
 	d := openWith(t, device.Config{MemorySize: 8 << 20}, Config{})
 	c := newContext(t, d)
 	va, err := c.Alloc(4096, abi.Page4K)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ch := newChannel(t, d, abi.EngineCopy, c, ChannelOptions{})
-	if err := ch.Submit(abi.Command{Op: abi.OpFill, Ctx: 0, Dst: va, Size: 64, Value: 0x3c}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, ch.Submit(abi.Command{Op: abi.OpFill, Ctx: 0, Dst: va, Size: 64, Value: 0x3c}))
 	if got := readPA(d, paOf(t, c, va), 64); got[0] != 0x3c || got[63] != 0x3c {
 		t.Fatalf("the fill did not land in the context's page")
 	}
@@ -302,37 +264,21 @@ func TestAFaultedChannelsIDComesBackClean(t *testing.T) {
 	ctx := d.DefaultContext()
 	for round := range 3 {
 		ch, err := d.NewChannel(abi.EngineCopy, ctx, ChannelOptions{Priority: abi.PriorityNormal})
-		if err != nil {
-			t.Fatalf("round %d: NewChannel after a faulted channel closed = %v", round, err)
-		}
-		if err := ch.Submit(abi.Command{Op: abi.OpNop}); err != nil {
-			t.Fatalf("round %d: %v", round, err)
-		}
+		require.NoError(t, err, "round %d: NewChannel after a faulted channel closed", round)
+		require.NoError(t, ch.Submit(abi.Command{Op: abi.OpNop}), "round %d", round)
 		ch.regs.Store(ch.doorbell+abi.RegDoorbell, ch.regs.Load(ch.doorbell+abi.RegDoorbell)+1<<40)
 		ch.wakeIfIdle() // the engine may have gone to sleep after the NOP: a bad doorbell still needs it awake to be seen
 		waitUntil(t, "the engine faulted the channel", func() bool { return ch.faultError() != nil })
-		if err := ch.Submit(abi.Command{Op: abi.OpNop}); !errors.Is(err, ErrChannelFaulted) {
-			t.Fatalf("round %d: Submit on the faulted channel = %v; want ErrChannelFaulted", round, err)
-		}
+		require.ErrorIs(t, ch.Submit(abi.Command{Op: abi.OpNop}), ErrChannelFaulted, "round %d: Submit on the faulted channel", round)
 		id := ch.ID()
-		if err := ch.Close(); err != nil {
-			t.Fatalf("round %d: Close of the faulted channel = %v", round, err)
-		}
+		require.NoError(t, ch.Close(), "round %d: Close of the faulted channel", round)
 		again, err := d.NewChannel(abi.EngineCopy, ctx, ChannelOptions{Priority: abi.PriorityNormal})
-		if err != nil {
-			t.Fatalf("round %d: NewChannel after closing faulted %v = %v; want a clean channel", round, id, err)
-		}
-		if again.ID() != id {
-			t.Fatalf("round %d: the new channel is %v; want the freed %v (the lowest free id)", round, again.ID(), id)
-		}
+		require.NoError(t, err, "round %d: NewChannel after closing faulted %v; want a clean channel", round, id)
+		require.Equal(t, id, again.ID(), "round %d: the new channel is %v; want the freed %v (the lowest free id)", round, again.ID(), id)
 		for range 2 * int(again.size) { // more than a lap: every slot and completion entry reused
-			if err := again.Submit(abi.Command{Op: abi.OpNop}); err != nil {
-				t.Fatalf("round %d: a command on the reused %v = %v", round, id, err)
-			}
+			require.NoError(t, again.Submit(abi.Command{Op: abi.OpNop}), "round %d: a command on the reused %v", round, id)
 		}
-		if err := again.Close(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, again.Close())
 	}
 }
 
@@ -347,26 +293,16 @@ func TestARunlistChangeDoesNotWaitForALongCommand(t *testing.T) {
 	ctx := d.DefaultContext()
 	long := newChannel(t, d, abi.EngineCopy, ctx, ChannelOptions{Priority: abi.PriorityNormal})
 	p, err := long.SubmitBatch([]abi.Command{{Op: abi.OpNop}, {Op: abi.OpDelay, Value: 5_000_000_000}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	waitUntil(t, "the engine ran the NOP before the DELAY", func() bool { return long.completed(p.reqs[0].index) })
 	other, err := d.NewChannel(abi.EngineCopy, ctx, ChannelOptions{Priority: abi.PriorityNormal})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if long.completed(p.reqs[1].index) {
 		t.Fatal("NewChannel returned only after the 5 s DELAY had run to its end")
 	}
-	if err := other.Submit(abi.Command{Op: abi.OpNop}); err != nil {
-		t.Fatalf("a NOP on the new channel beside the DELAY: %v", err)
-	}
-	if err := other.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := long.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, other.Submit(abi.Command{Op: abi.OpNop}), "a NOP on the new channel beside the DELAY")
+	require.NoError(t, other.Close())
+	require.NoError(t, long.Close())
 	if long.completed(p.reqs[1].index) && p.Wait() == nil {
 		t.Fatal("the DELAY ran to its end before its channel's Close returned")
 	}

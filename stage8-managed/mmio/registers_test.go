@@ -4,25 +4,18 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"softgpu/stage8-managed/abi"
 )
 
 func TestLoadStore(t *testing.T) {
 	r := NewRegisters(make([]atomic.Uint64, abi.RegSpaceSize/8), func() uint64 { return 42 })
 	r.Store(abi.RegID, 7)
-	if got := r.Load(abi.RegID); got != 7 {
-		t.Errorf("Load(RegID) after Store(7) = %d; want 7", got)
-	}
-	if got := r.Load(abi.RegTimestamp); got != 42 {
-		t.Errorf("Load(RegTimestamp) = %d; want the clock, 42", got)
-	}
+	assert.Equal(t, uint64(7), r.Load(abi.RegID), "Load(RegID) after Store(7)")
+	assert.Equal(t, uint64(42), r.Load(abi.RegTimestamp), "Load(RegTimestamp); want the clock, 42")
 	r.Store(abi.RegTimestamp, 9) // ignored: not a stored word
-	if got := r.Load(abi.RegTimestamp); got != 42 {
-		t.Errorf("Load(RegTimestamp) after a store = %d; want the clock, 42", got)
-	}
-	if got := r.Size(); got != abi.RegSpaceSize {
-		t.Errorf("Size() = %#x; want %#x", got, abi.RegSpaceSize)
-	}
+	assert.Equal(t, uint64(42), r.Load(abi.RegTimestamp), "Load(RegTimestamp) after a store; want the clock, 42")
+	assert.Equal(t, uint64(abi.RegSpaceSize), r.Size(), "Size()")
 }
 
 // TestBadOffsetsPanic: an offset outside the space or not a word is a bug
@@ -51,7 +44,5 @@ func TestWriteOneToClear(t *testing.T) {
 	read := r.Load(abi.RegIrqCause)
 	r.Set(abi.RegIrqCause, 0b010) // raised after the read
 	r.Store(abi.RegIrqCause, read)
-	if got := r.Load(abi.RegIrqCause); got != 0b010 {
-		t.Errorf("RegIrqCause after acknowledging %#b = %#b; want %#b", read, got, 0b010)
-	}
+	assert.Equal(t, uint64(0b010), r.Load(abi.RegIrqCause), "RegIrqCause after acknowledging %#b", read)
 }

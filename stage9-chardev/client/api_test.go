@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	softgpu "softgpu/stage9-chardev"
 	"softgpu/stage9-chardev/client"
 )
@@ -44,9 +45,7 @@ func TestTheClientHasTheInProcessAPI(t *testing.T) {
 		if _, listed := inProcessOnly[m.Name]; listed {
 			t.Errorf("%s is listed as in-process only, but client.GPU has it", m.Name)
 		}
-		if got, want := signature(r.Type), signature(m.Type); got != want {
-			t.Errorf("client.GPU.%s%s; softgpu.GPU.%s%s", m.Name, got, m.Name, want)
-		}
+		assert.Equal(t, signature(m.Type), signature(r.Type), "client.GPU.%s; softgpu.GPU.%s", m.Name, m.Name)
 	}
 	for name := range inProcessOnly {
 		if _, ok := local.MethodByName(name); !ok {

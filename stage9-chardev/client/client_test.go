@@ -2,11 +2,12 @@ package client_test
 
 import (
 	"bytes"
-	"errors"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/client"
 	"softgpu/stage9-chardev/internal/servetest"
 	"softgpu/stage9-chardev/server"
@@ -20,9 +21,7 @@ var serve = servetest.Serve
 func dial(t testing.TB, s *server.Server) *client.GPU {
 	t.Helper()
 	g, err := client.Dial(s.Node())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { g.Close() })
 	return g
 }
@@ -35,16 +34,10 @@ func TestAClientFillsAndReadsBack(t *testing.T) {
 	g := dial(t, s)
 	const size = 3<<20 + 123 // more than the staging buffer, not a whole page
 	p, err := g.Alloc(size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Fill(p, size, 0x5a); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, g.Fill(p, size, 0x5a))
 	got := make([]byte, size)
-	if err := g.Read(got, p); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, g.Read(got, p))
 	if i := bytes.IndexFunc(got, func(r rune) bool { return r != 0x5a }); i >= 0 {
 		t.Fatalf("byte %d after Fill reads %#x; want 0x5a", i, got[i])
 	}
@@ -52,19 +45,11 @@ func TestAClientFillsAndReadsBack(t *testing.T) {
 	for i := range want {
 		want[i] = byte(i*7 + i>>13)
 	}
-	if err := g.Write(p, want); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, g.Write(p, want))
 	clear(got)
-	if err := g.Read(got, p); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("read back differs from what was written")
-	}
-	if err := g.Free(p); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, g.Read(got, p))
+	require.Equal(t, want, got, "read back differs from what was written")
+	require.NoError(t, g.Free(p))
 }
 
 // TestManagedMemoryAcrossTheBoundary: managed memory served to a client.
@@ -77,38 +62,24 @@ func TestManagedMemoryAcrossTheBoundary(t *testing.T) {
 	g := dial(t, s)
 	const size = 1<<20 + 4096
 	src, err := g.AllocManaged(size)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	dst, err := g.AllocManaged(size)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for i := range src.Bytes() {
 		src.Bytes()[i] = byte(i*13 + i>>12)
 	}
-	if err := g.Copy(dst.Ptr(), src.Ptr(), size); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, g.Copy(dst.Ptr(), src.Ptr(), size))
 	if device, _ := dst.Resident(); device == 0 {
 		t.Errorf("after the device wrote it, no page of dst is on the device")
 	}
-	if err := dst.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(dst.Bytes(), src.Bytes()) {
-		t.Fatalf("after Sync the client's mapping of dst differs from what it wrote into src")
-	}
+	require.NoError(t, dst.Sync())
+	require.Equal(t, src.Bytes(), dst.Bytes(), "after Sync the client's mapping of dst differs from what it wrote into src")
 	if device, _ := dst.Resident(); device != 0 {
 		t.Errorf("after Sync %d pages of dst are still on the device", device)
 	}
 	mg, err := src.Prefetch(0, size, client.ToHost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := mg.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, mg.Wait())
 	if device, _ := src.Resident(); device != 0 {
 		t.Errorf("after Prefetch to the host %d pages of src are on the device", device)
 	}
@@ -116,13 +87,9 @@ func TestManagedMemoryAcrossTheBoundary(t *testing.T) {
 		t.Errorf("Prefetch past the end succeeded")
 	}
 	for _, m := range []*client.Managed{src, dst} {
-		if err := m.Free(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, m.Free())
 	}
-	if err := src.Sync(); !errors.Is(err, uapi.ErrNoEntry) {
-		t.Errorf("Sync after Free = %v; want ErrNoEntry", err)
-	}
+	assert.ErrorIs(t, src.Sync(), uapi.ErrNoEntry, "Sync after Free")
 }
 
 // TestClientsOpenAndCloseChannelsAtOnce: two clients opening and closing
@@ -141,9 +108,7 @@ func TestClientsOpenAndCloseChannelsAtOnce(t *testing.T) {
 					t.Errorf("open %d: %v", i, err)
 					return
 				}
-				if err := ch.Nop(); err != nil {
-					t.Errorf("NOP on channel %d: %v", i, err)
-				}
+				assert.NoError(t, ch.Nop(), "NOP on channel %d", i)
 				if err := ch.Close(); err != nil {
 					t.Errorf("close %d: %v", i, err)
 					return
@@ -165,18 +130,12 @@ func TestAClosedChannelsPendingsReadWhatTheDeviceWrote(t *testing.T) {
 	g := dial(t, s)
 	for r := range 20 {
 		ch, err := g.NewChannel(client.Copy, client.ChannelOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		b := ch.NewBatch()
 		b.Delay(uint64(300 * time.Millisecond))
 		p, err := b.Submit()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := ch.Close(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		require.NoError(t, ch.Close())
 		if err := p.Wait(); err == nil && !p.Fence().Signaled() {
 			t.Fatalf("round %d: the DELAY of a channel closed at once reports success, and its fence has not signalled", r)
 		}

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/client"
 	"softgpu/stage9-chardev/device"
 	"softgpu/stage9-chardev/driver"
@@ -23,14 +24,10 @@ import (
 func TestBatchesNobodyWaitsForAreReapedAcrossTheBoundary(t *testing.T) {
 	s := serve(t, server.Config{Device: device.Config{RingSize: 8}})
 	g, err := client.DialConfig(client.Config{Node: s.Node(), Wait: driver.WaitPoll})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer g.Close()
 	ch, err := g.NewChannel(client.Copy, client.ChannelOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer ch.Close()
 	const rounds = 2000
 	pendings := make([][]*client.Pending, 3)
@@ -64,9 +61,7 @@ func TestBatchesNobodyWaitsForAreReapedAcrossTheBoundary(t *testing.T) {
 	wg.Wait()
 	for k, ps := range pendings {
 		for n, p := range ps {
-			if err := p.Wait(); err != nil {
-				t.Fatalf("batch %d of submitter %d: %v", n, k, err)
-			}
+			require.NoError(t, p.Wait(), "batch %d of submitter %d", n, k)
 		}
 	}
 }

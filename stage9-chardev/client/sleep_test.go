@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/driver"
 	"softgpu/stage9-chardev/internal/servetest"
 	"softgpu/stage9-chardev/server"
@@ -20,9 +21,7 @@ func dialBlocking(t *testing.T, sleepFor time.Duration) *GPU {
 	t.Helper()
 	s := servetest.Serve(t, server.Config{})
 	g, err := DialConfig(Config{Node: s.Node(), Wait: driver.WaitBlock, SleepTimeout: sleepFor})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { g.Close() })
 	return g
 }
@@ -72,9 +71,7 @@ func TestBlockedWaitersAreWokenByTheirFences(t *testing.T) {
 			}
 		}
 		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			t.Fatalf("round %d: %v", r, err)
-		}
+		require.NoError(t, errors.Join(errs...), "round %d", r)
 		for i, p := range pending {
 			if !p.Fence().Signaled() {
 				t.Fatalf("round %d: waiter %d returned before its fence", r, i)
@@ -83,9 +80,7 @@ func TestBlockedWaitersAreWokenByTheirFences(t *testing.T) {
 	}
 	st := g.cl.Stats()
 	t.Logf("wake-ups %d (futile %d), sleeps that timed out %d", st.Wakeups, st.FutileWakeups, st.SleepTimeouts)
-	if st.SleepTimeouts != 0 {
-		t.Fatalf("%d sleeps ended at their one-minute timeout, not woken", st.SleepTimeouts)
-	}
+	require.Equal(t, uint64(0), st.SleepTimeouts, "%d sleeps ended at their one-minute timeout, not woken", st.SleepTimeouts)
 	if st.Wakeups < rounds*waiters/2 {
 		t.Fatalf("%d wake-ups in %d rounds of %d blocked waits: the waiters did not block", st.Wakeups, rounds, waiters)
 	}
@@ -104,9 +99,7 @@ func TestASleepingWaitEndsWithItsContext(t *testing.T) {
 	b := g.NewBatch(Copy)
 	b.Delay(uint64(2 * time.Second))
 	p, err := b.Submit()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	other := make(chan error, 1)
@@ -123,15 +116,11 @@ func TestASleepingWaitEndsWithItsContext(t *testing.T) {
 	}
 	select {
 	case err := <-other:
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 	case <-time.After(20 * time.Second):
 		t.Fatal("the waiter queued behind a cancelled sleeper never got its fence")
 	}
-	if err := g.Nop(Copy); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, g.Nop(Copy))
 }
 
 // TestTheWordIsHandedOnWhenItsHeirLeaves: the sleeper's context ends and
@@ -145,9 +134,7 @@ func TestTheWordIsHandedOnWhenItsHeirLeaves(t *testing.T) {
 		b := g.NewBatch(Copy)
 		b.Delay(uint64(d))
 		p, err := b.Submit()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return p
 	}
 	for r := range 30 {

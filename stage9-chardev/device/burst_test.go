@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/abi"
 )
 
@@ -47,9 +49,7 @@ func burstWant() []uint64 {
 func setupBurst(t *testing.T, records, window uint64) *Device {
 	d := openTest(t, Config{})
 	const e = abi.EngineCopy
-	if got := submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, abi.DefaultChannel(e), 1, 0), rlEntry(d, 5, 1, 0)}); got != abi.RunlistOK {
-		t.Fatalf("runlist: %v", got)
-	}
+	require.Equal(t, abi.RunlistOK, submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, abi.DefaultChannel(e), 1, 0), rlEntry(d, 5, 1, 0)}), "runlist")
 	setFaultBuffer(d, records)
 	d.regs.Store(abi.RegFaultBurst, window)
 	for p := uint64(0); p <= 8; p++ {
@@ -76,20 +76,14 @@ func TestAFaultBurstRecordsEveryPageOfTheWindow(t *testing.T) {
 			t.Errorf("record %d = %+v; want VA %#x, channel 5, a write on the copy engine", k, r, va)
 		}
 	}
-	if got := d.regs.Load(abi.RegFaultOverflow); got != 0 {
-		t.Errorf("RegFaultOverflow = %d; want 0", got)
-	}
+	assert.Equal(t, uint64(0), d.regs.Load(abi.RegFaultOverflow), "RegFaultOverflow")
 	d.regs.Store(abi.RegFaultGet, put0+uint64(len(want)))
 	for p := uint64(0); p <= 8; p++ {
 		mapBack(t, d, burstBase+p<<abi.PageShift)
 	}
 	replay(d)
-	if st := await(t, d, 5, i); st != abi.StatusOK {
-		t.Fatalf("the FILL after one replay = %v", st)
-	}
-	if !bytes.Equal(data(d)[burstVA:burstVA+burstLen], bytes.Repeat([]byte{0x5a}, burstLen)) {
-		t.Errorf("the FILL's bytes are wrong after the replay")
-	}
+	require.Equal(t, abi.StatusOK, await(t, d, 5, i), "the FILL after one replay")
+	assert.Equal(t, bytes.Repeat([]byte{0x5a}, burstLen), data(d)[burstVA:burstVA+burstLen], "the FILL's bytes are wrong after the replay")
 	if got := d.regs.Load(abi.RegFaultPut); got != put0+uint64(len(want)) {
 		t.Errorf("RegFaultPut = %d after the replay; want %d: no fault after every page was mapped", got, put0+uint64(len(want)))
 	}

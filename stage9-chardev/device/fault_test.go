@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/abi"
 )
 
@@ -93,11 +95,9 @@ func TestReplayableFaultStallsAndResumes(t *testing.T) {
 	d := openTest(t, Config{})
 	const e = abi.EngineCompute
 	const stalling, other = abi.Channel(5), abi.Channel(6)
-	if got := submitRunlist(t, d, e, []abi.RunlistEntry{
+	require.Equal(t, abi.RunlistOK, submitRunlist(t, d, e, []abi.RunlistEntry{
 		rlEntry(d, abi.DefaultChannel(e), 1, 0), rlEntry(d, stalling, 1, 0), rlEntry(d, other, 1, 0),
-	}); got != abi.RunlistOK {
-		t.Fatalf("runlist: %v", got)
-	}
+	}), "runlist")
 	setFaultBuffer(d, 8)
 	mem := data(d)
 	pattern(mem[:faultBuf])
@@ -118,35 +118,25 @@ func TestReplayableFaultStallsAndResumes(t *testing.T) {
 	if r.VA != page || r.Channel != stalling || r.Context != 0 || r.Engine != e || !r.Write {
 		t.Errorf("record = %+v; want VA %#x, channel %d, context 0, engine %v, a write", r, page, stalling, e)
 	}
-	if done := binary.LittleEndian.Uint64(d.mem[stateFor(d, stalling)+abi.StateDone:]); done != page-start {
-		t.Errorf("saved cursor = %#x; want %#x, the bytes before the managed page", done, page-start)
-	}
+	assert.Equal(t, uint64(page-start), binary.LittleEndian.Uint64(d.mem[stateFor(d, stalling)+abi.StateDone:]), "saved cursor, the bytes before the managed page")
 	// The other channel on the engine goes on.
 	j := publish(d, other, abi.Command{Op: abi.OpFill, Dst: 0x80000, Size: 4096, Value: 0xab})
-	if st := await(t, d, other, j); st != abi.StatusOK {
-		t.Fatalf("the other channel's FILL = %v", st)
-	}
+	require.Equal(t, abi.StatusOK, await(t, d, other, j), "the other channel's FILL")
 	copy(want[0x80000:0x81000], bytes.Repeat([]byte{0xab}, 4096))
 	// No replay has been stored, so nothing can have finished the command.
 	if entry(d, stalling, i) == i || fenceOf(d, stalling) == 77 {
 		t.Fatalf("the stalled command completed (entry %#x, fence %d) before any replay", entry(d, stalling, i), fenceOf(d, stalling))
 	}
-	if d.regs.Load(abi.RegFaultOverflow) != 0 {
-		t.Errorf("RegFaultOverflow = %d; want 0", d.regs.Load(abi.RegFaultOverflow))
-	}
+	assert.Equal(t, uint64(0), d.regs.Load(abi.RegFaultOverflow), "RegFaultOverflow")
 	// Migrate: the page's data is what it was (the pattern), now resident.
 	mapBack(t, d, page)
 	replay(d)
-	if st := await(t, d, stalling, i); st != abi.StatusOK {
-		t.Fatalf("the replayed ADD32 = %v", st)
-	}
+	require.Equal(t, abi.StatusOK, await(t, d, stalling, i), "the replayed ADD32")
 	waitFence(t, d, stalling, 77)
 	if k := firstDiff(mem[:faultBuf], want[:faultBuf]); k >= 0 { // the buffer holds the record
 		t.Fatalf("memory after the replayed ADD32 differs at %#x: %#x; want %#x (an addend applied twice or not at all)", k, mem[k], want[k])
 	}
-	if got := d.regs.Load(abi.RegFaultPut); got != put0+1 {
-		t.Errorf("RegFaultPut = %d; want %d, one record", got, put0+1)
-	}
+	assert.Equal(t, put0+1, d.regs.Load(abi.RegFaultPut), "RegFaultPut, one record")
 }
 
 // TestNotResidentWithoutAFaultBuffer: with no fault buffer set up, a
@@ -155,9 +145,7 @@ func TestReplayableFaultStallsAndResumes(t *testing.T) {
 func TestNotResidentWithoutAFaultBuffer(t *testing.T) {
 	d := openTest(t, Config{})
 	const e, c = abi.EngineCopy, abi.Channel(9)
-	if got := submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, abi.DefaultChannel(e), 1, 0), rlEntry(d, c, 1, 0)}); got != abi.RunlistOK {
-		t.Fatalf("runlist: %v", got)
-	}
+	require.Equal(t, abi.RunlistOK, submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, abi.DefaultChannel(e), 1, 0), rlEntry(d, c, 1, 0)}), "runlist")
 	setFaultBuffer(d, 0)
 	const unmappedPage, managedPage = 0x20000, 0x40000
 	(&tables{d: d}).write(leafPA(t, d, unmappedPage), 0)
@@ -170,12 +158,8 @@ func TestNotResidentWithoutAFaultBuffer(t *testing.T) {
 	}
 	faults := st.Load(ctxStatus + abi.RegCtxFaults)
 	put0 := st.Load(abi.RegFaultPut)
-	if got := await(t, d, c, publish(d, c, abi.Command{Op: abi.OpFill, Dst: managedPage + 8, Size: 8, Value: 1})); got != want {
-		t.Errorf("a FILL of a managed page with no fault buffer = %v; want %v, as for an unmapped page", got, want)
-	}
-	if got := st.Load(ctxStatus + abi.RegCtxFaults); got != faults+1 {
-		t.Errorf("RegCtxFaults = %d; want %d", got, faults+1)
-	}
+	assert.Equal(t, want, await(t, d, c, publish(d, c, abi.Command{Op: abi.OpFill, Dst: managedPage + 8, Size: 8, Value: 1})), "a FILL of a managed page with no fault buffer, as for an unmapped page")
+	assert.Equal(t, faults+1, st.Load(ctxStatus+abi.RegCtxFaults), "RegCtxFaults")
 	if va, info := st.Load(ctxStatus+abi.RegCtxFaultVA), abi.Fault(st.Load(ctxStatus+abi.RegCtxFaultInfo)); va != managedPage+8 || info != abi.FaultNotResident|abi.FaultWrite {
 		t.Errorf("context fault = %#x, %v; want %#x, %v", va, info, managedPage+8, abi.FaultNotResident|abi.FaultWrite)
 	}
@@ -197,11 +181,9 @@ func TestAFullFaultBufferDropsButStalls(t *testing.T) {
 	d := openTest(t, Config{})
 	const e = abi.EngineCopy
 	const first, second = abi.Channel(5), abi.Channel(6)
-	if got := submitRunlist(t, d, e, []abi.RunlistEntry{
+	require.Equal(t, abi.RunlistOK, submitRunlist(t, d, e, []abi.RunlistEntry{
 		rlEntry(d, abi.DefaultChannel(e), 1, 0), rlEntry(d, first, 1, 0), rlEntry(d, second, 1, 0),
-	}); got != abi.RunlistOK {
-		t.Fatalf("runlist: %v", got)
-	}
+	}), "runlist")
 	setFaultBuffer(d, 1)
 	mem := data(d)
 	const pageA, pageB = 0x40000, 0x50000
@@ -239,13 +221,7 @@ func TestAFullFaultBufferDropsButStalls(t *testing.T) {
 	d.regs.Store(abi.RegFaultGet, put0+2)
 	mapBack(t, d, pageB)
 	replay(d)
-	if st := await(t, d, second, j); st != abi.StatusOK {
-		t.Fatalf("the second channel after its replay: %v", st)
-	}
-	if !bytes.Equal(mem[pageB+100:pageB+200], bytes.Repeat([]byte{0xb2}, 100)) {
-		t.Errorf("the second FILL's bytes are wrong")
-	}
-	if got := d.regs.Load(abi.RegFaultOverflow); got != over0+1 {
-		t.Errorf("RegFaultOverflow = %d; want %d", got, over0+1)
-	}
+	require.Equal(t, abi.StatusOK, await(t, d, second, j), "the second channel after its replay")
+	assert.Equal(t, bytes.Repeat([]byte{0xb2}, 100), mem[pageB+100:pageB+200], "the second FILL's bytes are wrong")
+	assert.Equal(t, over0+1, d.regs.Load(abi.RegFaultOverflow), "RegFaultOverflow")
 }

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/abi"
 )
 
@@ -45,32 +47,24 @@ func TestFencedCommandWritesTheTimeline(t *testing.T) {
 	regs := d.Registers()
 	c := abi.DefaultChannel(abi.EngineCopy)
 	status := abi.ChannelStatusPage(c)
-	if st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpNop, Flags: abi.FlagFence, Fence: 42}); st != abi.StatusOK {
-		t.Fatalf("fenced NOP = %v", st)
-	}
+	require.Equal(t, abi.StatusOK, run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpNop, Flags: abi.FlagFence, Fence: 42}), "fenced NOP")
 	waitFence(t, d, c, 42)
 	waitFor(t, "the fence was stamped", func() bool { return regs.Load(status+abi.RegFenceCycles) != 0 })
 	if cycles, now := regs.Load(status+abi.RegFenceCycles), regs.Load(abi.RegTimestamp); cycles > now {
 		t.Errorf("RegFenceCycles = %d; want a moment between open and now (%d)", cycles, now)
 	}
 	// A command that fails still completes, and its fence still signals.
-	if st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Flags: abi.FlagFence, Fence: 43, Dst: 1 << 40, Size: 1}); st != abi.StatusOutOfRange {
-		t.Fatalf("fenced FILL out of range = %v", st)
-	}
+	require.Equal(t, abi.StatusOutOfRange, run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Flags: abi.FlagFence, Fence: 43, Dst: 1 << 40, Size: 1}), "fenced FILL out of range")
 	waitFence(t, d, c, 43)
 	// A command refused for undefined flags still writes the fence it
 	// asked for: the refusal is in its status, and a waiter on the fence
 	// must not wait forever.
-	if st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpNop, Flags: abi.FlagFence | 0x80, Fence: 44}); st != abi.StatusBadFlags {
-		t.Fatalf("NOP with flag 0x80 = %v; want StatusBadFlags", st)
-	}
+	require.Equal(t, abi.StatusBadFlags, run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpNop, Flags: abi.FlagFence | 0x80, Fence: 44}), "NOP with flag 0x80")
 	waitFence(t, d, c, 44)
 	// Without FlagFence the timeline stays where it was.
 	run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpNop, Fence: 99})
 	d.stop() // anything the engines were going to write is written
-	if got := regs.Load(status + abi.RegFence); got != 44 {
-		t.Errorf("RegFence after an unfenced command = %d; want 44 still", got)
-	}
+	assert.Equal(t, uint64(44), regs.Load(status+abi.RegFence), "RegFence after an unfenced command; want 44 still")
 	if got := regs.Load(abi.ChannelStatusPage(abi.DefaultChannel(abi.EngineCompute)) + abi.RegFence); got != 0 {
 		t.Errorf("the compute channel's timeline moved to %d; fences are per channel", got)
 	}
@@ -116,24 +110,18 @@ func TestInterruptArming(t *testing.T) {
 			d.Registers().Store(user+abi.RegIrqTarget, tt.target)
 			d.Registers().Store(user+abi.RegIrqArm, tt.arm)
 			for _, cmd := range tt.cmds {
-				if st := run(t, d, abi.EngineCompute, cmd); st != abi.StatusOK {
-					t.Fatalf("%+v = %v", cmd, st)
-				}
+				require.Equal(t, abi.StatusOK, run(t, d, abi.EngineCompute, cmd), "%+v", cmd)
 			}
 			// run returns when the completion is written; the interrupt
 			// is raised after the fence, a moment later. Stopping the
 			// engines waits for any interrupt they were raising.
 			d.stop()
-			if got := d.Registers().Load(status + abi.RegIrqCount); got != uint64(tt.want) {
-				t.Errorf("RegIrqCount = %d; want %d", got, tt.want)
-			}
+			assert.Equal(t, uint64(tt.want), d.Registers().Load(status+abi.RegIrqCount), "RegIrqCount; want %d", tt.want)
 			tokens, causes, channels := takeInterrupts(d, line)
 			if tokens == 0 || causes&abi.IrqCauseStopped == 0 {
 				t.Errorf("no IrqCauseStopped after the device stopped (tokens %d, causes %#b)", tokens, causes)
 			}
-			if raised := causes&abi.IrqCauseFence != 0; raised != (tt.want > 0) {
-				t.Errorf("IrqCauseFence seen = %v; want %v", raised, tt.want > 0)
-			}
+			assert.Equal(t, (tt.want > 0), causes&abi.IrqCauseFence != 0, "IrqCauseFence seen; want %v", tt.want > 0)
 			if tt.want > 0 && channels != 1<<c {
 				t.Errorf("RegIrqChannels = %#b; want only %v's bit", channels, c)
 			}

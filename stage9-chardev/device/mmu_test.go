@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/abi"
 )
 
@@ -56,15 +58,11 @@ func TestWalkEveryPageSize(t *testing.T) {
 			clear(mem)
 			for i := range 2 {
 				cmd := abi.Command{Op: abi.OpFill, Ctx: testCtx, Dst: va + tt.off, Size: 8, Value: uint64(0x41 + i)}
-				if st := run(t, d, abi.EngineCopy, cmd); st != abi.StatusOK {
-					t.Fatalf("FILL at %#x in a %v page = %v", va+tt.off, tt.size, st)
-				}
+				require.Equal(t, abi.StatusOK, run(t, d, abi.EngineCopy, cmd), "FILL at %#x in a %v page", va+tt.off, tt.size)
 			}
 			want := make([]byte, len(mem))
 			copy(want[tt.off:], bytes.Repeat([]byte{0x42}, 8))
-			if !bytes.Equal(mem, want) {
-				t.Fatalf("FILL through a %v page: memory differs from one write of 8 bytes at %#x", tt.size, tt.off)
-			}
+			require.Equal(t, want, mem, "FILL through a %v page: memory differs from one write of 8 bytes at %#x", tt.size, tt.off)
 			hits, misses, reads := tlbCounters(t, d, abi.EngineCopy, 2, tt.levels) // two fills
 			if misses != 1 || reads != tt.levels || hits < 1 {
 				t.Errorf("TLB counters: %d hits, %d misses, %d walk reads; want ≥1, 1, %d", hits, misses, reads, tt.levels)
@@ -153,18 +151,12 @@ func TestMalformedEntries(t *testing.T) {
 			pattern(mem)
 			want := bytes.Clone(mem)
 			st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Ctx: testCtx, Dst: va + 8, Size: 8, Value: 0xff})
-			if st != abi.StatusBadEntry {
-				t.Fatalf("FILL through %s = %v; want %v", tt.name, st, abi.StatusBadEntry)
-			}
+			require.Equal(t, abi.StatusBadEntry, st, "FILL through %s", tt.name)
 			if n, fva, f := faultOf(d); n != 1 || fva != va+8 || f != abi.FaultMalformed|abi.FaultWrite {
 				t.Errorf("fault registers: %d faults, VA %#x, %v; want 1, %#x, %v", n, fva, f, va+8, abi.FaultMalformed|abi.FaultWrite)
 			}
-			if !bytes.Equal(mem, want) {
-				t.Errorf("a command that faulted changed memory")
-			}
-			if st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: 0, Size: 8, Value: 1}); st != abi.StatusOK {
-				t.Errorf("context 0 after the fault: %v", st)
-			}
+			assert.Equal(t, want, mem, "a command that faulted changed memory")
+			assert.Equal(t, abi.StatusOK, run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: 0, Size: 8, Value: 1}), "context 0 after the fault")
 		})
 	}
 }
@@ -209,15 +201,11 @@ func TestRunsFollowTheEntries(t *testing.T) {
 		tb.mapPage(t, root, va+1<<30+i<<12, srcPA+i<<12, abi.Page4K, false, false)
 	}
 	cmd.Src = va + 1<<30
-	if st := run(t, d, abi.EngineCopy, cmd); st != abi.StatusOK {
-		t.Fatalf("COPY over %d pages = %v", len(frames), st)
-	}
+	require.Equal(t, abi.StatusOK, run(t, d, abi.EngineCopy, cmd), "COPY over %d pages", len(frames))
 	for i, pa := range frames {
 		copy(want[pa:pa+4096], src[i<<12:])
 	}
-	if !bytes.Equal(mem, want) {
-		t.Fatalf("COPY through scattered 4 KiB pages: memory differs from each page landing in its frame")
-	}
+	require.Equal(t, want, mem, "COPY through scattered 4 KiB pages: memory differs from each page landing in its frame")
 
 	// A read-only page between two writable ones, on consecutive frames: a
 	// write stops at it, and the fault names its first byte.
@@ -226,18 +214,12 @@ func TestRunsFollowTheEntries(t *testing.T) {
 		tb.mapPage(t, root, ro+i<<12, 0x60000+i<<12, abi.Page4K, i != 1, false)
 	}
 	st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Ctx: testCtx, Dst: ro, Size: 3 << 12, Value: 0x77})
-	if st != abi.StatusReadOnly {
-		t.Fatalf("FILL across a read-only page = %v; want %v", st, abi.StatusReadOnly)
-	}
+	require.Equal(t, abi.StatusReadOnly, st, "FILL across a read-only page")
 	if _, fva, f := faultOf(d); fva != ro+1<<12 || f != abi.FaultReadOnly|abi.FaultWrite {
 		t.Errorf("fault at %#x, %v; want %#x, %v", fva, f, ro+1<<12, abi.FaultReadOnly|abi.FaultWrite)
 	}
-	if !bytes.Equal(mem[0x61000:0x62000], want[0x61000:0x62000]) {
-		t.Errorf("the read-only page was written")
-	}
-	if !bytes.Equal(mem[0x62000:0x63000], want[0x62000:0x63000]) {
-		t.Errorf("the page after the fault was written")
-	}
+	assert.Equal(t, want[0x61000:0x62000], mem[0x61000:0x62000], "the read-only page was written")
+	assert.Equal(t, want[0x62000:0x63000], mem[0x62000:0x63000], "the page after the fault was written")
 }
 
 // staleTranslation maps va in the test context to frame 0x10000, fills 8
@@ -253,9 +235,7 @@ func staleTranslation(t *testing.T, d *Device, va uint64) (mem []byte, fill func
 	clear(mem)
 	fill = func(v uint64) {
 		t.Helper()
-		if st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Ctx: testCtx, Dst: va, Size: 8, Value: v}); st != abi.StatusOK {
-			t.Fatalf("FILL = %v", st)
-		}
+		require.Equal(t, abi.StatusOK, run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Ctx: testCtx, Dst: va, Size: 8, Value: v}), "FILL")
 	}
 	fill(1) // cached now
 	tb.write(leafOf(tb, root, va), abi.MakePage(0x20000, abi.PTEPage4K, true, false))
@@ -297,9 +277,7 @@ func TestInvalidationDropsWhatTheTLBHolds(t *testing.T) {
 	}
 	invalidate(0, 1) // another context's range
 	fill(3)
-	if mem[0x10000] != 3 {
-		t.Fatalf("an invalidation of context 0 dropped context %d's entry", testCtx)
-	}
+	require.Equal(t, byte(3), mem[0x10000], "an invalidation of context 0 dropped context %d's entry", testCtx)
 	invalidate(testCtx, 2)
 	fill(4)
 	if mem[0x20000] != 4 || mem[0x10000] != 3 {
@@ -347,14 +325,10 @@ func TestStickyContextStopsAtItsFault(t *testing.T) {
 	r := abi.ContextRegs(testCtx)
 	d.regs.Store(r+abi.RegCtxFlags, abi.CtxEnabled|abi.CtxSticky)
 	good := abi.Command{Op: abi.OpFill, Ctx: testCtx, Dst: va, Size: 8, Value: 9}
-	if st := run(t, d, abi.EngineCopy, good); st != abi.StatusOK {
-		t.Fatalf("FILL in a healthy sticky context = %v", st)
-	}
+	require.Equal(t, abi.StatusOK, run(t, d, abi.EngineCopy, good), "FILL in a healthy sticky context")
 	bad := good
 	bad.Dst = va + 4096 // unmapped
-	if st := run(t, d, abi.EngineCopy, bad); st != abi.StatusOutOfRange {
-		t.Fatalf("FILL at an unmapped VA = %v; want %v", st, abi.StatusOutOfRange)
-	}
+	require.Equal(t, abi.StatusOutOfRange, run(t, d, abi.EngineCopy, bad), "FILL at an unmapped VA")
 	mem := data(d)
 	mem[0x10000] = 0
 	if st := run(t, d, abi.EngineCopy, good); st != abi.StatusCtxFaulted || mem[0x10000] != 0 {
@@ -368,8 +342,6 @@ func TestStickyContextStopsAtItsFault(t *testing.T) {
 	for _, ctx := range []abi.Context{2, abi.MaxContexts, 0xffff} {
 		cmd := good
 		cmd.Ctx = ctx
-		if st := run(t, d, abi.EngineCopy, cmd); st != abi.StatusBadContext {
-			t.Errorf("FILL in context %d = %v; want %v", ctx, st, abi.StatusBadContext)
-		}
+		assert.Equal(t, abi.StatusBadContext, run(t, d, abi.EngineCopy, cmd), "FILL in context %d", ctx)
 	}
 }

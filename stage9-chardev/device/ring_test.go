@@ -2,10 +2,11 @@ package device
 
 import (
 	"bytes"
-	"errors"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/abi"
 )
 
@@ -26,9 +27,7 @@ func TestRingConfig(t *testing.T) {
 		const start = 1 << 40
 		d, err := Open(Config{MemorySize: 1 << 16, RingSize: tt.size, Start: start})
 		if tt.want == 0 {
-			if !errors.Is(err, ErrConfig) {
-				t.Errorf("Open(RingSize=%d) error = %v; want ErrConfig", tt.size, err)
-			}
+			assert.ErrorIs(t, err, ErrConfig, "Open(RingSize=%d) error", tt.size)
 			if err == nil {
 				d.Close()
 			}
@@ -39,9 +38,7 @@ func TestRingConfig(t *testing.T) {
 			continue
 		}
 		regs := d.Registers()
-		if got := regs.Load(abi.RegRingSize); got != tt.want {
-			t.Errorf("RingSize=%d: RegRingSize = %d; want %d", tt.size, got, tt.want)
-		}
+		assert.Equal(t, tt.want, regs.Load(abi.RegRingSize), "RingSize=%d: RegRingSize", tt.size)
 		for c := range abi.Channel(abi.NumChannels) {
 			if tl := regs.Load(abi.DoorbellPage(c) + abi.RegDoorbell); tl != start {
 				t.Errorf("%v: tail = %#x at reset; want Start %#x", c, tl, uint64(start))
@@ -83,9 +80,7 @@ func TestEngineRunsEverythingUpToTheTail(t *testing.T) {
 	ringDoorbell(d, c, uint64(len(cmds)))
 	waitCompleted(t, d, c, uint64(len(cmds)-1))
 	for i := range cmds {
-		if got := statusOf(d, c, uint64(i)); got != want[i] {
-			t.Errorf("command %d (%v) = %v; want %v", i, cmds[i].Op, got, want[i])
-		}
+		assert.Equal(t, want[i], statusOf(d, c, uint64(i)), "command %d (%v)", i, cmds[i].Op)
 	}
 	image := append(bytes.Repeat([]byte{2}, 32), bytes.Repeat([]byte{1}, 32)...)
 	if got := data(d)[:128]; !bytes.Equal(got, append(image, image...)) {
@@ -102,9 +97,7 @@ func TestEngineFollowsTheWrap(t *testing.T) {
 	d := openTest(t, Config{RingSize: 4, Start: start})
 	c := abi.DefaultChannel(abi.EngineCopy)
 	for i := range 5 {
-		if st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: 0, Size: 8, Value: uint64(i)}); st != abi.StatusOK {
-			t.Fatalf("fill %d = %v; want ok", i, st)
-		}
+		require.Equal(t, abi.StatusOK, run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: 0, Size: 8, Value: uint64(i)}), "fill %d", i)
 		if got := data(d)[0]; got != byte(i) {
 			t.Fatalf("fill %d: memory holds %d", i, got)
 		}
@@ -138,9 +131,7 @@ func TestEachCompletionHoldsItsOwnStatus(t *testing.T) {
 		if !ok {
 			cmd, want = bad, abi.StatusBadOpcode
 		}
-		if st := run(t, d, abi.EngineCopy, cmd); st != want {
-			t.Fatalf("command %d (entry %d) = %v; want %v", i, i%2, st, want)
-		}
+		require.Equal(t, want, run(t, d, abi.EngineCopy, cmd), "command %d (entry %d)", i, i%2)
 	}
 }
 

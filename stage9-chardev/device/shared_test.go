@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"softgpu/stage9-chardev/abi"
@@ -20,13 +22,9 @@ func clientView(t testing.TB, f ChannelFiles) (user, status []byte) {
 	us, _ := f.User.Stat()
 	ss, _ := f.Status.Stat()
 	user, err := unix.Mmap(int(f.User.Fd()), 0, int(us.Size()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	status, err = unix.Mmap(int(f.Status.Fd()), 0, int(ss.Size()), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { unix.Munmap(user); unix.Munmap(status) })
 	return user, status
 }
@@ -54,15 +52,11 @@ func TestASharedChannelRunsFromTheClientsPages(t *testing.T) {
 	d := openTest(t, Config{Shared: true})
 	const e, c = abi.EngineCopy, abi.Channel(5)
 	files, err := d.Share(c, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer files.User.Close()
 	defer files.Status.Close()
 	user, status := clientView(t, files)
-	if got := submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, abi.DefaultChannel(e), 1, 0), rlEntry(d, c, 1, 0)}); got != abi.RunlistOK {
-		t.Fatalf("runlist: %v", got)
-	}
+	require.Equal(t, abi.RunlistOK, submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, abi.DefaultChannel(e), 1, 0), rlEntry(d, c, 1, 0)}), "runlist")
 	start := d.regs.Load(abi.DoorbellPage(c) + abi.RegDoorbell)
 	if got := binary.LittleEndian.Uint64(user[abi.RegDoorbell:]); got != start {
 		t.Fatalf("the client's doorbell reads %#x; the device's %#x: not the same page", got, start)
@@ -82,9 +76,7 @@ func TestASharedChannelRunsFromTheClientsPages(t *testing.T) {
 				t.Fatalf("command %d: the client's fence reads %d after 10 s; want %d", i, fence.Load(), i+1)
 			}
 		}
-		if mem[0x20000+k%64] != byte(k) {
-			t.Fatalf("command %d did not fill its byte", i)
-		}
+		require.Equal(t, byte(k), mem[0x20000+k%64], "command %d did not fill its byte", i)
 	}
 }
 
@@ -97,48 +89,34 @@ func TestSharedPagesAreGuarded(t *testing.T) {
 	plain := openVM(t, Config{MemorySize: testMem})
 	_, err := plain.Share(9, nil)
 	plain.Close()
-	if !errors.Is(err, ErrShared) {
-		t.Errorf("sharing a channel of a device opened without Shared = %v; want ErrShared", err)
-	}
+	assert.ErrorIs(t, err, ErrShared, "sharing a channel of a device opened without Shared")
 	const c = abi.Channel(9)
 	files, err := d.Share(c, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer files.User.Close()
 	defer files.Status.Close()
 	if _, err := unix.Mmap(int(files.Status.Fd()), 0, abi.RegPageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); !errors.Is(err, unix.EACCES) {
 		t.Errorf("mapping the status memfd writable = %v; want EACCES", err)
 	}
 	for _, f := range []*os.File{files.User} {
-		if err := f.Truncate(0); !errors.Is(err, unix.EPERM) {
-			t.Errorf("truncating %s = %v; want EPERM (sealed)", f.Name(), err)
-		}
+		assert.ErrorIs(t, f.Truncate(0), unix.EPERM, "truncating %s; want EPERM (sealed)", f.Name())
 	}
 	if _, err := d.Share(c, nil); !errors.Is(err, ErrShared) {
 		t.Errorf("sharing a shared channel again = %v; want ErrShared", err)
 	}
-	if err := d.Unshare(abi.Channel(10)); !errors.Is(err, ErrShared) {
-		t.Errorf("unsharing a channel never shared = %v; want ErrShared", err)
-	}
-	if got := submitRunlist(t, d, abi.EngineCopy, []abi.RunlistEntry{rlEntry(d, abi.DefaultChannel(abi.EngineCopy), 1, 0), rlEntry(d, 11, 1, 0)}); got != abi.RunlistOK {
-		t.Fatalf("runlist: %v", got)
-	}
+	assert.ErrorIs(t, d.Unshare(abi.Channel(10)), ErrShared, "unsharing a channel never shared")
+	require.Equal(t, abi.RunlistOK, submitRunlist(t, d, abi.EngineCopy, []abi.RunlistEntry{rlEntry(d, abi.DefaultChannel(abi.EngineCopy), 1, 0), rlEntry(d, 11, 1, 0)}), "runlist")
 	if _, err := d.Share(11, nil); !errors.Is(err, ErrShared) {
 		t.Errorf("sharing a channel on a runlist = %v; want ErrShared", err)
 	}
 	pub, err := d.Public()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer pub.Close()
 	if _, err := unix.Mmap(int(pub.Fd()), 0, PublicSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); !errors.Is(err, unix.EACCES) {
 		t.Errorf("mapping the public memfd writable = %v; want EACCES", err)
 	}
 	view, err := unix.Mmap(int(pub.Fd()), 0, PublicSize, unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer unix.Munmap(view)
 	if got := binary.LittleEndian.Uint64(view[abi.RegID:]); got != abi.DeviceID {
 		t.Errorf("the public page's RegID reads %#x; want %#x", got, uint64(abi.DeviceID))
@@ -155,28 +133,20 @@ func TestUnsharingCutsTheClientOff(t *testing.T) {
 	d := openTest(t, Config{Shared: true})
 	const e, c = abi.EngineCopy, abi.Channel(6)
 	files, err := d.Share(c, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer files.User.Close()
 	defer files.Status.Close()
 	user, _ := clientView(t, files)
 	def := rlEntry(d, abi.DefaultChannel(e), 1, 0)
-	if got := submitRunlist(t, d, e, []abi.RunlistEntry{def, rlEntry(d, c, 1, 0)}); got != abi.RunlistOK {
-		t.Fatalf("runlist: %v", got)
-	}
+	require.Equal(t, abi.RunlistOK, submitRunlist(t, d, e, []abi.RunlistEntry{def, rlEntry(d, c, 1, 0)}), "runlist")
 	start := d.regs.Load(abi.DoorbellPage(c) + abi.RegDoorbell)
 	// A fence of the client's choosing, far ahead of any index.
 	clientSubmit(d, c, user, abi.Command{Op: abi.OpNop, Flags: abi.FlagFence, Fence: start + 1<<40}, start)
 	waitCompleted(t, d, c, start)
 	for d.regs.Load(abi.ChannelStatusPage(c)+abi.RegFence) != start+1<<40 {
 	}
-	if got := submitRunlist(t, d, e, []abi.RunlistEntry{def}); got != abi.RunlistOK {
-		t.Fatalf("runlist without the channel: %v", got)
-	}
-	if err := d.Unshare(c); err != nil {
-		t.Fatal(err)
-	}
+	require.Equal(t, abi.RunlistOK, submitRunlist(t, d, e, []abi.RunlistEntry{def}), "runlist without the channel")
+	require.NoError(t, d.Unshare(c))
 	// The old client writes on.
 	for i := range len(user) {
 		user[i] = 0xa5
@@ -188,13 +158,9 @@ func TestUnsharingCutsTheClientOff(t *testing.T) {
 		t.Fatalf("after Unshare the fence timeline reads %#x, as the client left it; want the head, %#x", got, start+1)
 	}
 	// The next owner, in-process, runs a FILL from its own ring.
-	if got := submitRunlist(t, d, e, []abi.RunlistEntry{def, rlEntry(d, c, 1, 0)}); got != abi.RunlistOK {
-		t.Fatalf("runlist again: %v", got)
-	}
+	require.Equal(t, abi.RunlistOK, submitRunlist(t, d, e, []abi.RunlistEntry{def, rlEntry(d, c, 1, 0)}), "runlist again")
 	i := publish(d, c, abi.Command{Op: abi.OpFill, Dst: 0x30000, Size: 8, Value: 7})
-	if st := await(t, d, c, i); st != abi.StatusOK {
-		t.Fatalf("the next owner's FILL: %v", st)
-	}
+	require.Equal(t, abi.StatusOK, await(t, d, c, i), "the next owner's FILL")
 	time.Sleep(time.Millisecond) // let a stray command, if any, run
 	if fault := d.regs.Load(abi.ChannelStatusPage(c) + abi.RegChannelFault); fault != 0 {
 		t.Fatalf("the channel faulted after Unshare: %v", abi.ChannelFault(fault))
@@ -213,15 +179,11 @@ func TestASharedChannelsInterruptGoesToItsVector(t *testing.T) {
 	const e, c = abi.EngineCopy, abi.Channel(12)
 	var calls atomic.Int32
 	files, err := d.Share(c, func() { calls.Add(1) })
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer files.User.Close()
 	defer files.Status.Close()
 	user, _ := clientView(t, files)
-	if got := submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, abi.DefaultChannel(e), 1, 0), rlEntry(d, c, 1, 0)}); got != abi.RunlistOK {
-		t.Fatalf("runlist: %v", got)
-	}
+	require.Equal(t, abi.RunlistOK, submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, abi.DefaultChannel(e), 1, 0), rlEntry(d, c, 1, 0)}), "runlist")
 	storeWord((*[8]byte)(user[abi.RegIrqArm:]), uint64(abi.IrqEvery))
 	start := d.regs.Load(abi.DoorbellPage(c) + abi.RegDoorbell)
 	clientSubmit(d, c, user, abi.Command{Op: abi.OpNop, Flags: abi.FlagFence | abi.FlagInterrupt, Fence: start + 1}, start)
@@ -239,7 +201,5 @@ func TestASharedChannelsInterruptGoesToItsVector(t *testing.T) {
 	if n := d.regs.Load(abi.ChannelStatusPage(c) + abi.RegIrqCount); n != 1 {
 		t.Errorf("RegIrqCount reads %d; want 1", n)
 	}
-	if err := d.Unshare(c); !errors.Is(err, ErrShared) {
-		t.Errorf("Unshare of a listed channel = %v; want ErrShared", err)
-	}
+	assert.ErrorIs(t, d.Unshare(c), ErrShared, "Unshare of a listed channel")
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/abi"
 )
 
@@ -27,17 +29,13 @@ func TestAFragmentIsOneTLBEntry(t *testing.T) {
 			tb.write(pe, tb.read(pe).WithFragment(4))
 			mem := data(d)
 			clear(mem)
-			if st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Ctx: testCtx, Dst: va, Size: 8, Value: 1}); st != abi.StatusOK {
-				t.Fatalf("FILL at the block's first page = %v", st)
-			}
+			require.Equal(t, abi.StatusOK, run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Ctx: testCtx, Dst: va, Size: 8, Value: 1}), "FILL at the block's first page")
 			st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Ctx: testCtx, Dst: va + 0x3008, Size: 8, Value: 2})
 			want := abi.StatusOutOfRange
 			if w == WalkerFragment {
 				want = abi.StatusOK
 			}
-			if st != want {
-				t.Fatalf("FILL at an empty slot of the block = %v; want %v", st, want)
-			}
+			require.Equal(t, want, st, "FILL at an empty slot of the block")
 			if w == WalkerFragment && !bytes.Equal(mem[frame+0x3008:frame+0x3010], bytes.Repeat([]byte{2}, 8)) {
 				t.Errorf("the FILL through the block's entry did not land at frame+0x3008")
 			}
@@ -96,15 +94,11 @@ func TestMalformedFragments(t *testing.T) {
 			pattern(mem)
 			want := bytes.Clone(mem)
 			st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Ctx: testCtx, Dst: va + 8, Size: 8, Value: 0xff})
-			if st != abi.StatusBadEntry {
-				t.Fatalf("FILL through a fragment %s = %v; want %v", tt.name, st, abi.StatusBadEntry)
-			}
+			require.Equal(t, abi.StatusBadEntry, st, "FILL through a fragment %s", tt.name)
 			if n, fva, f := faultOf(d); n != 1 || fva != va+8 || f != abi.FaultMalformed|abi.FaultWrite {
 				t.Errorf("fault registers: %d faults, VA %#x, %v; want 1, %#x, %v", n, fva, f, va+8, abi.FaultMalformed|abi.FaultWrite)
 			}
-			if !bytes.Equal(mem, want) {
-				t.Errorf("a command that faulted changed memory")
-			}
+			assert.Equal(t, want, mem, "a command that faulted changed memory")
 		})
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/abi"
 )
 
@@ -51,9 +53,7 @@ func runHang(t *testing.T) hang {
 	ref := openVM(t, Config{MemorySize: memSize})
 	pattern(data(ref))
 	for range 2 {
-		if st := run(t, ref, abi.EngineCompute, add); st != abi.StatusOK {
-			t.Fatalf("ADD32 unpreempted: %v", st)
-		}
+		require.Equal(t, abi.StatusOK, run(t, ref, abi.EngineCompute, add), "ADD32 unpreempted")
 	}
 	want := bytes.Clone(data(ref))
 	ref.Close()
@@ -76,10 +76,8 @@ func runHang(t *testing.T) hang {
 		fired.Store(true) // last: the test reads started and spinIdx once it sees this
 		return true
 	}
-	if got := submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, abi.DefaultChannel(e), abi.PriorityNormal, 0),
-		rlEntry(d, h.innocent, abi.PriorityNormal, 0), rlEntry(d, h.guilty, abi.PriorityHigh, 0)}); got != abi.RunlistOK {
-		t.Fatalf("runlist: %v", got)
-	}
+	require.Equal(t, abi.RunlistOK, submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, abi.DefaultChannel(e), abi.PriorityNormal, 0),
+		rlEntry(d, h.innocent, abi.PriorityNormal, 0), rlEntry(d, h.guilty, abi.PriorityHigh, 0)}), "runlist")
 	add1, add2 := add, add
 	add1.Flags, add1.Fence = abi.FlagFence, 1
 	add2.Flags, add2.Fence = abi.FlagFence, 2
@@ -88,18 +86,12 @@ func runHang(t *testing.T) hang {
 	h.spinStarted, h.spinIdx = started.Load(), spinIdx.Load()
 	other := abi.DefaultChannel(abi.EngineCopy)
 	i := publish(d, other, abi.Command{Op: abi.OpNop, Flags: abi.FlagFence, Fence: 1})
-	if st := await(t, d, other, i); st != abi.StatusOK {
-		t.Fatalf("the copy engine's NOP during the hang: %v", st)
-	}
+	require.Equal(t, abi.StatusOK, await(t, d, other, i), "the copy engine's NOP during the hang")
 	h.otherFenceAt = fenceStamp(t, d, other)
-	if st := await(t, d, h.guilty, h.spinIdx); st != abi.StatusTimeout {
-		t.Fatalf("the spin = %v; want StatusTimeout", st)
-	}
+	require.Equal(t, abi.StatusTimeout, await(t, d, h.guilty, h.spinIdx), "the spin")
 	h.spinFenceAt = fenceStamp(t, d, h.guilty)
 	for k := range uint64(2) {
-		if st := await(t, d, h.innocent, h.innocentIdx+k); st != abi.StatusOK {
-			t.Fatalf("innocent ADD32 %d = %v; want StatusOK", k, st)
-		}
+		require.Equal(t, abi.StatusOK, await(t, d, h.innocent, h.innocentIdx+k), "innocent ADD32 %d", k)
 	}
 	return h
 }
@@ -122,12 +114,8 @@ func fenceStamp(t *testing.T, d *Device, c abi.Channel) uint64 {
 func TestAHungCommandIsCaughtByAResetOfTheEngine(t *testing.T) {
 	h := runHang(t)
 	e := abi.EngineCompute
-	if got := counter(h.d, e, abi.RegResets); got != 1 {
-		t.Errorf("RegResets = %d; want 1", got)
-	}
-	if got := counter(h.d, e, abi.RegTimeouts); got != 1 {
-		t.Errorf("RegTimeouts = %d; want 1", got)
-	}
+	assert.Equal(t, uint64(1), counter(h.d, e, abi.RegResets), "RegResets")
+	assert.Equal(t, uint64(1), counter(h.d, e, abi.RegTimeouts), "RegTimeouts")
 	if ran := h.spinFenceAt - h.spinStarted; ran < hangLimit {
 		t.Errorf("the spin was stopped after %d cycles; the watchdog's limit is %d", ran, uint64(hangLimit))
 	}
@@ -139,15 +127,11 @@ func TestAHungCommandIsCaughtByAResetOfTheEngine(t *testing.T) {
 func TestAHungCommandFaultsOnlyItsChannel(t *testing.T) {
 	h := runHang(t)
 	st := abi.ChannelStatusPage(h.guilty)
-	if f := abi.ChannelFault(h.d.regs.Load(st + abi.RegChannelFault)); f != abi.FaultTimeout {
-		t.Errorf("the guilty channel's fault = %v; want FaultTimeout", f)
-	}
+	assert.Equal(t, abi.FaultTimeout, abi.ChannelFault(h.d.regs.Load(st+abi.RegChannelFault)), "the guilty channel's fault")
 	if ran := h.d.regs.Load(st + abi.RegChannelFaultValue); ran < hangLimit {
 		t.Errorf("the guilty channel's fault value = %d cycles; want at least the limit, %d", ran, uint64(hangLimit))
 	}
-	if f := abi.ChannelFault(h.d.regs.Load(abi.ChannelStatusPage(h.innocent) + abi.RegChannelFault)); f != abi.FaultNone {
-		t.Errorf("the innocent channel's fault = %v; want none", f)
-	}
+	assert.Equal(t, abi.FaultNone, abi.ChannelFault(h.d.regs.Load(abi.ChannelStatusPage(h.innocent)+abi.RegChannelFault)), "the innocent channel's fault")
 }
 
 // TestInnocentWorkInFlightCompletesOnceAfterAReset: the innocent ADD32
@@ -157,17 +141,13 @@ func TestAHungCommandFaultsOnlyItsChannel(t *testing.T) {
 // added twice (rerun from its start), none skipped.
 func TestInnocentWorkInFlightCompletesOnceAfterAReset(t *testing.T) {
 	h := runHang(t)
-	if got := counter(h.d, abi.EngineCompute, abi.RegPreempts); got != 1 {
-		t.Errorf("RegPreempts = %d; want 1: the innocent ADD32 was in flight when the engine hung", got)
-	}
+	assert.Equal(t, uint64(1), counter(h.d, abi.EngineCompute, abi.RegPreempts), "RegPreempts; want 1: the innocent ADD32 was in flight when the engine hung")
 	// The fence is stored just after the completion entry the test
 	// awaited (ring.go, fence.go): wait for it to get there, then ask
 	// that it went no further.
 	fence := abi.ChannelStatusPage(h.innocent) + abi.RegFence
 	waitUntil(t, "the innocent channel's fence to reach 2", func() bool { return h.d.regs.Load(fence) >= 2 })
-	if got := h.d.regs.Load(fence); got != 2 {
-		t.Errorf("the innocent channel's fence = %d; want 2", got)
-	}
+	assert.Equal(t, uint64(2), h.d.regs.Load(fence), "the innocent channel's fence")
 	if next := h.innocentIdx + 2; entry(h.d, h.innocent, next) == next {
 		t.Errorf("completion entry %d is written: a command completed that was never submitted", next)
 	}
@@ -188,9 +168,7 @@ func TestOtherChannelsRunThroughAHang(t *testing.T) {
 		t.Errorf("the copy engine's fence at cycle %d; want it inside the hang, [%d, %d)", h.otherFenceAt, h.spinStarted, h.spinFenceAt)
 	}
 	def := abi.DefaultChannel(abi.EngineCompute)
-	if st := await(t, h.d, def, publish(h.d, def, abi.Command{Op: abi.OpNop})); st != abi.StatusOK {
-		t.Errorf("the compute engine's default channel after the reset: %v", st)
-	}
+	assert.Equal(t, abi.StatusOK, await(t, h.d, def, publish(h.d, def, abi.Command{Op: abi.OpNop})), "the compute engine's default channel after the reset")
 }
 
 // TestABadContextSaveAreaFaultsOnlyItsChannel: a save area the runlist
@@ -214,22 +192,14 @@ func TestABadContextSaveAreaFaultsOnlyItsChannel(t *testing.T) {
 			d.engines[e].forcePreempt = func(*job) bool { return true }
 			bad := rlEntry(d, c, abi.PriorityNormal, 0)
 			bad.CtxSave = tc.at(d)
-			if got := submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, abi.DefaultChannel(e), abi.PriorityNormal, 0), bad}); got != abi.RunlistOK {
-				t.Fatalf("runlist: %v", got)
-			}
+			require.Equal(t, abi.RunlistOK, submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, abi.DefaultChannel(e), abi.PriorityNormal, 0), bad}), "runlist")
 			publish(d, c, abi.Command{Op: abi.OpFill, Dst: 0x1000, Size: 1 << 20, Value: 7})
 			st := abi.ChannelStatusPage(c)
 			waitUntil(t, "the channel to fault", func() bool { return d.regs.Load(st+abi.RegChannelFault) != 0 })
-			if f := abi.ChannelFault(d.regs.Load(st + abi.RegChannelFault)); f != abi.FaultContextSave {
-				t.Errorf("fault = %v; want FaultContextSave", f)
-			}
-			if v := d.regs.Load(st + abi.RegChannelFaultValue); v != bad.CtxSave {
-				t.Errorf("fault value = %#x; want the save area's address, %#x", v, bad.CtxSave)
-			}
+			assert.Equal(t, abi.FaultContextSave, abi.ChannelFault(d.regs.Load(st+abi.RegChannelFault)), "fault")
+			assert.Equal(t, bad.CtxSave, d.regs.Load(st+abi.RegChannelFaultValue), "fault value; want the save area's address")
 			def := abi.DefaultChannel(e)
-			if got := await(t, d, def, publish(d, def, abi.Command{Op: abi.OpNop})); got != abi.StatusOK {
-				t.Errorf("the other channel after the fault: %v", got)
-			}
+			assert.Equal(t, abi.StatusOK, await(t, d, def, publish(d, def, abi.Command{Op: abi.OpNop})), "the other channel after the fault")
 		})
 	}
 }
@@ -251,18 +221,14 @@ func TestACorruptSavedContextFaultsTheChannel(t *testing.T) {
 		publish(d, high, abi.Command{Op: abi.OpDelay, Value: 300_000_000})
 		return true
 	}
-	if got := submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, c, abi.PriorityNormal, 0),
-		rlEntry(d, high, abi.PriorityHigh, 0)}); got != abi.RunlistOK {
-		t.Fatalf("runlist: %v", got)
-	}
+	require.Equal(t, abi.RunlistOK, submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, c, abi.PriorityNormal, 0),
+		rlEntry(d, high, abi.PriorityHigh, 0)}), "runlist")
 	i := publish(d, c, abi.Command{Op: abi.OpFill, Dst: 0x1000, Size: 1 << 20, Value: 7})
 	waitUntil(t, "the fill to be saved", func() bool { return counter(d, e, abi.RegPreempts) == 1 }) // stored after the save
 	binary.LittleEndian.PutUint64(d.mem[ctxFor(d, c):], 0xbad)
 	st := abi.ChannelStatusPage(c)
 	waitUntil(t, "the channel to fault", func() bool { return d.regs.Load(st+abi.RegChannelFault) != 0 })
-	if f := abi.ChannelFault(d.regs.Load(st + abi.RegChannelFault)); f != abi.FaultContextSave {
-		t.Errorf("fault = %v; want FaultContextSave", f)
-	}
+	assert.Equal(t, abi.FaultContextSave, abi.ChannelFault(d.regs.Load(st+abi.RegChannelFault)), "fault")
 	if completed(d, c, i) {
 		t.Errorf("the fill completed on a context it never saved")
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/abi"
 	"softgpu/stage9-chardev/device"
 )
@@ -84,9 +85,7 @@ func stickCopy(t *testing.T, d *Driver, c *Context, src, dst uint64) (*wedged, *
 	t.Helper()
 	w := wedge(t, d, abi.EngineCopy)
 	p, err := d.SubmitBatch(abi.EngineCopy, []abi.Command{{Op: abi.OpCopy, Ctx: c.ID(), Src: src, Dst: dst, Size: 4096}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	select {
 	case <-w.stuck:
 	case <-time.After(mustReturnWithin):
@@ -102,9 +101,7 @@ func otherEngineWorks(t *testing.T, d *Driver, c *Context, va uint64) {
 	err, _ := within(t, "a FILL on the compute engine", func() error {
 		return in(d, c, abi.EngineCompute, abi.Command{Op: abi.OpFill, Dst: va, Size: 4096, Value: 0x5a})
 	})
-	if err != nil {
-		t.Fatalf("FILL on the compute engine beside a wedged copy engine = %v; want success", err)
-	}
+	require.NoError(t, err, "FILL on the compute engine beside a wedged copy engine")
 }
 
 // TestUnmapHasADeadline: with the copy engine held inside a COPY (a
@@ -118,41 +115,25 @@ func TestUnmapHasADeadline(t *testing.T) {
 	src, _ := c.Alloc(4096, abi.Page4K)
 	dst, _ := c.Alloc(4096, abi.Page4K)
 	victim, err := c.Alloc(4096, abi.Page4K)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	other, err := c.Alloc(4096, abi.Page4K)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	second, err := c.Alloc(4096, abi.Page4K)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	w, p := stickCopy(t, d, c, src, dst)
 	inUse := d.MemoryInUse()
 	err, took := within(t, "Unmap beside a wedged engine", func() error { return c.Unmap(victim) })
-	if !errors.Is(err, ErrTimeout) {
-		t.Fatalf("Unmap beside an engine that never acknowledges = %v; want ErrTimeout", err)
-	}
+	require.ErrorIs(t, err, ErrTimeout, "Unmap beside an engine that never acknowledges")
 	t.Logf("Unmap returned after %v: %v", took, err)
-	if got := d.MemoryInUse(); got != inUse {
-		t.Fatalf("MemoryInUse after the timed-out Unmap = %d; want %d: the frames must stay out of reuse until the engine answers", got, inUse)
-	}
+	require.Equal(t, inUse, d.MemoryInUse(), "MemoryInUse after the timed-out Unmap: the frames must stay out of reuse until the engine answers")
 	// While the engine still owes its answer, a later Unmap cannot prove
 	// its range unreachable either: it fails too, and keeps its frames.
 	err, _ = within(t, "a second Unmap beside the wedged engine", func() error { return c.Unmap(second) })
-	if !errors.Is(err, ErrTimeout) {
-		t.Fatalf("a second Unmap while the engine owes its acknowledgement = %v; want ErrTimeout", err)
-	}
-	if got := d.MemoryInUse(); got != inUse {
-		t.Fatalf("MemoryInUse after the second timed-out Unmap = %d; want %d", got, inUse)
-	}
+	require.ErrorIs(t, err, ErrTimeout, "a second Unmap while the engine owes its acknowledgement")
+	require.Equal(t, inUse, d.MemoryInUse(), "MemoryInUse after the second timed-out Unmap")
 	otherEngineWorks(t, d, c, other)
 	w.release()
-	if err := p.Wait(); err != nil {
-		t.Fatalf("the wedged COPY, let go = %v; want success", err)
-	}
+	require.NoError(t, p.Wait(), "the wedged COPY, let go")
 	if err, _ := within(t, "Unmap after the engine is let go", func() error { return c.Unmap(other) }); err != nil {
 		t.Fatalf("Unmap once the engine answers again = %v; want success", err)
 	}
@@ -168,27 +149,17 @@ func TestHostFreeHasADeadline(t *testing.T) {
 	d := openWedgeable(t)
 	c := d.DefaultContext()
 	p, err := d.HostAlloc(4096)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	fillBytes(p.Bytes(), 0x77)
 	q, err := d.HostAlloc(4096)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	dst, err := d.Alloc(4096)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	fill, err := d.Alloc(4096)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	w, pend := stickCopy(t, d, c, p.Bus(), dst)
 	err, took := within(t, "HostFree beside a wedged engine", func() error { return d.HostFree(p) })
-	if !errors.Is(err, ErrTimeout) {
-		t.Fatalf("HostFree of a region an engine holds for ever = %v; want ErrTimeout", err)
-	}
+	require.ErrorIs(t, err, ErrTimeout, "HostFree of a region an engine holds for ever")
 	t.Logf("HostFree returned after %v: %v", took, err)
 	// Another region, whose entry no engine holds: the device takes a
 	// region out of its reach only once no engine holds any entry
@@ -200,13 +171,9 @@ func TestHostFreeHasADeadline(t *testing.T) {
 	}
 	otherEngineWorks(t, d, c, fill)
 	w.release()
-	if err := pend.Wait(); err != nil {
-		t.Fatalf("the wedged COPY, let go = %v; want success", err)
-	}
+	require.NoError(t, pend.Wait(), "the wedged COPY, let go")
 	for i, b := range readPA(d, dst, 4096) {
-		if b != 0x77 {
-			t.Fatalf("destination byte %d = %#x; want 0x77, the region's bytes (it must stay mapped while held)", i, b)
-		}
+		require.Equal(t, byte(0x77), b, "destination byte %d; want 0x77, the region's bytes (it must stay mapped while held)", i)
 	}
 }
 
@@ -225,9 +192,7 @@ func TestNewChannelHasADeadline(t *testing.T) {
 		_, err := d.NewChannel(abi.EngineCopy, c, opts)
 		return err
 	})
-	if !errors.Is(err, ErrTimeout) {
-		t.Fatalf("NewChannel on an engine that never takes its runlist = %v; want ErrTimeout", err)
-	}
+	require.ErrorIs(t, err, ErrTimeout, "NewChannel on an engine that never takes its runlist")
 	t.Logf("NewChannel returned after %v: %v", took, err)
 	err, _ = within(t, "NewChannel on the compute engine", func() error {
 		ch, err := d.NewChannel(abi.EngineCompute, c, opts)
@@ -236,13 +201,9 @@ func TestNewChannelHasADeadline(t *testing.T) {
 		}
 		return ch.Submit(abi.Command{Op: abi.OpFill, Dst: src, Size: 4096, Value: 1})
 	})
-	if err != nil {
-		t.Fatalf("a channel on the compute engine beside a wedged copy engine: %v; want success", err)
-	}
+	require.NoError(t, err, "a channel on the compute engine beside a wedged copy engine")
 	w.release()
-	if err := p.Wait(); err != nil {
-		t.Fatalf("the wedged COPY, let go = %v; want success", err)
-	}
+	require.NoError(t, p.Wait(), "the wedged COPY, let go")
 	err, _ = within(t, "NewChannel once the engine is let go", func() error {
 		ch, err := d.NewChannel(abi.EngineCopy, c, opts)
 		if err != nil {
@@ -253,9 +214,7 @@ func TestNewChannelHasADeadline(t *testing.T) {
 		}
 		return ch.Close()
 	})
-	if err != nil {
-		t.Fatalf("a channel on the copy engine once it answers again: %v; want success", err)
-	}
+	require.NoError(t, err, "a channel on the copy engine once it answers again")
 }
 
 // TestCloseHasADeadline: with the copy engine held inside a command, the
@@ -270,9 +229,7 @@ func TestCloseHasADeadline(t *testing.T) {
 	dst, _ := c.Alloc(4096, abi.Page4K)
 	w, p := stickCopy(t, d, c, src, dst)
 	err, took := within(t, "Close beside a wedged engine", d.Close)
-	if !errors.Is(err, ErrTimeout) {
-		t.Fatalf("Close of a device whose engine never stops = %v; want ErrTimeout", err)
-	}
+	require.ErrorIs(t, err, ErrTimeout, "Close of a device whose engine never stops")
 	t.Logf("Close returned after %v: %v", took, err)
 	// The COPY's waiter is not left behind with the engine: Close took
 	// its channel as removed.

@@ -3,6 +3,7 @@ package driver
 import (
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/abi"
 	"softgpu/stage9-chardev/device"
 )
@@ -17,9 +18,7 @@ import (
 func TestAManagedPageLeavesItsBlock(t *testing.T) {
 	d, c, cp, _ := managedSetup(t, device.Config{}, Config{ThrashThreshold: -1})
 	m := allocManaged(t, c, 16<<abi.PageShift)
-	if err := do(cp, c, abi.Command{Op: abi.OpFill, Dst: m.VA(), Size: m.Size(), Value: 1}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, do(cp, c, abi.Command{Op: abi.OpFill, Dst: m.VA(), Size: m.Size(), Value: 1}))
 	d.refragment(c.root, m.VA(), m.Size()) // what a neighbour's map would do
 	d.um.mu.Lock()
 	before := fragmentsOf(d, c.root, m.VA())
@@ -29,9 +28,7 @@ func TestAManagedPageLeavesItsBlock(t *testing.T) {
 	if before[8] < 4 {
 		t.Fatalf("16 resident pages in consecutive frames: page 8's fragment %d; want a 64 KiB block (4) at least — the setup did not merge them", before[8])
 	}
-	if after[9] != -1 {
-		t.Fatalf("page 9 after toHost: fragment %d; want an invalid entry", after[9])
-	}
+	require.Equal(t, -1, after[9], "page 9 after toHost: fragment %d; want an invalid entry", after[9])
 	for i, f := range after[:16] {
 		if f <= 0 {
 			continue

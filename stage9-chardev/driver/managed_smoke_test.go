@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/abi"
 	"softgpu/stage9-chardev/device"
 )
@@ -16,54 +17,32 @@ func TestManagedRoundTrip(t *testing.T) {
 		t.Run(pol.String(), func(t *testing.T) {
 			d := openWith(t, device.Config{}, Config{Prefetch: pol})
 			ctx, err := d.NewContext()
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			ch, err := d.NewChannel(abi.EngineCopy, ctx, ChannelOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			cc, err := d.NewChannel(abi.EngineCompute, ctx, ChannelOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			const size = 300<<10 + 123
 			src, err := ctx.AllocManaged(size)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			dst, err := ctx.AllocManaged(size)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			mid, err := ctx.Alloc(size, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			for i := range src.Bytes() {
 				src.Bytes()[i] = byte(i*13 + i>>12)
 			}
-			if err := ch.Submit(abi.Command{Op: abi.OpCopy, Ctx: ctx.ID(), Src: src.VA(), Dst: mid, Size: size}); err != nil {
-				t.Fatal(err)
-			}
-			if err := ch.Submit(abi.Command{Op: abi.OpCopy, Ctx: ctx.ID(), Src: mid, Dst: dst.VA(), Size: size}); err != nil {
-				t.Fatal(err)
-			}
-			if err := cc.Submit(abi.Command{Op: abi.OpAdd32, Ctx: ctx.ID(), Dst: dst.VA(), Size: 4096, Value: 1}); err != nil {
-				t.Fatal(err)
-			}
-			if err := dst.Sync(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, ch.Submit(abi.Command{Op: abi.OpCopy, Ctx: ctx.ID(), Src: src.VA(), Dst: mid, Size: size}))
+			require.NoError(t, ch.Submit(abi.Command{Op: abi.OpCopy, Ctx: ctx.ID(), Src: mid, Dst: dst.VA(), Size: size}))
+			require.NoError(t, cc.Submit(abi.Command{Op: abi.OpAdd32, Ctx: ctx.ID(), Dst: dst.VA(), Size: 4096, Value: 1}))
+			require.NoError(t, dst.Sync())
 			want := bytes.Clone(src.Bytes())
 			for i := 0; i < 4096; i += 4 {
 				v := uint32(want[i]) | uint32(want[i+1])<<8 | uint32(want[i+2])<<16 | uint32(want[i+3])<<24
 				v++
 				want[i], want[i+1], want[i+2], want[i+3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
 			}
-			if !bytes.Equal(dst.Bytes(), want) {
-				t.Fatalf("the bytes that came back differ")
-			}
+			require.Equal(t, want, dst.Bytes(), "the bytes that came back differ")
 			s := d.ManagedStats()
 			t.Logf("%+v", s)
 			if s.Faults == 0 || s.ToDevice == 0 || s.ToHost == 0 {
@@ -80,21 +59,13 @@ func TestManagedRoundTrip(t *testing.T) {
 func TestAWindowLandsInConsecutiveFrames(t *testing.T) {
 	d := openWith(t, device.Config{}, Config{ThrashThreshold: -1}) // each round moves the pages: not thrashing here
 	ctx, err := d.NewContext()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ch, err := d.NewChannel(abi.EngineCopy, ctx, ChannelOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	m, err := ctx.AllocManaged(DefaultPrefetchPages << abi.PageShift)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for round := range 3 {
-		if err := ch.Submit(abi.Command{Op: abi.OpFill, Ctx: ctx.ID(), Dst: m.VA(), Size: m.Size(), Value: 1}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, ch.Submit(abi.Command{Op: abi.OpFill, Ctx: ctx.ID(), Dst: m.VA(), Size: m.Size(), Value: 1}))
 		d.um.mu.Lock()
 		for i := 1; i < len(m.pages); i++ {
 			if p, prev := m.pages[i], m.pages[i-1]; p.where != pageDevice || p.frame != prev.frame+1<<abi.PageShift {
@@ -103,8 +74,6 @@ func TestAWindowLandsInConsecutiveFrames(t *testing.T) {
 			}
 		}
 		d.um.mu.Unlock()
-		if err := m.Sync(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, m.Sync())
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/abi"
 	"softgpu/stage9-chardev/device"
 )
@@ -49,9 +51,7 @@ func do(ch *Channel, c *Context, cmd abi.Command) error {
 // mustDo is do for the test's own goroutine.
 func mustDo(t testing.TB, ch *Channel, c *Context, cmd abi.Command) {
 	t.Helper()
-	if err := do(ch, c, cmd); err != nil {
-		t.Fatalf("%v [%#x, +%d): %v", cmd.Op, cmd.Dst, cmd.Size, err)
-	}
+	require.NoError(t, do(ch, c, cmd), "%v [%#x, +%d)", cmd.Op, cmd.Dst, cmd.Size)
 }
 
 // managedSetup opens a driver, a context and a channel on each engine.
@@ -73,18 +73,14 @@ func managedSetup(t testing.TB, dcfg device.Config, cfg Config) (d *Driver, c *C
 func allocManaged(t testing.TB, c *Context, size uint64) *Managed {
 	t.Helper()
 	m, err := c.AllocManaged(size)
-	if err != nil {
-		t.Fatalf("AllocManaged(%d): %v", size, err)
-	}
+	require.NoError(t, err, "AllocManaged(%d)", size)
 	return m
 }
 
 func mustSync(t testing.TB, ms ...*Managed) {
 	t.Helper()
 	for _, m := range ms {
-		if err := m.Sync(); err != nil {
-			t.Fatalf("Sync: %v", err)
-		}
+		require.NoError(t, m.Sync(), "Sync")
 	}
 }
 
@@ -155,9 +151,7 @@ func TestManagedPageBoundaries(t *testing.T) {
 			d, c, cp, cm := managedSetup(t, device.Config{MemorySize: 4 << 20}, Config{Prefetch: pol})
 			a, b := allocManaged(t, c, size), allocManaged(t, c, size)
 			sumAt, err := c.Alloc(4096, abi.Page4K)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			for k, tc := range byteCases {
 				mustSync(t, a, b) // the host is about to write pages the device may hold
 				fillPattern(a.Bytes(), uint64(k))
@@ -180,9 +174,7 @@ func TestManagedPageBoundaries(t *testing.T) {
 				mustDo(t, cm, c, abi.Command{Op: abi.OpAdd32, Dst: b.VA() + tc.off, Size: tc.size, Value: uint64(addend)})
 				add32(wantB[tc.off:tc.off+tc.size], addend)
 				mustDo(t, cm, c, abi.Command{Op: abi.OpSum32, Src: b.VA() + tc.off, Dst: sumAt, Size: tc.size})
-				if got, want := binary.LittleEndian.Uint64(readPA(d, paOf(t, c, sumAt), 8)), sum32(wantB[tc.off:tc.off+tc.size]); got != want {
-					t.Fatalf("SUM32 [%d, +%d) after ADD32 = %#x; want %#x", tc.off, tc.size, got, want)
-				}
+				require.Equal(t, sum32(wantB[tc.off:tc.off+tc.size]), binary.LittleEndian.Uint64(readPA(d, paOf(t, c, sumAt), 8)), "SUM32 [%d, +%d) after ADD32", tc.off, tc.size)
 				mustSync(t, b)
 				checkBytes(t, fmt.Sprintf("ADD32 [%d, +%d) then Sync", tc.off, tc.size), b.Bytes(), wantB)
 			}
@@ -235,9 +227,7 @@ func TestManagedFaultsAreBatched(t *testing.T) {
 	for i := range chs {
 		e := abi.Engine(i % 2)
 		ch, err := d.NewChannel(e, c, ChannelOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		chs[i] = ch
 		off := uint64(i) * part
 		if e == abi.EngineCopy {
@@ -258,9 +248,7 @@ func TestManagedFaultsAreBatched(t *testing.T) {
 	awaitRecords(t, d, put0, n)
 	release()
 	for range n {
-		if err := <-errs; err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, <-errs)
 	}
 	if t.Failed() {
 		return
@@ -284,9 +272,7 @@ func TestManagedDuplicateFaultsMoveOnce(t *testing.T) {
 	m := allocManaged(t, c, 4<<abi.PageShift)
 	fillPattern(m.Bytes(), 3)
 	dst, err := c.Alloc(8192, abi.Page4K)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	const page = 2
 	src := m.VA() + page<<abi.PageShift
 	before := d.ManagedStats()
@@ -298,15 +284,11 @@ func TestManagedDuplicateFaultsMoveOnce(t *testing.T) {
 	awaitRecords(t, d, put0, 2)
 	release()
 	for range 2 {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, <-errs)
 	}
 	pageBytes := m.Bytes()[page<<abi.PageShift:][:4096]
 	checkBytes(t, "the copied page", readPA(d, paOf(t, c, dst), 4096), pageBytes)
-	if got, want := binary.LittleEndian.Uint64(readPA(d, paOf(t, c, dst+4096), 8)), sum32(pageBytes); got != want {
-		t.Errorf("SUM32 of the page = %#x; want %#x", got, want)
-	}
+	assert.Equal(t, sum32(pageBytes), binary.LittleEndian.Uint64(readPA(d, paOf(t, c, dst+4096), 8)), "SUM32 of the page")
 	s := d.ManagedStats()
 	if got := s.ToDevice - before.ToDevice; got != 1 {
 		t.Errorf("ToDevice moved by %d for two faults on one page; want 1 (stats %+v)", got, s)
@@ -359,9 +341,7 @@ func TestManagedPrefetchWindow(t *testing.T) {
 			}
 			mustSync(t, m)
 			for _, p := range tt.touch {
-				if got := m.Bytes()[p<<abi.PageShift+100]; got != 1 {
-					t.Errorf("page %d's byte after Sync = %d; want 1", p, got)
-				}
+				assert.Equal(t, byte(1), m.Bytes()[p<<abi.PageShift+100], "page %d's byte after Sync", p)
 			}
 			if dev, _ := m.Resident(); dev != 0 {
 				t.Errorf("Resident() after Sync = %d; want 0", dev)
@@ -400,9 +380,7 @@ func TestManagedAdaptivePrefetchGrows(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	if faults[PrefetchWindow] != size>>abi.PageShift/16 {
-		t.Errorf("the fixed window took %d faults for 1 MiB; want %d, one per window", faults[PrefetchWindow], size>>abi.PageShift/16)
-	}
+	assert.Equal(t, uint64(size>>abi.PageShift/16), faults[PrefetchWindow], "the fixed window took %d faults for 1 MiB, one per window", faults[PrefetchWindow])
 	if faults[PrefetchAdaptive] >= faults[PrefetchWindow] {
 		t.Errorf("the adaptive window took %d faults; want fewer than the fixed window's %d", faults[PrefetchAdaptive], faults[PrefetchWindow])
 	}
@@ -506,9 +484,7 @@ func TestManagedFaultsOutsideManagedMemory(t *testing.T) {
 	live := allocManaged(t, c, 4<<abi.PageShift)
 	freed := allocManaged(t, c, 4<<abi.PageShift)
 	freedVA := freed.VA()
-	if err := freed.Free(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, freed.Free())
 	unmapped := live.VA() + 256<<20
 	tests := []struct {
 		name string
@@ -575,29 +551,19 @@ func TestManagedBadInput(t *testing.T) {
 		}
 	}
 	mg, err := m.Prefetch(size-1, 1, ToDevice) // the last byte: fine
-	if err != nil {
-		t.Fatalf("Prefetch of the last byte: %v", err)
-	}
+	require.NoError(t, err, "Prefetch of the last byte")
 	if err := mg.Wait(); err != nil || mg.Pages() != 1 {
 		t.Errorf("Prefetch of the last byte: Wait = %v, Pages = %d; want nil, 1", err, mg.Pages())
 	}
-	if err := m.Free(); err != nil {
-		t.Fatalf("Free: %v", err)
-	}
-	if err := m.Free(); !errors.Is(err, ErrManaged) {
-		t.Errorf("second Free = %v; want ErrManaged", err)
-	}
-	if err := m.Sync(); !errors.Is(err, ErrManaged) {
-		t.Errorf("Sync after Free = %v; want ErrManaged", err)
-	}
+	require.NoError(t, m.Free(), "Free")
+	assert.ErrorIs(t, m.Free(), ErrManaged, "second Free")
+	assert.ErrorIs(t, m.Sync(), ErrManaged, "Sync after Free")
 	if mg, err := m.Prefetch(0, 1, ToDevice); !errors.Is(err, ErrManaged) {
 		t.Errorf("Prefetch after Free = %v, %v; want ErrManaged", mg, err)
 	}
 	for _, cfg := range []Config{{Prefetch: 7}, {Prefetch: -1}, {PrefetchPages: 513}, {PrefetchPages: -1}} {
 		dev, err := device.Open(device.Config{MemorySize: 1 << 20})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if d2, err := New(dev, cfg); !errors.Is(err, ErrConfig) {
 			t.Errorf("New(%+v) = %v; want ErrConfig", cfg, err)
 			if err == nil {
@@ -623,9 +589,7 @@ func TestAStaleFaultRecordMovesNothing(t *testing.T) {
 	m := allocManaged(t, c, 1<<abi.PageShift)
 	fillPattern(m.Bytes(), 3)
 	sumAt, err := c.Alloc(4096, abi.Page4K)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	sumPA := paOf(t, c, sumAt)
 	before := d.ManagedStats()
 	put0, release := holdHandler(d)
@@ -639,9 +603,7 @@ func TestAStaleFaultRecordMovesNothing(t *testing.T) {
 	d.replay()          // its replay: the command finishes without it
 	select {
 	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 	case <-time.After(managedWait):
 		t.Fatalf("the SUM32 did not finish after %v", managedWait)
 	}
@@ -662,12 +624,8 @@ func TestAStaleFaultRecordMovesNothing(t *testing.T) {
 	}
 	// And the data path it protects: the host writes, the device sums.
 	fillPattern(m.Bytes(), 9)
-	if err := do(cm, c, abi.Command{Op: abi.OpSum32, Src: m.VA(), Dst: sumAt, Size: 1 << abi.PageShift}); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := binary.LittleEndian.Uint64(readPA(d, sumPA, 8)), sum32(m.Bytes()); got != want {
-		t.Errorf("SUM32 after the host's writes = %#x; want %#x, the host's", got, want)
-	}
+	require.NoError(t, do(cm, c, abi.Command{Op: abi.OpSum32, Src: m.VA(), Dst: sumAt, Size: 1 << abi.PageShift}))
+	assert.Equal(t, sum32(m.Bytes()), binary.LittleEndian.Uint64(readPA(d, sumPA, 8)), "SUM32 after the host's writes, the host's")
 }
 
 // TestManagedStress: the host and the device work on managed memory at
@@ -760,9 +718,7 @@ func managedStress(t *testing.T, dcfg device.Config, cfg Config, pages int, dela
 		t.Fatal(err)
 	}
 	sumAt, err := c.Alloc(4096, abi.Page4K)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	sumPA := paOf(t, c, sumAt)
 	duration := time.Second
 	if testing.Short() {

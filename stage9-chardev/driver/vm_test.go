@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/abi"
 	"softgpu/stage9-chardev/device"
 )
@@ -20,9 +22,7 @@ import (
 func newContext(t testing.TB, d *Driver) *Context {
 	t.Helper()
 	c, err := d.NewContext()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -61,30 +61,18 @@ func TestContextsReadAndWriteTheirOwnMemory(t *testing.T) {
 			c := newContext(t, d)
 			const size = 4 << 20
 			va, err := c.Alloc(size, page)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if va%uint64(page) != 0 {
-				t.Errorf("VA %#x is not aligned to %v", va, page)
-			}
+			require.NoError(t, err)
+			assert.Equal(t, uint64(0), va%uint64(page), "VA %#x is not aligned to %v", va, page)
 			// A fill that straddles a page boundary, then a copy across
 			// several pages, overlapping its source from above.
 			boundary := va + uint64(page)
-			if err := in(d, c, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: boundary - 100, Size: 200, Value: 0xab}); err != nil {
-				t.Fatal(err)
-			}
-			if err := in(d, c, abi.EngineCopy, abi.Command{Op: abi.OpCopy, Src: boundary - 100, Dst: boundary - 50, Size: 3 * 4096}); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, in(d, c, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: boundary - 100, Size: 200, Value: 0xab}))
+			require.NoError(t, in(d, c, abi.EngineCopy, abi.Command{Op: abi.OpCopy, Src: boundary - 100, Dst: boundary - 50, Size: 3 * 4096}))
 			got := readPA(d, paOf(t, c, boundary-100), 250)
 			for i, b := range got {
-				if b != 0xab {
-					t.Fatalf("byte %d around the page boundary = %#x; want 0xab", i, b)
-				}
+				require.Equal(t, byte(0xab), b, "byte %d around the page boundary", i)
 			}
-			if err := c.Unmap(va); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, c.Unmap(va))
 		})
 	}
 }
@@ -98,27 +86,21 @@ func TestACopyAcrossApertures(t *testing.T) {
 	host := hostAlloc(t, d, 8192)
 	const va = 64 << 20 // a VA of the test's choosing, out of the allocator's way
 	devPA, err := d.alloc.AllocAligned(8192, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if _, err := d.mapRange(c.root, va, devPA, 8192, abi.Page4K, true, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.mapRange(c.root, va+8192, host.Bus(), 8192, abi.Page4K, true, true); err != nil {
 		t.Fatal(err)
 	}
-	if err := in(d, c, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: va + 4096, Size: 8192, Value: 0x5c}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, in(d, c, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: va + 4096, Size: 8192, Value: 0x5c}))
 	if got := readPA(d, devPA+4096, 4096); !bytes.Equal(got, bytes.Repeat([]byte{0x5c}, 4096)) {
 		t.Errorf("the device half of the fill did not land")
 	}
 	if got := host.Bytes()[:4096]; !bytes.Equal(got, bytes.Repeat([]byte{0x5c}, 4096)) {
 		t.Errorf("the host half of the fill did not land")
 	}
-	if host.Bytes()[4096] != 0 {
-		t.Errorf("the fill ran past its end into host memory")
-	}
+	assert.Equal(t, byte(0), host.Bytes()[4096], "the fill ran past its end into host memory")
 }
 
 // TestIsolation: no command of context B reaches context A's memory,
@@ -130,26 +112,16 @@ func TestIsolation(t *testing.T) {
 	d := openPinned(t, device.Config{MemorySize: 16 << 20}, Config{})
 	a, b := newContext(t, d), newContext(t, d)
 	aVA, err := a.Alloc(64<<10, abi.Page4K)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := in(d, a, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: aVA, Size: 64 << 10, Value: 0xaa}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, in(d, a, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: aVA, Size: 64 << 10, Value: 0xaa}))
 	aPA := paOf(t, a, aVA)
 	pinned := hostAlloc(t, d, 4096)
 	bVA, err := b.Alloc(4096, abi.Page4K)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// The two address spaces are independent: B's first page has the same
 	// VA as A's, and holds B's bytes.
-	if bVA != aVA {
-		t.Fatalf("B's first VA %#x differs from A's %#x; the case below needs them equal", bVA, aVA)
-	}
-	if err := in(d, b, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: bVA, Size: 4096, Value: 0xbb}); err != nil {
-		t.Fatal(err)
-	}
+	require.Equal(t, aVA, bVA, "B's first VA %#x differs from A's %#x; the case below needs them equal", bVA, aVA)
+	require.NoError(t, in(d, b, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: bVA, Size: 4096, Value: 0xbb}))
 	targets := []struct {
 		name       string
 		addr, size uint64
@@ -173,39 +145,27 @@ func TestIsolation(t *testing.T) {
 					cmd = abi.Command{Op: abi.OpCopy, Src: tt.addr, Dst: bVA, Size: min(tt.size, 200)}
 				}
 				err := in(d, b, abi.EngineCopy, cmd)
-				if err == nil {
-					t.Fatalf("%s of %#x+%d in context B succeeded", op, tt.addr, tt.size)
-				}
+				require.Error(t, err, "%s of %#x+%d in context B succeeded", op, tt.addr, tt.size)
 				if !errors.Is(err, abi.StatusOutOfRange) && !errors.Is(err, abi.StatusCtxFaulted) {
 					t.Errorf("%s of %#x = %v; want a fault (StatusOutOfRange)", op, tt.addr, err)
 				}
 				if !tt.translated {
 					return
 				}
-				if b.Err() == nil {
-					t.Errorf("context B has no fault recorded after %s of %#x", op, tt.addr)
-				}
+				assert.Error(t, b.Err(), "context B has no fault recorded after %s of %#x", op, tt.addr)
 				// Sticky: B's next command fails too, until cleared.
-				if err := in(d, b, abi.EngineCopy, abi.Command{Op: abi.OpNop}); !errors.Is(err, abi.StatusCtxFaulted) {
-					t.Errorf("B's next command after a fault = %v; want StatusCtxFaulted", err)
-				}
+				assert.ErrorIs(t, in(d, b, abi.EngineCopy, abi.Command{Op: abi.OpNop}), abi.StatusCtxFaulted, "B's next command after a fault")
 				b.ClearFault()
-				if err := in(d, b, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: bVA, Size: 8}); err != nil {
-					t.Errorf("B after ClearFault = %v; want nil", err)
-				}
+				assert.NoError(t, in(d, b, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: bVA, Size: 8}), "B after ClearFault")
 			})
 		}
 	}
 	if got := readPA(d, aPA, 64<<10); !bytes.Equal(got, bytes.Repeat([]byte{0xaa}, 64<<10)) {
 		t.Errorf("context A's memory changed")
 	}
-	if a.Err() != nil {
-		t.Errorf("context A has a fault: %v", a.Err())
-	}
+	assert.NoError(t, a.Err(), "context A has a fault")
 	for _, x := range pinned.Bytes() {
-		if x != 0 {
-			t.Fatalf("a pinned region B never mapped was written")
-		}
+		require.Equal(t, byte(0), x, "a pinned region B never mapped was written")
 	}
 }
 
@@ -216,25 +176,15 @@ func TestFaultKinds(t *testing.T) {
 	d := openWith(t, device.Config{MemorySize: 16 << 20}, Config{})
 	c, other := newContext(t, d), newContext(t, d)
 	ova, err := other.Alloc(4096, abi.Page4K)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	in(d, other, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: ova, Size: 4096, Value: 0x11})
 	pa, err := d.alloc.AllocAligned(8192, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	w, err := c.Alloc(4096, abi.Page4K)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	const ro, bad = 80 << 20, 90 << 20
-	if err := d.mapPage(c.root, ro, pa, abi.Page4K, false, false); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.mapPage(c.root, bad, pa+4096, abi.Page4K, true, false); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.mapPage(c.root, ro, pa, abi.Page4K, false, false))
+	require.NoError(t, d.mapPage(c.root, bad, pa+4096, abi.Page4K, true, false))
 	// Corrupt bad's leaf: a 2 MiB page kind at level 3, which no walk accepts.
 	leaf := c.root
 	for level := abi.RootLevel; level < abi.LeafLevel; level++ {
@@ -266,9 +216,7 @@ func TestFaultKinds(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, tt.want) {
-				t.Fatalf("%s = %v; want %v", tt.name, err, tt.want)
-			}
+			require.ErrorIs(t, err, tt.want, "%s", tt.name)
 			var fe *FaultError
 			if !errors.As(c.Err(), &fe) || fe.VA != tt.va || fe.Fault != tt.fault {
 				t.Errorf("fault recorded = %v; want VA %#x, %v", c.Err(), tt.va, tt.fault)
@@ -276,9 +224,7 @@ func TestFaultKinds(t *testing.T) {
 			c.ClearFault()
 		})
 	}
-	if err := in(d, other, abi.EngineCopy, abi.Command{Op: abi.OpNop}); err != nil {
-		t.Errorf("the other context after all that = %v", err)
-	}
+	assert.NoError(t, in(d, other, abi.EngineCopy, abi.Command{Op: abi.OpNop}), "the other context after all that")
 	if got := readPA(d, paOf(t, other, ova), 4096); !bytes.Equal(got, bytes.Repeat([]byte{0x11}, 4096)) {
 		t.Errorf("the other context's memory changed")
 	}
@@ -292,33 +238,21 @@ func TestContextsRunOut(t *testing.T) {
 	for {
 		c, err := d.NewContext()
 		if err != nil {
-			if !errors.Is(err, ErrContext) {
-				t.Fatalf("NewContext = %v; want ErrContext when none are left", err)
-			}
+			require.ErrorIs(t, err, ErrContext, "NewContext; want ErrContext when none are left")
 			break
 		}
 		cs = append(cs, c)
 	}
-	if len(cs) != abi.MaxContexts-1 {
-		t.Errorf("made %d contexts; want %d", len(cs), abi.MaxContexts-1)
-	}
+	assert.Equal(t, abi.MaxContexts-1, len(cs), "made %d contexts", len(cs))
 	cs[5].Close()
 	c, err := d.NewContext()
-	if err != nil {
-		t.Fatalf("NewContext after a Close = %v", err)
-	}
-	if c.ID() != cs[5].ID() {
-		t.Errorf("new context has id %d; want the closed one's, %d", c.ID(), cs[5].ID())
-	}
-	if err := d.DefaultContext().Close(); !errors.Is(err, ErrContext) {
-		t.Errorf("closing the default context = %v; want ErrContext", err)
-	}
+	require.NoError(t, err, "NewContext after a Close")
+	assert.Equal(t, cs[5].ID(), c.ID(), "new context has id %d; want the closed one's", c.ID())
+	assert.ErrorIs(t, d.DefaultContext().Close(), ErrContext, "closing the default context")
 	for _, c := range append(cs, c) {
 		c.Close()
 	}
-	if err := in(d, cs[0], abi.EngineCopy, abi.Command{Op: abi.OpNop}); !errors.Is(err, abi.StatusBadContext) {
-		t.Errorf("a command of a closed context = %v; want StatusBadContext", err)
-	}
+	assert.ErrorIs(t, in(d, cs[0], abi.EngineCopy, abi.Command{Op: abi.OpNop}), abi.StatusBadContext, "a command of a closed context")
 }
 
 // ANCHOR: unmapstress
@@ -342,9 +276,7 @@ func TestNothingLandsAfterUnmap(t *testing.T) {
 			const size = 64 << 10
 			var current atomic.Uint64 // the VA the streamer uses
 			va, err := c.Alloc(size, abi.Page4K)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			current.Store(va)
 			var stop atomic.Bool
 			var wg sync.WaitGroup
@@ -378,13 +310,9 @@ func TestNothingLandsAfterUnmap(t *testing.T) {
 				old := current.Load()
 				pa := paOf(t, c, old)
 				next, err := c.Alloc(size, abi.Page4K)
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				current.Store(next)
-				if err := c.Unmap(old); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, c.Unmap(old))
 				// Unmap has returned: the pages are free, and nothing may
 				// write them. Take them back from the allocator so no one
 				// else does either — once the commands queued before the
@@ -406,9 +334,7 @@ func TestNothingLandsAfterUnmap(t *testing.T) {
 			wg.Wait()
 			for _, f := range poisoned {
 				for i := range uint64(size) {
-					if mem[f.pa+i] != 0xdd {
-						t.Fatalf("freed page at %#x changed at byte %d after its Unmap returned: a stale translation was used", f.pa, i)
-					}
+					require.Equal(t, byte(0xdd), mem[f.pa+i], "freed page at %#x changed at byte %d after its Unmap returned: a stale translation was used", f.pa, i)
 				}
 			}
 			if len(poisoned) == 0 {
@@ -447,13 +373,9 @@ func TestNothingIsReadAfterUnmap(t *testing.T) {
 	c := newContext(t, d)
 	mem := d.hw.Memory()
 	src, err := c.Alloc(4096, abi.Page4K)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	dst, err := c.Alloc(4096, abi.Page4K)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	srcPA, dstPA := paOf(t, c, src), paOf(t, c, dst)
 	fillBytes(mem[srcPA:srcPA+4096], oldOwner)
 	reused := make(chan struct{}) // closed once Unmap has returned and the next owner has written
@@ -488,17 +410,11 @@ func TestNothingIsReadAfterUnmap(t *testing.T) {
 			}
 		}
 	}})
-	if err := in(d, c, abi.EngineCopy, abi.Command{Op: abi.OpCopy, Src: src, Dst: dst, Size: 4096}); err != nil {
-		t.Fatalf("COPY = %v; want success (its source was mapped when it was translated)", err)
-	}
+	require.NoError(t, in(d, c, abi.EngineCopy, abi.Command{Op: abi.OpCopy, Src: src, Dst: dst, Size: 4096}), "COPY; want success (its source was mapped when it was translated)")
 	<-reused
-	if unmapErr != nil {
-		t.Fatal(unmapErr)
-	}
+	require.NoError(t, unmapErr)
 	for i, b := range mem[dstPA : dstPA+4096] {
-		if b != oldOwner {
-			t.Fatalf("destination byte %d = %#x; want %#x, the source's bytes before its Unmap (%#x is the next owner's)", i, b, oldOwner, newOwner)
-		}
+		require.Equal(t, byte(oldOwner), b, "destination byte %d, the source's bytes before its Unmap (%#x is the next owner's)", i, newOwner)
 	}
 }
 
@@ -516,32 +432,24 @@ func TestUnmapDoesNotWakeASleeper(t *testing.T) {
 	d := openWith(t, device.Config{MemorySize: 16 << 20}, Config{Idle: Idle{Mode: IdleSleep}})
 	c := newContext(t, d)
 	va, err := c.Alloc(4096, abi.Page4K)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, e := range []abi.Engine{abi.EngineCopy, abi.EngineCompute} { // both TLBs hold the page
 		cmd := abi.Command{Op: abi.OpFill, Dst: va, Size: 8}
 		if e == abi.EngineCompute {
 			cmd = abi.Command{Op: abi.OpAdd32, Dst: va, Size: 8}
 		}
-		if err := in(d, c, e, cmd); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, in(d, c, e, cmd))
 	}
 	asleep(t, d, 2)
 	sleeps := func() uint64 {
 		return d.regs.Load(abi.EngineStatusPage(0)+abi.RegSleeps) + d.regs.Load(abi.EngineStatusPage(1)+abi.RegSleeps)
 	}
 	before := sleeps()
-	if err := c.Unmap(va); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Unmap(va))
 	if sleeping(d) != 2 || sleeps() != before {
 		t.Errorf("Unmap woke an engine: %d asleep, sleeps %d → %d", sleeping(d), before, sleeps())
 	}
-	if err := in(d, c, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: va, Size: 8}); !errors.Is(err, abi.StatusOutOfRange) {
-		t.Errorf("a fill of the unmapped VA on a woken engine = %v; want StatusOutOfRange (a fault)", err)
-	}
+	assert.ErrorIs(t, in(d, c, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: va, Size: 8}), abi.StatusOutOfRange, "a fill of the unmapped VA on a woken engine; want StatusOutOfRange (a fault)")
 }
 
 // TestHostFreeUnmapsEverywhere: a pinned region mapped in a context is
@@ -550,25 +458,13 @@ func TestHostFreeUnmapsEverywhere(t *testing.T) {
 	d := openPinned(t, device.Config{MemorySize: 16 << 20}, Config{})
 	c := newContext(t, d)
 	p, err := d.HostAlloc(4096)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	va, err := c.Map(p, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := in(d, c, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: va, Size: 4096, Value: 3}); err != nil {
-		t.Fatal(err)
-	}
-	if p.Bytes()[4095] != 3 {
-		t.Fatal("the fill through the mapping did not land")
-	}
-	if err := d.HostFree(p); err != nil {
-		t.Fatal(err)
-	}
-	if err := in(d, c, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: va, Size: 8}); !errors.Is(err, abi.StatusOutOfRange) {
-		t.Errorf("a fill of a freed region's VA = %v; want a fault", err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, in(d, c, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: va, Size: 4096, Value: 3}))
+	require.Equal(t, byte(3), p.Bytes()[4095], "the fill through the mapping did not land")
+	require.NoError(t, d.HostFree(p))
+	assert.ErrorIs(t, in(d, c, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: va, Size: 8}), abi.StatusOutOfRange, "a fill of a freed region's VA; want a fault")
 }
 
 // FuzzTranslation maps a random layout of pages — sizes, apertures,
@@ -593,15 +489,11 @@ func FuzzTranslation(f *testing.F) {
 	const base, span = 256 << 20, 4 << 20
 	f.Fuzz(func(t *testing.T, layout, off, size uint64) {
 		c, err := d.NewContext()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer c.Close()
 		rng := rand.New(rand.NewPCG(layout, 1))
 		pa, err := d.alloc.AllocAligned(span, 2<<20)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer d.alloc.Free(pa)
 		mem := d.hw.Memory()
 		for i := range uint64(span) {
@@ -616,9 +508,7 @@ func FuzzTranslation(f *testing.F) {
 			}
 			p := page{writable: rng.IntN(4) != 0, mapped: rng.IntN(5) != 0}
 			if p.mapped {
-				if err := d.mapPage(c.root, base+at, pa+at, size, p.writable, false); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, d.mapPage(c.root, base+at, pa+at, size, p.writable, false))
 			}
 			for i := at / 4096; i < (at+uint64(size))/4096; i++ {
 				pages[i] = p

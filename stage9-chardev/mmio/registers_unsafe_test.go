@@ -5,6 +5,8 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"softgpu/stage9-chardev/abi"
@@ -20,9 +22,7 @@ import (
 func TestRegistersOutsideTheHeapOrderWhatTheyPublish(t *testing.T) {
 	const size = 4096
 	mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer unix.Munmap(mem)
 	words := unsafe.Slice((*atomic.Uint64)(unsafe.Pointer(&mem[0])), size/8)
 	r := NewRegisters(words, func() uint64 { return 0 })
@@ -34,9 +34,7 @@ func TestRegistersOutsideTheHeapOrderWhatTheyPublish(t *testing.T) {
 		for r.Load(flag) == 0 {
 		}
 		for i := range payload {
-			if payload[i] != uint64(i+1) {
-				t.Errorf("payload[%d] = %d after the flag; want %d", i, payload[i], i+1)
-			}
+			assert.Equal(t, uint64(i+1), payload[i], "payload[%d] = %d after the flag; want %d", i, payload[i], i+1)
 		}
 	}()
 	for i := range payload {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"softgpu/stage9-chardev/abi"
@@ -29,12 +30,8 @@ func TestHostileClientsLeaveNothingBehind(t *testing.T) {
 	t.Run("warm-up", func(t *testing.T) {
 		g := dial(t, s)
 		p, err := g.Alloc(4096)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := g.Write(p, make([]byte, 4096)); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		require.NoError(t, g.Write(p, make([]byte, 4096)))
 	})
 	waitClients(t, ctl, 1)
 	fds := settledFDs(t)
@@ -97,17 +94,11 @@ func TestHostileClientsLeaveNothingBehind(t *testing.T) {
 	})
 	t.Run("closes without freeing", func(t *testing.T) {
 		g, err := client.Dial(s.Node())
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		p, err := g.Alloc(2 << 20)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		h, err := g.HostAlloc(1 << 20)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if _, err := g.CopyAsync(p, h.Ptr(), 1<<20); err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/driver"
 	"softgpu/stage9-chardev/uapi"
 )
@@ -14,7 +15,5 @@ import (
 // never with ErrInval, which would blame the client's argument.
 func TestAHungEngineIsBusyNotInvalid(t *testing.T) {
 	err := fmt.Errorf("unmap: %w", fmt.Errorf("%w: copy did not acknowledge TLB invalidation 2 within 1s", driver.ErrTimeout))
-	if got := errnoFor(err); got != uapi.ErrBusy {
-		t.Fatalf("errnoFor(%v) = %v; want %v", err, got, uapi.ErrBusy)
-	}
+	require.Equal(t, uapi.ErrBusy, errnoFor(err), "errnoFor(%v)", err)
 }

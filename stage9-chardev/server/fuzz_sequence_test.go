@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"softgpu/stage9-chardev/abi"
@@ -189,14 +190,10 @@ func sequenceSeeds() [][]byte {
 func mapRawChannel(t *testing.T, r *rawConn, open *uapi.ChannelOpen, fds []int) *rawChannel {
 	t.Helper()
 	user, err := unix.Mmap(fds[uapi.ChannelFDUser], 0, int(open.UserSize), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		t.Fatalf("mapping channel %d's user memfd: %v", open.Channel, err)
-	}
+	require.NoError(t, err, "mapping channel %d's user memfd", open.Channel)
 	t.Cleanup(func() { unix.Munmap(user) })
 	status, err := unix.Mmap(fds[uapi.ChannelFDStatus], 0, int(open.StatusSize), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		t.Fatalf("mapping channel %d's status memfd: %v", open.Channel, err)
-	}
+	require.NoError(t, err, "mapping channel %d's status memfd", open.Channel)
 	t.Cleanup(func() { unix.Munmap(status) })
 	size := uint64(open.RingSize)
 	head := word(user, abi.RegDoorbell).Load()

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/client"
 	"softgpu/stage9-chardev/device"
 	"softgpu/stage9-chardev/internal/servetest"
@@ -41,9 +42,7 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 func dial(t testing.TB, s *server.Server) *client.GPU {
 	t.Helper()
 	g, err := client.Dial(s.Node())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { g.Close() })
 	return g
 }
@@ -53,9 +52,7 @@ func dial(t testing.TB, s *server.Server) *client.GPU {
 func control(t testing.TB, node string) *client.Control {
 	t.Helper()
 	ctl, err := client.DialControl(node)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { ctl.Close() })
 	return ctl
 }
@@ -81,9 +78,7 @@ func waitFor(t testing.TB, what string, cond func() (bool, string)) {
 func info(t testing.TB, ctl *client.Control) uapi.Info {
 	t.Helper()
 	in, err := ctl.Info()
-	if err != nil {
-		t.Fatalf("INFO: %v", err)
-	}
+	require.NoError(t, err, "INFO")
 	return in
 }
 
@@ -91,9 +86,7 @@ func info(t testing.TB, ctl *client.Control) uapi.Info {
 func clientCount(t testing.TB, ctl *client.Control) int {
 	t.Helper()
 	cs, err := ctl.Clients()
-	if err != nil {
-		t.Fatalf("CLIENT_INFO: %v", err)
-	}
+	require.NoError(t, err, "CLIENT_INFO")
 	return len(cs)
 }
 
@@ -111,9 +104,7 @@ func waitClients(t testing.TB, ctl *client.Control, n int) {
 func openFDs(t testing.TB) int {
 	t.Helper()
 	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatalf("counting descriptors: %v", err)
-	}
+	require.NoError(t, err, "counting descriptors")
 	return len(ents) - 1 // the directory ReadDir itself opened
 }
 
@@ -123,9 +114,7 @@ func openFDs(t testing.TB) int {
 func hostMappings(t testing.TB) int {
 	t.Helper()
 	maps, err := os.ReadFile("/proc/self/maps")
-	if err != nil {
-		t.Fatalf("reading mappings: %v", err)
-	}
+	require.NoError(t, err, "reading mappings")
 	n := 0
 	for _, line := range strings.Split(string(maps), "\n") {
 		if strings.Contains(line, "memfd:softgpu-host") || strings.Contains(line, "memfd:hostile-host") {

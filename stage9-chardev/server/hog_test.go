@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/client"
 	"softgpu/stage9-chardev/server"
 )
@@ -22,9 +23,7 @@ func TestALongCommandHoldsUpNoOtherClientsChannels(t *testing.T) {
 	// Once the FILL's bytes are there, the engine is in the DELAY.
 	const hog = 8 * time.Second
 	h, err := a.HostAlloc(4096)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	b := a.NewBatch(client.Copy)
 	b.Fill(h.Ptr(), 4096, 0xab)
 	b.Delay(uint64(hog))
@@ -45,9 +44,7 @@ func TestALongCommandHoldsUpNoOtherClientsChannels(t *testing.T) {
 	// needs, and far less than the hog's eight.
 	select {
 	case err := <-dialed:
-		if err != nil {
-			t.Fatalf("Dial beside a client running a long DELAY: %v", err)
-		}
+		require.NoError(t, err, "Dial beside a client running a long DELAY")
 	case <-time.After(3 * time.Second):
 		t.Errorf("Dial beside a client running a %v DELAY has not returned after 3s: its CHANNEL_OPEN waits for the DELAY to end", hog)
 		<-dialed

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/abi"
 	"softgpu/stage9-chardev/client"
 	"softgpu/stage9-chardev/uapi"
@@ -63,9 +65,7 @@ func TestAChannelThatChangesHandsStartsClean(t *testing.T) {
 	next.attach()
 	for e := range abi.Engine(abi.NumEngines) {
 		ch := next.openChannel(e)
-		if want := 2*abi.Channel(abi.NumEngines) + abi.Channel(e); ch.id != want {
-			t.Fatalf("the next owner's %v channel is %v; want %v, the stranger's", e, ch.id, want)
-		}
+		require.Equal(t, 2*abi.Channel(abi.NumEngines)+abi.Channel(e), ch.id, "the next owner's %v channel is %v, the stranger's", e, ch.id)
 		status := func(off uint64) uint64 { return word(ch.status, uapi.StatusPageOffset+off).Load() }
 		for _, r := range []struct {
 			name      string
@@ -77,9 +77,7 @@ func TestAChannelThatChangesHandsStartsClean(t *testing.T) {
 			{"RegFenceCycles", abi.RegFenceCycles, 0},
 			{"RegIrqCount", abi.RegIrqCount, 0},
 		} {
-			if got := status(r.off); got != r.want {
-				t.Errorf("%v handed to its next owner: %s = %#x; want %#x", ch.id, r.name, got, r.want)
-			}
+			assert.Equal(t, r.want, status(r.off), "%v handed to its next owner: %s", ch.id, r.name)
 		}
 		for i := ch.head; i != ch.head+ch.size; i++ {
 			if done, st := ch.completion(i); done {
@@ -94,9 +92,7 @@ func TestAChannelThatChangesHandsStartsClean(t *testing.T) {
 		}
 		i := ch.put(abi.Command{Op: abi.OpNop, Ctx: next.ctx})
 		ch.ring(ch.next)
-		if st := ch.wait(i); st != abi.StatusOK {
-			t.Errorf("NOP on %v, the stranger's channel once: %v", ch.id, st)
-		}
+		assert.Equal(t, abi.StatusOK, ch.wait(i), "NOP on %v, the stranger's channel once", ch.id)
 	}
 	w.roundTrip(t, "after the next owner", 3)
 	d.stop(t)

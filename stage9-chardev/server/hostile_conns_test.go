@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"softgpu/stage9-chardev/uapi"
@@ -67,9 +68,7 @@ func served(t *testing.T, s *stranger) int {
 	t.Helper()
 	lines := s.until(t, "holding")
 	var n int
-	if len(lines) != 1 {
-		t.Fatalf("the hostile process printed %q", lines)
-	}
+	require.Equal(t, 1, len(lines), "the hostile process printed %q", lines)
 	if _, err := fmt.Sscanf(lines[0], "served %d", &n); err != nil {
 		t.Fatalf("the hostile process printed %q", lines[0])
 	}
@@ -92,9 +91,7 @@ func TestConnectionsPerUidAreCapped(t *testing.T) {
 func TestAConnectionThatNeverAttachesIsDropped(t *testing.T) {
 	d := startDaemon(t, "-attach-timeout", "300ms")
 	silent, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: d.node, Net: "unixpacket"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer silent.Close()
 	r := dialRaw(t, d.node)
 	r.negotiate() // VERSION, then nothing

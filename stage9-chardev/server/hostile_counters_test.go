@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	softgpu "softgpu/stage9-chardev"
@@ -128,59 +129,33 @@ func TestAStrangerSeesNothingOfAnothersWork(t *testing.T) {
 	const size = 4 << 20
 	for round := range 3 {
 		p, err := w.g.Alloc(size)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.g.Fill(p, size, byte(round)); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		require.NoError(t, w.g.Fill(p, size, byte(round)))
 		h, err := w.g.HostAlloc(1 << 20)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.g.Copy(h.Ptr(), p, 1<<20); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		require.NoError(t, w.g.Copy(h.Ptr(), p, 1<<20))
 		ch, err := w.g.NewChannel(client.Compute, client.ChannelOptions{Priority: softgpu.PriorityHigh})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		b := w.g.NewBatch(client.Compute)
 		b.Delay(uint64(20 * time.Millisecond))
 		pending, err := b.Submit()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := ch.Nop(); err != nil {
-			t.Fatal(err)
-		}
-		if err := pending.Wait(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		require.NoError(t, ch.Nop())
+		require.NoError(t, pending.Wait())
 		ch.Close()
 		// Managed memory the device faults in: the fault buffer.
 		m, err := w.g.AllocManaged(256 << 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.g.Fill(m.Ptr(), 256<<10, byte(round)); err != nil {
-			t.Fatal(err)
-		}
-		if err := m.Free(); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.g.Free(p); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		require.NoError(t, w.g.Fill(m.Ptr(), 256<<10, byte(round)))
+		require.NoError(t, m.Free())
+		require.NoError(t, w.g.Free(p))
 		time.Sleep(5 * time.Millisecond) // the engines go to sleep
 	}
 	fmt.Fprintln(s.stdin, "go")
 	var changed []string
 	for _, line := range s.findings(t) {
 		off, err := strconv.ParseUint(strings.TrimPrefix(line, "changed "), 0, 64)
-		if err != nil {
-			t.Fatalf("the stranger says %q", line)
-		}
+		require.NoError(t, err, "the stranger says %q", line)
 		changed = append(changed, publicName(off))
 	}
 	// What the need-wakeup handshake needs a client to read, and no more.

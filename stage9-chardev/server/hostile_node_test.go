@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/server"
 )
 
@@ -38,14 +39,10 @@ func asStranger(t *testing.T, script string) {
 func sharedTmp(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Chmod(dir, 0o777|os.ModeSticky))
 	// The test's own directory above it (0700) must let the stranger
 	// through, as / does.
-	if err := os.Chmod(filepath.Dir(dir), 0o711); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o711))
 	return dir
 }
 
@@ -58,9 +55,7 @@ func refused(t *testing.T, node, why string) {
 		s.Close()
 		t.Fatalf("a daemon served on %s, %s", node, why)
 	}
-	if !errors.Is(err, server.ErrUnsafeNode) {
-		t.Fatalf("a daemon on %s, %s: %v; want ErrUnsafeNode", node, why, err)
-	}
+	require.ErrorIs(t, err, server.ErrUnsafeNode, "a daemon on %s, %s", node, why)
 }
 
 func TestTheNodeDirectoryAStrangerMadeIsRefused(t *testing.T) {
@@ -87,9 +82,7 @@ func TestTheDefaultNodeAStrangerPrecreatedIsRefused(t *testing.T) {
 	cmd.Env = append(withoutEnv("XDG_RUNTIME_DIR"), "TMPDIR="+tmp)
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Start())
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	var err error
@@ -112,9 +105,7 @@ func TestTheDefaultNodeAStrangerPrecreatedIsRefused(t *testing.T) {
 
 func TestANodeDirectoryOthersMayWriteIsRefused(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "open")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Mkdir(dir, 0o700))
 	os.Chmod(dir, 0o777)
 	refused(t, filepath.Join(dir, "card0"), "in a directory everyone may write")
 	// Sticky, as /tmp is, keeps others from removing what is there, not
@@ -127,9 +118,7 @@ func TestAPathThroughAStrangersDirectoryIsRefused(t *testing.T) {
 	outer := filepath.Join(tmp, "outer")
 	asStranger(t, "mkdir -m 0777 "+outer)
 	inner := filepath.Join(outer, "mine")
-	if err := os.Mkdir(inner, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Mkdir(inner, 0o700))
 	refused(t, filepath.Join(inner, "card0"), "under a directory the stranger owns (it can rename ours away)")
 	// A symlink the stranger planted, pointing at a directory of ours.
 	link := filepath.Join(tmp, "link")
@@ -143,9 +132,7 @@ func TestTheDaemonMakesItsDirectoryPrivate(t *testing.T) {
 	s := serve(t, server.Config{Node: node})
 	for _, d := range []string{filepath.Dir(filepath.Dir(node)), filepath.Dir(node)} {
 		fi, err := os.Stat(d)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if fi.Mode().Perm() != 0o700 {
 			t.Errorf("the daemon made %s %v; want 0700", d, fi.Mode().Perm())
 		}
@@ -155,9 +142,7 @@ func TestTheDaemonMakesItsDirectoryPrivate(t *testing.T) {
 
 func TestAFileAtTheNodeIsNotRemoved(t *testing.T) {
 	node := filepath.Join(t.TempDir(), "card0")
-	if err := os.WriteFile(node, []byte("mine"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(node, []byte("mine"), 0o600))
 	refused(t, node, "over a regular file")
 	if b, err := os.ReadFile(node); err != nil || string(b) != "mine" {
 		t.Errorf("the file at the node after a refused daemon: %q, %v; want it untouched", b, err)

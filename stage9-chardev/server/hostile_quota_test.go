@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage9-chardev"
 	"softgpu/stage9-chardev/client"
 	"softgpu/stage9-chardev/uapi"
@@ -121,9 +122,7 @@ func TestAStrangerGetsItsQuotaAndNoMore(t *testing.T) {
 	// The daemon reports each client's use against its quotas.
 	ctl := control(t, d.node)
 	qs, err := ctl.Quotas()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	found := false
 	for _, q := range qs {
 		if q.Pid != uint32(first.cmd.Process.Pid) {

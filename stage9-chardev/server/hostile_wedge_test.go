@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage9-chardev"
 	"softgpu/stage9-chardev/abi"
 	"softgpu/stage9-chardev/client"
@@ -18,18 +20,14 @@ import (
 func TestANeverEndingCommandIsStoppedAndOthersKeepTheirLatency(t *testing.T) {
 	d := startDaemon(t) // softgpud's defaults, its watchdog among them
 	hog, err := client.Dial(d.node)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer hog.Close()
 	var pending []interface{ Wait() error }
 	for _, e := range []client.Engine{client.Copy, client.Compute} {
 		b := hog.NewBatch(e)
 		b.Delay(1 << 62)
 		p, err := b.Submit()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		pending = append(pending, p)
 	}
 	d.live(t, "while a DELAY of 2^62 cycles runs on each engine")
@@ -38,9 +36,7 @@ func TestANeverEndingCommandIsStoppedAndOthersKeepTheirLatency(t *testing.T) {
 		go func() { done <- p.Wait() }()
 		select {
 		case err := <-done:
-			if err == nil {
-				t.Errorf("the hog's DELAY of 2^62 cycles on engine %d completed without error", i)
-			}
+			assert.Error(t, err, "the hog's DELAY of 2^62 cycles on engine %d completed without error", i)
 		case <-time.After(patience):
 			t.Fatalf("the hog's DELAY of 2^62 cycles on engine %d still runs after %v: softgpud has no watchdog", i, patience)
 		}
@@ -63,15 +59,11 @@ func TestAHungEngineIsResetByTheDefaultWatchdog(t *testing.T) {
 	nop := ch.put(abi.Command{Op: abi.OpNop, Ctx: hog.ctx})
 	spin := ch.put(abi.Command{Op: abi.OpSpin, Ctx: hog.ctx, Value: 1 << 62})
 	ch.ring(ch.next)
-	if st := ch.wait(nop); st != abi.StatusOK {
-		t.Fatalf("the NOP before the SPIN: %v", st)
-	}
+	require.Equal(t, abi.StatusOK, ch.wait(nop), "the NOP before the SPIN")
 	start := time.Now()
 	for i := range 3 {
 		t0 := time.Now()
-		if err := w.g.Nop(client.Compute); err != nil {
-			t.Fatalf("the well-behaved client's NOP %d on the compute engine, the copy engine hung: %v", i, err)
-		}
+		require.NoError(t, w.g.Nop(client.Compute), "the well-behaved client's NOP %d on the compute engine, the copy engine hung", i)
 		if took := time.Since(t0); took > liveBound {
 			t.Errorf("the well-behaved client's NOP %d on the compute engine, the copy engine hung, took %v; want under %v", i, took, liveBound)
 		}
@@ -98,9 +90,7 @@ func TestAHungEngineIsResetByTheDefaultWatchdog(t *testing.T) {
 func TestAFullWindowWaitsOnlyForItsOwnersChannels(t *testing.T) {
 	d := startDaemon(t, "-watchdog", "0")
 	hog, err := client.Dial(d.node)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer hog.Close()
 	for _, e := range []client.Engine{client.Copy, client.Compute} {
 		b := hog.NewBatch(e)
@@ -110,9 +100,7 @@ func TestAFullWindowWaitsOnlyForItsOwnersChannels(t *testing.T) {
 		}
 	}
 	v, err := client.Dial(d.node)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer v.Close()
 	var held []*client.HostBuffer
 	for range 200 {
@@ -125,9 +113,7 @@ func TestAFullWindowWaitsOnlyForItsOwnersChannels(t *testing.T) {
 	if len(held) == 0 {
 		t.Fatal("the victim could register no host memory")
 	}
-	if err := v.HostFree(held[0]); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, v.HostFree(held[0]))
 	done := make(chan error, 1)
 	go func() {
 		h, err := v.HostAlloc(4096)
@@ -138,9 +124,7 @@ func TestAFullWindowWaitsOnlyForItsOwnersChannels(t *testing.T) {
 	}()
 	select {
 	case err := <-done:
-		if err != nil {
-			t.Errorf("HOST_REGISTER after freeing one of %d regions, the stranger's DELAY running: %v; want the freed entry back", len(held), err)
-		}
+		assert.NoError(t, err, "HOST_REGISTER after freeing one of %d regions, the stranger's DELAY running; want the freed entry back", len(held))
 	case <-time.After(liveBound):
 		t.Fatalf("HOST_REGISTER after freeing one of %d regions has not returned after %v: it waits on the stranger's never-ending DELAY", len(held), liveBound)
 	}
@@ -169,9 +153,7 @@ func TestSIGTERMStopsTheDaemonWithACallInFlight(t *testing.T) {
 	d := startDaemon(t, "-watchdog", "0")
 	d.live(t, "before the stranger fills the window") // once it has, the uid's window quota, which the probe shares, is spent
 	hog, err := client.Dial(d.node)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer hog.Close()
 	var held []*client.HostBuffer
 	for range 200 {
@@ -196,9 +178,7 @@ func TestSIGTERMStopsTheDaemonWithACallInFlight(t *testing.T) {
 	if _, err := b.Submit(); err != nil {
 		t.Fatal(err)
 	}
-	if err := hog.HostFree(held[0]); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, hog.HostFree(held[0]))
 	ctl := control(t, d.node)
 	calls := func() uint64 { return callsMade(t, ctl) }
 	before := calls()
@@ -224,14 +204,10 @@ func TestSIGTERMStopsTheDaemonWithAHungEngine(t *testing.T) {
 	// Every client dials before the hang: a Dial opens channels, and a
 	// hung engine answers no runlist.
 	waiter, err := client.Dial(d.node)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer waiter.Close()
 	caller, err := client.Dial(d.node)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer caller.Close()
 	hog := dialRaw(t, d.node)
 	hog.attach()
@@ -239,9 +215,7 @@ func TestSIGTERMStopsTheDaemonWithAHungEngine(t *testing.T) {
 	nop := ch.put(abi.Command{Op: abi.OpNop, Ctx: hog.ctx})
 	ch.put(abi.Command{Op: abi.OpSpin, Ctx: hog.ctx, Value: 1 << 62})
 	ch.ring(ch.next)
-	if st := ch.wait(nop); st != abi.StatusOK {
-		t.Fatalf("the NOP before the SPIN: %v", st)
-	}
+	require.Equal(t, abi.StatusOK, ch.wait(nop), "the NOP before the SPIN")
 	// The engine runs the SPIN from here on.
 	fenced := make(chan error, 1)
 	go func() { fenced <- waiter.Nop(client.Copy) }() // behind the SPIN's engine: it waits
@@ -273,9 +247,7 @@ func TestSIGTERMStopsTheDaemonWithAHungEngine(t *testing.T) {
 	}{{"the NOP behind the SPIN", fenced}, {"the CHANNEL_OPEN in flight", inCall}} {
 		select {
 		case err := <-c.done:
-			if err == nil {
-				t.Errorf("%s succeeded; the engine never ran it", c.what)
-			}
+			assert.Error(t, err, "%s succeeded; the engine never ran it", c.what)
 		case <-time.After(patience):
 			t.Errorf("%s still waits %v after softgpud exited", c.what, patience)
 		}
@@ -287,9 +259,7 @@ func TestSIGTERMStopsTheDaemonWithAHungEngine(t *testing.T) {
 func callsMade(t *testing.T, ctl *client.Control) uint64 {
 	t.Helper()
 	cs, err := ctl.Clients()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var n uint64
 	for _, c := range cs {
 		n += c.Calls

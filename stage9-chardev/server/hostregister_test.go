@@ -2,11 +2,12 @@ package server_test
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"softgpu/stage9-chardev/abi"
@@ -25,17 +26,11 @@ func TestHostRegisterRefusesWhatItCannotTrust(t *testing.T) {
 	r.attach()
 	page := uint64(os.Getpagesize())
 	regular, err := os.Create(filepath.Join(t.TempDir(), "regular"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { regular.Close() })
-	if err := regular.Truncate(int64(page)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, regular.Truncate(int64(page)))
 	var pipe [2]int
-	if err := unix.Pipe2(pipe[:], unix.O_CLOEXEC); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, unix.Pipe2(pipe[:], unix.O_CLOEXEC))
 	t.Cleanup(func() { unix.Close(pipe[0]); unix.Close(pipe[1]) })
 	unsealed := newMemfd(t, page, 0)
 	growOnly := newMemfd(t, page, unix.F_SEAL_GROW)
@@ -71,9 +66,7 @@ func TestHostRegisterRefusesWhatItCannotTrust(t *testing.T) {
 	}
 	ci := uapi.ClientInfo{Index: 0}
 	r.mustCall(&ci)
-	if ci.HostMemory != 0 {
-		t.Errorf("CLIENT_INFO says the client has %d bytes of host memory registered; want 0", ci.HostMemory)
-	}
+	assert.Equal(t, uint64(0), ci.HostMemory, "CLIENT_INFO says the client has %d bytes of host memory registered", ci.HostMemory)
 	// And the one that is right is taken.
 	reg := uapi.HostRegister{Size: page}
 	if errno, _ := r.call(&reg, sealed); errno != uapi.OK {
@@ -101,33 +94,21 @@ func TestASealedMemfdCannotBePulledFromUnderACopy(t *testing.T) {
 	r.mustCall(&reg, fd)
 	dstVA, dst := r.hostRegister(size)
 
-	if err := unix.Ftruncate(fd, 0); !errors.Is(err, unix.EPERM) {
-		t.Fatalf("ftruncate to 0 of a registered memfd: %v; want EPERM (the seal)", err)
-	}
-	if err := unix.Ftruncate(fd, size/2); !errors.Is(err, unix.EPERM) {
-		t.Fatalf("ftruncate to half of a registered memfd: %v; want EPERM (the seal)", err)
-	}
+	require.ErrorIs(t, unix.Ftruncate(fd, 0), unix.EPERM, "ftruncate to 0 of a registered memfd; want EPERM (the seal)")
+	require.ErrorIs(t, unix.Ftruncate(fd, size/2), unix.EPERM, "ftruncate to half of a registered memfd; want EPERM (the seal)")
 	copyAll := func() {
 		t.Helper()
 		i := ch.put(abi.Command{Op: abi.OpCopy, Ctx: r.ctx, Src: reg.VA, Dst: dstVA, Size: size})
 		ch.ring(ch.next)
-		if st := ch.wait(i); st != abi.StatusOK {
-			t.Fatalf("COPY from the registered memfd: %v", st)
-		}
+		require.Equal(t, abi.StatusOK, ch.wait(i), "COPY from the registered memfd")
 	}
 	copyAll()
-	if !bytes.Equal(dst, src) {
-		t.Fatalf("COPY from the registered memfd: the destination differs from the source")
-	}
+	require.Equal(t, src, dst, "COPY from the registered memfd: the destination differs from the source")
 	// A hole the client punches takes its pages back; the daemon's mapping
 	// of them reads zeroes, as the client's does.
-	if err := unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 0, size/2); err != nil {
-		t.Fatalf("punching a hole: %v", err)
-	}
+	require.NoError(t, unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 0, size/2), "punching a hole")
 	copyAll()
-	if !bytes.Equal(dst, src) {
-		t.Fatalf("COPY after a hole was punched: the destination differs from the source")
-	}
+	require.Equal(t, src, dst, "COPY after a hole was punched: the destination differs from the source")
 	if i := bytes.IndexFunc(dst[:size/2], func(r rune) bool { return r != 0 }); i >= 0 {
 		t.Fatalf("byte %d of the punched half reads %#x after the copy; want 0", i, dst[i])
 	}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/abi"
 	"softgpu/stage9-chardev/driver"
 )
@@ -27,9 +28,7 @@ func TestTheDaemonsEnginesSpinForAKick(t *testing.T) {
 			cfg.Device.MemorySize = 1 << 20
 			cfg.Driver.Idle = c.idle
 			s, err := New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer s.Close()
 			regs := s.dev.Registers()
 			for e := range abi.Engine(abi.NumEngines) {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/abi"
 	"softgpu/stage9-chardev/client"
 	"softgpu/stage9-chardev/server"
@@ -28,9 +30,7 @@ func pattern(seed byte, size int) []byte {
 func checkBytes(t testing.TB, who string, g *client.GPU, p client.Ptr, want []byte) {
 	t.Helper()
 	got := make([]byte, len(want))
-	if err := g.Read(got, p); err != nil {
-		t.Fatalf("%s: Read: %v", who, err)
-	}
+	require.NoError(t, g.Read(got, p), "%s: Read", who)
 	if i := firstDiff(got, want); i >= 0 {
 		t.Fatalf("%s: byte %d reads %#x; want %#x", who, i, got[i], want[i])
 	}
@@ -58,38 +58,24 @@ func TestAClientsCommandsCannotReachAnotherClientsMemory(t *testing.T) {
 	// gap larger than everything B maps (its buffer and its 1 MiB staging
 	// buffer), is an address B has not mapped at all.
 	a1, err := a.Alloc(size)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if _, err := a.Alloc(2<<20 - size); err != nil {
 		t.Fatal(err)
 	}
 	a2, err := a.Alloc(size)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if a2-a1 < 2<<20 {
 		t.Fatalf("A's second buffer is at %#x, within 2 MiB of its first (%#x): B may map it", a2, a1)
 	}
 	want1, want2 := pattern(0xa1, size), pattern(0xa2, size)
-	if err := a.Write(a1, want1); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Write(a2, want2); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, a.Write(a1, want1))
+	require.NoError(t, a.Write(a2, want2))
 	b1, err := b.Alloc(size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Fill(b1, size, 0xb1); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, b.Fill(b1, size, 0xb1))
 	// A's first address, in B's commands, is B's own memory (or nothing).
 	if err := b.Fill(a1, size, 0xbb); err == nil {
-		if a1 != b1 {
-			t.Errorf("B's FILL of A's address %#x (B's own is %#x) succeeded", a1, b1)
-		}
+		assert.Equal(t, b1, a1, "B's FILL of A's address %#x (B's own is %#x) succeeded", a1, b1)
 		checkBytes(t, "B's memory at the address B filled", b, a1, bytes.Repeat([]byte{0xbb}, size))
 	}
 	checkBytes(t, "A's first buffer after B's FILL of its address", a, a1, want1)
@@ -106,9 +92,7 @@ func TestAClientsCommandsCannotReachAnotherClientsMemory(t *testing.T) {
 	checkBytes(t, "A's second buffer after B's commands", a, a2, want2)
 	checkBytes(t, "A's first buffer after B's commands", a, a1, want1)
 	// B's fault is B's: A goes on.
-	if err := a.Copy(a2, a1, size); err != nil {
-		t.Fatalf("A's COPY after B faulted: %v", err)
-	}
+	require.NoError(t, a.Copy(a2, a1, size), "A's COPY after B faulted")
 	checkBytes(t, "A's second buffer after A's own COPY", a, a2, want1)
 }
 
@@ -117,17 +101,11 @@ func TestAClientCannotFreeOrCloseAnotherClientsThings(t *testing.T) {
 	a := dial(t, s)
 	const size = 64 << 10
 	p, err := a.Alloc(size)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	host, err := a.HostAlloc(size)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := pattern(0x5a, size)
-	if err := a.Write(p, want); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, a.Write(p, want))
 	b := dialRaw(t, s.Node())
 	b.attach()
 	own := b.openChannel(abi.EngineCopy)
@@ -149,18 +127,12 @@ func TestAClientCannotFreeOrCloseAnotherClientsThings(t *testing.T) {
 	}
 	// A's channels, memory and registration all still work.
 	checkBytes(t, "A's buffer", a, p, want)
-	if err := a.Copy(host.Ptr(), p, size); err != nil {
-		t.Fatalf("A's COPY into its host buffer: %v", err)
-	}
+	require.NoError(t, a.Copy(host.Ptr(), p, size), "A's COPY into its host buffer")
 	if i := firstDiff(host.Bytes(), want); i >= 0 {
 		t.Fatalf("A's host buffer byte %d reads %#x after the COPY; want %#x", i, host.Bytes()[i], want[i])
 	}
-	if err := a.Free(p); err != nil {
-		t.Errorf("A's FREE of its own buffer: %v", err)
-	}
-	if err := a.HostFree(host); err != nil {
-		t.Errorf("A's HostFree of its own buffer: %v", err)
-	}
+	assert.NoError(t, a.Free(p), "A's FREE of its own buffer")
+	assert.NoError(t, a.HostFree(host), "A's HostFree of its own buffer")
 }
 
 // TestACommandNamingAnotherContextIsRefused: a command's Ctx field is in
@@ -172,13 +144,9 @@ func TestACommandNamingAnotherContextIsRefused(t *testing.T) {
 	a := dial(t, s)
 	const size = 64 << 10
 	p, err := a.Alloc(size)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := pattern(0x3c, size)
-	if err := a.Write(p, want); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, a.Write(p, want))
 	b := dialRaw(t, s.Node())
 	b.attach()
 	if b.ctx == a.Context() {
@@ -197,9 +165,7 @@ func TestACommandNamingAnotherContextIsRefused(t *testing.T) {
 		} {
 			i := ch.put(cmd)
 			ch.ring(ch.next)
-			if st := ch.wait(i); st != abi.StatusBadContext {
-				t.Errorf("%v naming context %d on B's channel (B is context %d): %v; want %v", cmd.Op, ctx, b.ctx, st, abi.StatusBadContext)
-			}
+			assert.Equal(t, abi.StatusBadContext, ch.wait(i), "%v naming context %d on B's channel (B is context %d)", cmd.Op, ctx, b.ctx)
 		}
 	}
 	if i := bytes.IndexFunc(host, func(r rune) bool { return r != 0 }); i >= 0 {
@@ -209,13 +175,7 @@ func TestACommandNamingAnotherContextIsRefused(t *testing.T) {
 	// The refusals did not fault B's context: its own command runs.
 	i := ch.put(abi.Command{Op: abi.OpFill, Ctx: b.ctx, Dst: hostVA, Size: size, Value: 0x77})
 	ch.ring(ch.next)
-	if st := ch.wait(i); st != abi.StatusOK {
-		t.Fatalf("B's FILL in its own context after the refusals: %v", st)
-	}
-	if !bytes.Equal(host, bytes.Repeat([]byte{0x77}, size)) {
-		t.Fatalf("B's FILL of its own host buffer did not fill it")
-	}
-	if err := a.Nop(client.Copy); err != nil {
-		t.Fatalf("A's NOP after B's commands: %v", err)
-	}
+	require.Equal(t, abi.StatusOK, ch.wait(i), "B's FILL in its own context after the refusals")
+	require.Equal(t, bytes.Repeat([]byte{0x77}, size), host, "B's FILL of its own host buffer did not fill it")
+	require.NoError(t, a.Nop(client.Copy), "A's NOP after B's commands")
 }

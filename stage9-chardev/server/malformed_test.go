@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"golang.org/x/sys/unix"
 
 	"softgpu/stage9-chardev/abi"
@@ -88,9 +89,7 @@ func TestMalformedMessagesGetAnErrnoAndTheConnectionGoesOn(t *testing.T) {
 		r.seq++
 		msg := tt.msg(r.seq)
 		h := r.sendRecv(msg, tt.fds...)
-		if h.Errno != tt.errno {
-			t.Errorf("%s: reply errno %d (%v); want %d (%v)", tt.name, h.Errno, h.Errno, tt.errno, tt.errno)
-		}
+		assert.Equal(t, tt.errno, h.Errno, "%s: reply errno %d (%v); want %d (%v)", tt.name, h.Errno, h.Errno, tt.errno, tt.errno)
 		if tt.echo {
 			if sent := uapi.DecodeHeader(msg); h.Request != sent.Request || h.Seq != sent.Seq {
 				t.Errorf("%s: reply is to request %#08x seq %d; want %#08x seq %d", tt.name, h.Request, h.Seq, sent.Request, sent.Seq)

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
 
@@ -15,13 +17,9 @@ import (
 // needed — and root may always connect.
 func TestTheNodesModeDecidesWhoMayConnect(t *testing.T) {
 	node := filepath.Join(t.TempDir(), "card0")
-	if err := os.WriteFile(node, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(node, nil, 0o600))
 	var st unix.Stat_t
-	if err := unix.Stat(node, &st); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, unix.Stat(node, &st))
 	owner, group := st.Uid, st.Gid
 	stranger := owner + 4242
 	tests := []struct {
@@ -39,9 +37,6 @@ func TestTheNodesModeDecidesWhoMayConnect(t *testing.T) {
 	}
 	for _, tt := range tests {
 		s := &Server{cfg: Config{Mode: tt.mode}, node: node}
-		if got := s.mayConnect(&unix.Ucred{Pid: 1, Uid: tt.uid, Gid: tt.gid}); got != tt.want {
-			t.Errorf("mode %#o, uid %d gid %d (owner %d group %d): mayConnect = %v; want %v",
-				tt.mode, tt.uid, tt.gid, owner, group, got, tt.want)
-		}
+		assert.Equal(t, tt.want, s.mayConnect(&unix.Ucred{Pid: 1, Uid: tt.uid, Gid: tt.gid}), "mode %#o, uid %d gid %d (owner %d group %d): mayConnect", tt.mode, tt.uid, tt.gid, owner, group)
 	}
 }

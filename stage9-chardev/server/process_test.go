@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/abi"
 	"softgpu/stage9-chardev/client"
 	"softgpu/stage9-chardev/server"
@@ -176,12 +178,8 @@ func startChild(t testing.TB, role, node string, seed, laps int) *child {
 		seedEnv+"="+strconv.Itoa(seed), lapsEnv+"="+strconv.Itoa(laps))
 	c.cmd.Stderr = &c.stderr
 	out, err := c.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.cmd.Start(); err != nil {
-		t.Fatalf("starting a %s process: %v", role, err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, c.cmd.Start(), "starting a %s process", role)
 	go func() {
 		defer close(c.lines)
 		sc := bufio.NewScanner(out)
@@ -220,9 +218,7 @@ func (c *child) expect(t testing.TB, line string) {
 func (c *child) succeed(t testing.TB) {
 	t.Helper()
 	c.expect(t, "ok")
-	if err := c.cmd.Wait(); err != nil {
-		t.Fatalf("process %d: %v: %s", c.cmd.Process.Pid, err, c.stderr.String())
-	}
+	require.NoError(t, c.cmd.Wait(), "process %d: %s", c.cmd.Process.Pid, c.stderr.String())
 }
 
 func TestClientProcessesEachCheckTheirOwnBytes(t *testing.T) {
@@ -254,9 +250,7 @@ func TestAClientKilledMidStream(t *testing.T) {
 		others = append(others, c)
 	}
 	cs, err := ctl.Clients()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	victimListed := false
 	for _, ci := range cs {
 		if ci.Pid == uint32(v.cmd.Process.Pid) {
@@ -269,9 +263,7 @@ func TestAClientKilledMidStream(t *testing.T) {
 	if !victimListed {
 		t.Fatalf("the victim (pid %d) is not among the daemon's clients", v.cmd.Process.Pid)
 	}
-	if err := v.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, v.cmd.Process.Signal(syscall.SIGKILL))
 	if err := v.cmd.Wait(); err == nil {
 		t.Fatalf("the victim exited cleanly; it was to be killed")
 	}
@@ -289,17 +281,11 @@ func TestAClientKilledMidStream(t *testing.T) {
 	r.attach()
 	for e := range abi.Engine(abi.NumEngines) {
 		ch := r.openChannel(e)
-		if want := abi.Channel(abi.NumEngines) + abi.Channel(e); ch.id != want {
-			t.Errorf("a new client's %v channel is %v; want %v, which the killed client held", e, ch.id, want)
-		}
-		if f := ch.fault(); f != abi.FaultNone {
-			t.Errorf("%v comes to a new client faulted: %v", ch.id, f)
-		}
+		assert.Equal(t, abi.Channel(abi.NumEngines)+abi.Channel(e), ch.id, "a new client's %v channel is %v, which the killed client held", e, ch.id)
+		assert.Equal(t, abi.FaultNone, ch.fault(), "%v comes to a new client faulted", ch.id)
 		i := ch.put(abi.Command{Op: abi.OpNop, Ctx: r.ctx})
 		ch.ring(ch.next)
-		if st := ch.wait(i); st != abi.StatusOK {
-			t.Errorf("NOP on %v, the killed client's channel once: %v", ch.id, st)
-		}
+		assert.Equal(t, abi.StatusOK, ch.wait(i), "NOP on %v, the killed client's channel once", ch.id)
 	}
 }
 
@@ -310,23 +296,15 @@ func TestTheRealDaemon(t *testing.T) {
 	d := startDaemon(t) // the hostile tests' harness (stranger_test.go)
 	node := d.node
 	g, err := client.Dial(node)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { g.Close() })
 	const size = 1 << 20
 	p, err := g.Alloc(size)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := pattern(0x42, size)
-	if err := g.Write(p, want); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, g.Write(p, want))
 	got := make([]byte, size)
-	if err := g.Read(got, p); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, g.Read(got, p))
 	if i := firstDiff(got, want); i >= 0 {
 		t.Fatalf("byte %d reads %#x; want %#x", i, got[i], want[i])
 	}
@@ -338,9 +316,7 @@ func TestTheRealDaemon(t *testing.T) {
 	if _, err := g.Alloc(size); !errors.Is(err, client.ErrGone) {
 		t.Errorf("Alloc after softgpud exited: %v; want ErrGone", err)
 	}
-	if err := g.Fill(p, size, 1); !errors.Is(err, client.ErrGone) {
-		t.Errorf("Fill after softgpud exited: %v; want ErrGone", err)
-	}
+	assert.ErrorIs(t, g.Fill(p, size, 1), client.ErrGone, "Fill after softgpud exited")
 	if !strings.Contains(d.log(), "device closed") {
 		t.Errorf("softgpud's log does not say the device closed:\n%s", d.log())
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"softgpu/stage9-chardev/abi"
@@ -32,9 +33,7 @@ type rawConn struct {
 func dialRaw(t testing.TB, node string) *rawConn {
 	t.Helper()
 	sock, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: node, Net: "unixpacket"})
-	if err != nil {
-		t.Fatalf("connecting to %s: %v", node, err)
-	}
+	require.NoError(t, err, "connecting to %s", node)
 	t.Cleanup(func() { sock.Close() })
 	return &rawConn{t: t, sock: sock, kick: -1}
 }
@@ -167,12 +166,8 @@ func (r *rawConn) hostRegister(size uint64) (va uint64, mem []byte) {
 func newMemfd(t testing.TB, size uint64, seals int) int {
 	t.Helper()
 	fd, err := unix.MemfdCreate("hostile-host", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
-	if err != nil {
-		t.Fatalf("memfd_create: %v", err)
-	}
-	if err := unix.Ftruncate(fd, int64(size)); err != nil {
-		t.Fatalf("sizing a memfd: %v", err)
-	}
+	require.NoError(t, err, "memfd_create")
+	require.NoError(t, unix.Ftruncate(fd, int64(size)), "sizing a memfd")
 	if seals != 0 {
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
 			t.Fatalf("sealing a memfd: %v", err)
@@ -185,9 +180,7 @@ func newMemfd(t testing.TB, size uint64, seals int) int {
 func mapMemfd(t testing.TB, fd int, size uint64) []byte {
 	t.Helper()
 	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		t.Fatalf("mapping a memfd: %v", err)
-	}
+	require.NoError(t, err, "mapping a memfd")
 	t.Cleanup(func() { unix.Munmap(mem) })
 	return mem
 }

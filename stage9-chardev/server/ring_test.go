@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/abi"
 	"softgpu/stage9-chardev/client"
 	"softgpu/stage9-chardev/server"
@@ -34,9 +36,7 @@ func startBystander(t testing.TB, s *server.Server) *bystander {
 	g := dial(t, s)
 	const size = 96 << 10
 	p, err := g.Alloc(size)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	b := &bystander{t: t, stopc: make(chan struct{})}
 	b.done.Go(func() { b.loop(g, p, size) })
 	t.Cleanup(b.stop)
@@ -189,18 +189,14 @@ func TestABadDoorbellFaultsOnlyItsChannel(t *testing.T) {
 			}
 			ch.ring(ch.next)
 			for i := ch.head; i != ch.next; i++ {
-				if st := ch.wait(i); st != abi.StatusOK {
-					t.Fatalf("%s, %v: NOP before the bad doorbell: %v", tt.name, e, st)
-				}
+				require.Equal(t, abi.StatusOK, ch.wait(i), "%s, %v: NOP before the bad doorbell", tt.name, e)
 			}
 			bad := tt.doorbell(ch)
 			ch.ring(bad)
 			waitFor(t, tt.name+": the channel faulting", func() (bool, string) {
 				return ch.fault() == abi.FaultDoorbell, "fault " + ch.fault().String()
 			})
-			if got := word(ch.status, uapi.StatusPageOffset+abi.RegChannelFaultValue).Load(); got != bad {
-				t.Errorf("%s, %v: RegChannelFaultValue = %#x; want the bad doorbell %#x", tt.name, e, got, bad)
-			}
+			assert.Equal(t, bad, word(ch.status, uapi.StatusPageOffset+abi.RegChannelFaultValue).Load(), "%s, %v: RegChannelFaultValue; want the bad doorbell %#x", tt.name, e, bad)
 		}
 		for _, ch := range faulted {
 			if errno, _ := r.call(&uapi.ChannelClose{Channel: uint32(ch.id)}); errno != uapi.OK {
@@ -213,7 +209,5 @@ func TestABadDoorbellFaultsOnlyItsChannel(t *testing.T) {
 	ch := r.openChannel(abi.EngineCopy)
 	i := ch.put(abi.Command{Op: abi.OpNop, Ctx: r.ctx})
 	ch.ring(ch.next)
-	if st := ch.wait(i); st != abi.StatusOK {
-		t.Fatalf("NOP on a new channel after the faults: %v", st)
-	}
+	require.Equal(t, abi.StatusOK, ch.wait(i), "NOP on a new channel after the faults")
 }

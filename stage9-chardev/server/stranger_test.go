@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/client"
 	"softgpu/stage9-chardev/uapi"
 )
@@ -116,15 +118,11 @@ func startDaemon(t *testing.T, args ...string) *daemon {
 	t.Helper()
 	dir := strangerDir(t)
 	bin, node := softgpud(t, dir), filepath.Join(dir, "node", "card0")
-	if err := os.Mkdir(filepath.Dir(node), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Mkdir(filepath.Dir(node), 0o755))
 	d := &daemon{node: node, exited: make(chan error, 1)}
 	d.cmd = exec.Command(bin, append([]string{"-node", node, "-mode", "0666", "-mem", "16777216"}, args...)...)
 	d.cmd.Stdout, d.cmd.Stderr = d, d
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.cmd.Start())
 	go func() { d.exited <- d.cmd.Wait() }()
 	t.Cleanup(func() {
 		d.cmd.Process.Kill()
@@ -155,13 +153,9 @@ func startDaemon(t *testing.T, args ...string) *daemon {
 func strangerDir(t *testing.T) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "softgpu-stranger-")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Chmod(dir, 0o755))
 	return dir
 }
 
@@ -172,9 +166,7 @@ func (d *daemon) live(t *testing.T, when string) {
 	start := time.Now()
 	w := dialWellBehaved(t, d.node)
 	w.roundTrip(t, when, 0x5a)
-	if err := w.g.Close(); err != nil {
-		t.Errorf("%s: the well-behaved client's Close: %v", when, err)
-	}
+	assert.NoError(t, w.g.Close(), "%s: the well-behaved client's Close", when)
 	if took := time.Since(start); took > liveBound {
 		t.Errorf("%s: a well-behaved client's life on the daemon took %v; want under %v", when, took, liveBound)
 	}
@@ -185,16 +177,12 @@ func (d *daemon) live(t *testing.T, when string) {
 func (d *daemon) stop(t *testing.T) time.Duration {
 	t.Helper()
 	start := time.Now()
-	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.cmd.Process.Signal(syscall.SIGTERM))
 	select {
 	case err := <-d.exited:
 		d.exited <- err
 		took := time.Since(start)
-		if err != nil {
-			t.Fatalf("softgpud %v after SIGTERM: %v; want exit status 0\n%s", took, err, d.log())
-		}
+		require.NoError(t, err, "softgpud %v after SIGTERM; want exit status 0\n%s", took, d.log())
 		return took
 	case <-time.After(stopBound):
 		t.Fatalf("softgpud still running %v after SIGTERM\n%s", stopBound, d.log())
@@ -213,14 +201,10 @@ type wellBehaved struct {
 func dialWellBehaved(t testing.TB, node string) *wellBehaved {
 	t.Helper()
 	g, err := client.Dial(node)
-	if err != nil {
-		t.Fatalf("the well-behaved client's Dial: %v", err)
-	}
+	require.NoError(t, err, "the well-behaved client's Dial")
 	t.Cleanup(func() { g.Close() })
 	h, err := g.HostAlloc(4096)
-	if err != nil {
-		t.Fatalf("the well-behaved client's HostAlloc: %v", err)
-	}
+	require.NoError(t, err, "the well-behaved client's HostAlloc")
 	return &wellBehaved{g: g, host: h}
 }
 
@@ -229,16 +213,12 @@ func dialWellBehaved(t testing.TB, node string) *wellBehaved {
 func (w *wellBehaved) roundTrip(t testing.TB, when string, v byte) {
 	t.Helper()
 	start := time.Now()
-	if err := w.g.Fill(w.host.Ptr(), 4096, v); err != nil {
-		t.Fatalf("%s: the well-behaved client's Fill: %v", when, err)
-	}
+	require.NoError(t, w.g.Fill(w.host.Ptr(), 4096, v), "%s: the well-behaved client's Fill", when)
 	if took := time.Since(start); took > liveBound {
 		t.Errorf("%s: the well-behaved client's round trip took %v; want under %v", when, took, liveBound)
 	}
 	for i, b := range w.host.Bytes() {
-		if b != v {
-			t.Fatalf("%s: the well-behaved client's byte %d reads %#x; want %#x", when, i, b, v)
-		}
+		require.Equal(t, v, b, "%s: the well-behaved client's byte %d reads %#x", when, i, b)
 	}
 }
 
@@ -263,9 +243,7 @@ func startStranger(t *testing.T, role, node, arg string, cred *syscall.Credentia
 	bin := os.Args[0]
 	if cred != nil {
 		bin = filepath.Join(strangerDir(t), "stranger.test")
-		if err := copyFile(bin, os.Args[0]); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, copyFile(bin, os.Args[0]))
 	}
 	s := &stranger{cmd: exec.Command(bin, "-test.run=^$"), lines: make(chan string, 64), done: make(chan error, 1)}
 	s.cmd.Env = append(os.Environ(), roleEnv+"="+role, nodeEnv+"="+node, strangerArgEnv+"="+arg)
@@ -275,15 +253,11 @@ func startStranger(t *testing.T, role, node, arg string, cred *syscall.Credentia
 		s.cmd.Dir = filepath.Dir(bin)
 	}
 	out, err := s.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if s.stdin, err = s.cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.cmd.Start(); err != nil {
-		t.Fatalf("starting a %s process: %v", role, err)
-	}
+	require.NoError(t, s.cmd.Start(), "starting a %s process", role)
 	go func() {
 		defer close(s.lines)
 		sc := bufio.NewScanner(out)
@@ -303,9 +277,7 @@ func startStranger(t *testing.T, role, node, arg string, cred *syscall.Credentia
 func (s *stranger) findings(t *testing.T) []string {
 	t.Helper()
 	got := s.until(t, "done")
-	if err := s.cmd.Wait(); err != nil {
-		t.Fatalf("stranger %d: %v: %s", s.cmd.Process.Pid, err, s.stderr.String())
-	}
+	require.NoError(t, s.cmd.Wait(), "stranger %d: %s", s.cmd.Process.Pid, s.stderr.String())
 	return got
 }
 
@@ -320,9 +292,7 @@ func (s *stranger) until(t *testing.T, last string) []string {
 		select {
 		case line, ok := <-s.lines:
 			if !ok {
-				if err := s.cmd.Wait(); err != nil {
-					t.Fatalf("stranger %d: %v: %s", s.cmd.Process.Pid, err, s.stderr.String())
-				}
+				require.NoError(t, s.cmd.Wait(), "stranger %d: %s", s.cmd.Process.Pid, s.stderr.String())
 				err := s.cmd.Wait()
 				t.Fatalf("stranger %d ended (%v) without %q; it said %q: %s", s.cmd.Process.Pid, err, last, got, s.stderr.String())
 			}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/client"
 	"softgpu/stage9-chardev/server"
 )
@@ -21,35 +22,19 @@ func TestTheDaemonTracesItsClients(t *testing.T) {
 	path := filepath.Join(dir, "daemon.json")
 	s, err := server.New(server.Config{Node: filepath.Join(dir, "card0"), Device: deviceConfig(16 << 20),
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Trace: path})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	served := make(chan error, 1)
 	go func() { served <- s.Serve() }()
 	g, err := client.Dial(s.Node())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	p, err := g.Alloc(4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Fill(p, 4096, 0x5a); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-served; err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, g.Fill(p, 4096, 0x5a))
+	require.NoError(t, g.Close())
+	require.NoError(t, s.Close())
+	require.NoError(t, <-served)
 	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("the daemon wrote no trace: %v", err)
-	}
+	require.NoError(t, err, "the daemon wrote no trace")
 	var f struct {
 		TraceEvents []struct {
 			Name string         `json:"name"`
@@ -59,9 +44,7 @@ func TestTheDaemonTracesItsClients(t *testing.T) {
 			Args map[string]any `json:"args"`
 		} `json:"traceEvents"`
 	}
-	if err := json.Unmarshal(b, &f); err != nil {
-		t.Fatalf("the trace is not JSON: %v", err)
-	}
+	require.NoError(t, json.Unmarshal(b, &f), "the trace is not JSON")
 	pid := any(float64(os.Getpid()))
 	attach, fill, detach := -1.0, -1.0, -1.0
 	for _, ev := range f.TraceEvents {

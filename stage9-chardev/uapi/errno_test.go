@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // TestErrnoNumbers pins every errno: the numbers are what a C client
@@ -30,28 +32,18 @@ func TestErrnoNumbers(t *testing.T) {
 		{ErrFault, 13, "faulted"},
 		{ErrQuota, 14, "over quota"},
 	}
-	if len(tests) != len(errnoText) {
-		t.Errorf("%d errnos pinned; errnoText has %d", len(tests), len(errnoText))
-	}
+	assert.Equal(t, len(errnoText), len(tests), "%d errnos pinned; errnoText has %d", len(tests), len(errnoText))
 	for _, tt := range tests {
-		if uint32(tt.errno) != tt.want {
-			t.Errorf("%s = %d; want %d", tt.text, uint32(tt.errno), tt.want)
-		}
-		if got := tt.errno.Error(); got != "softgpu: "+tt.text {
-			t.Errorf("Errno(%d).Error() = %q; want %q", tt.want, got, "softgpu: "+tt.text)
-		}
+		assert.Equal(t, tt.want, uint32(tt.errno), "%s", tt.text)
+		assert.Equal(t, "softgpu: "+tt.text, tt.errno.Error(), "Errno(%d).Error()", tt.want)
 	}
-	if got := Errno(99).Error(); got != "softgpu: errno(99)" {
-		t.Errorf("Errno(99).Error() = %q", got)
-	}
+	assert.Equal(t, "softgpu: errno(99)", Errno(99).Error(), "Errno(99).Error()")
 }
 
 // TestErrnoIs: a wrapped Errno is found by errors.Is, and only its own.
 func TestErrnoIs(t *testing.T) {
 	err := fmt.Errorf("alloc 1 GiB: %w", ErrNoMemory)
-	if !errors.Is(err, ErrNoMemory) {
-		t.Errorf("errors.Is(%v, ErrNoMemory) = false", err)
-	}
+	assert.ErrorIs(t, err, ErrNoMemory, "errors.Is(%v, ErrNoMemory) = false", err)
 	if errors.Is(err, ErrNoEntry) {
 		t.Errorf("errors.Is(%v, ErrNoEntry) = true", err)
 	}
@@ -72,8 +64,6 @@ func TestErrnoOf(t *testing.T) {
 		{errors.New("not an errno"), ErrInval},
 	}
 	for _, tt := range tests {
-		if got := ErrnoOf(tt.err); got != tt.want {
-			t.Errorf("ErrnoOf(%v) = %v; want %v", tt.err, got, tt.want)
-		}
+		assert.Equal(t, tt.want, ErrnoOf(tt.err), "ErrnoOf(%v)", tt.err)
 	}
 }

@@ -9,6 +9,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 var update = flag.Bool("update", false, "rewrite include/softgpu_uapi.h from the Go tables")
@@ -17,26 +20,17 @@ var update = flag.Bool("update", false, "rewrite include/softgpu_uapi.h from the
 // of the Go tables now. With -update it rewrites the header instead.
 func TestCHeaderIsCurrent(t *testing.T) {
 	want, err := cHeader()
-	if err != nil {
-		t.Fatalf("generating the C header: %v", err)
-	}
+	require.NoError(t, err, "generating the C header")
 	if *update {
-		if err := os.WriteFile(headerPath, []byte(want), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(headerPath, []byte(want), 0o644))
 		return
 	}
 	got, err := readHeader()
-	if err != nil {
-		t.Fatalf("%v (go test ./uapi -run CHeader -update writes it)", err)
-	}
+	require.NoError(t, err, "%v (go test ./uapi -run CHeader -update writes it)", err)
 	if got != want {
 		gotLines, wantLines := strings.Split(got, "\n"), strings.Split(want, "\n")
 		for i := range min(len(gotLines), len(wantLines)) {
-			if gotLines[i] != wantLines[i] {
-				t.Fatalf("%s is stale at line %d:\n have %q\n want %q\nrun: go test ./uapi -run CHeader -update",
-					headerPath, i+1, gotLines[i], wantLines[i])
-			}
+			require.Equal(t, wantLines[i], gotLines[i], "%s is stale at line %d\nrun: go test ./uapi -run CHeader -update", headerPath, i+1)
 		}
 		t.Fatalf("%s is stale: %d lines; the generator makes %d\nrun: go test ./uapi -run CHeader -update",
 			headerPath, len(gotLines), len(wantLines))
@@ -54,13 +48,9 @@ func TestCHeaderCompiles(t *testing.T) {
 		t.Skip("no C compiler: cc is not on PATH; the header's layout is not checked against C")
 	}
 	header, err := cHeader()
-	if err != nil {
-		t.Fatalf("generating the C header: %v", err)
-	}
+	require.NoError(t, err, "generating the C header")
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "softgpu_uapi.h"), []byte(header), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "softgpu_uapi.h"), []byte(header), 0o644))
 	var src strings.Builder
 	// <errno.h> first: its errno macro must not break the header.
 	src.WriteString("#include <errno.h>\n#include <stddef.h>\n#include \"softgpu_uapi.h\"\n\n")
@@ -95,9 +85,7 @@ func TestCHeaderCompiles(t *testing.T) {
 		}
 	}
 	file := filepath.Join(dir, "check.c")
-	if err := os.WriteFile(file, []byte(src.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(file, []byte(src.String()), 0o644))
 	cmd := exec.Command(cc, "-std=c11", "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-I", dir, "-c", file, "-o", filepath.Join(dir, "check.o"))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%v: %v\n%s", cmd.Args, err, out)
@@ -120,11 +108,7 @@ func TestSnake(t *testing.T) {
 		{"ClockEpoch", "clock_epoch"},
 	}
 	for _, tt := range tests {
-		if got := snake(tt.in); got != tt.want {
-			t.Errorf("snake(%q) = %q; want %q", tt.in, got, tt.want)
-		}
+		assert.Equal(t, tt.want, snake(tt.in), "snake(%q)", tt.in)
 	}
-	if got := cStructName(reflect.TypeOf(ChannelOpen{})); got != "softgpu_channel_open" {
-		t.Errorf("cStructName(ChannelOpen) = %q", got)
-	}
+	assert.Equal(t, "softgpu_channel_open", cStructName(reflect.TypeOf(ChannelOpen{})), "cStructName(ChannelOpen)")
 }

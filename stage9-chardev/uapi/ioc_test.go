@@ -1,6 +1,10 @@
 package uapi
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
 
 // TestIOCMatchesLinux checks IOC against request numbers computed by hand
 // from asm-generic/ioctl.h, including DRM's own shapes.
@@ -18,9 +22,7 @@ func TestIOCMatchesLinux(t *testing.T) {
 	}
 	for _, tt := range tests {
 		got := IOC(tt.dir, tt.typ, tt.nr, tt.size)
-		if got != tt.want {
-			t.Errorf("IOC(%s) = %#08x; want %#08x", tt.name, got, tt.want)
-		}
+		assert.Equal(t, tt.want, got, "IOC(%s)", tt.name)
 		if Dir(got) != tt.dir || Type(got) != tt.typ || Nr(got) != tt.nr || Size(got) != tt.size {
 			t.Errorf("decode %#08x = dir %d type %#x nr %#x size %d; want %d %#x %#x %d",
 				got, Dir(got), Type(got), Nr(got), Size(got), tt.dir, tt.typ, tt.nr, tt.size)
@@ -86,24 +88,16 @@ func TestRequestNumbers(t *testing.T) {
 		{"CLIENT_QUOTA", IoctlClientQuota, IocRead | IocWrite, 0x0f, 144, 0xC090470F},
 		{"MANAGED_PAGER", IoctlManagedPager, IocWrite, 0x10, 32, 0x40204710},
 	}
-	if len(tests) != len(Calls) {
-		t.Errorf("%d request numbers pinned; Calls has %d", len(tests), len(Calls))
-	}
+	assert.Equal(t, len(Calls), len(tests), "%d request numbers pinned; Calls has %d", len(tests), len(Calls))
 	for _, tt := range tests {
-		if tt.req != tt.want {
-			t.Errorf("%s = %#08x; want %#08x", tt.name, tt.req, tt.want)
-		}
-		if got := IOC(tt.dir, Magic, tt.nr, tt.size); got != tt.req {
-			t.Errorf("%s = %#08x; IOC(dir %d, 'G', %#02x, %d) = %#08x", tt.name, tt.req, tt.dir, tt.nr, tt.size, got)
-		}
+		assert.Equal(t, tt.want, tt.req, "%s", tt.name)
+		assert.Equal(t, tt.req, IOC(tt.dir, Magic, tt.nr, tt.size), "%s; IOC(dir %d, 'G', %#02x, %d)", tt.name, tt.dir, tt.nr, tt.size)
 		c, err := Lookup(tt.req)
 		if err != nil {
 			t.Errorf("Lookup(%s) = %v", tt.name, err)
 			continue
 		}
-		if c.Name != tt.name {
-			t.Errorf("Lookup(%#08x).Name = %q; want %q", tt.req, c.Name, tt.name)
-		}
+		assert.Equal(t, tt.name, c.Name, "Lookup(%#08x).Name", tt.req)
 		if got := uint32(argSize(c.New())); got != tt.size {
 			t.Errorf("%s: argument struct is %d bytes; want %d", tt.name, got, tt.size)
 		}

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"softgpu/stage9-chardev/abi"
 )
 
@@ -63,27 +64,15 @@ func TestLayoutHasNoPadding(t *testing.T) {
 				t.Errorf("%s: encoded at %d (%d bytes); Go puts it at %d (%d bytes)",
 					want[i].name, off, f.Type().Size(), want[i].offset, want[i].size)
 			}
-			if uintptr(off)%want[i].size != 0 {
-				t.Errorf("%s at %d is not naturally aligned", want[i].name, off)
-			}
+			assert.Equal(t, uintptr(0), uintptr(off)%want[i].size, "%s at %d is not naturally aligned", want[i].name, off)
 			i++
 		})
-		if i != len(want) {
-			t.Errorf("%s: encoding has %d fields; the struct %d", typ.Name(), i, len(want))
-		}
-		if uintptr(end) != typ.Size() {
-			t.Errorf("%s: encoding is %d bytes; unsafe.Sizeof is %d", typ.Name(), end, typ.Size())
-		}
-		if end%8 != 0 {
-			t.Errorf("%s is %d bytes; not a multiple of 8", typ.Name(), end)
-		}
-		if uint32(end) != Size(c.Request) {
-			t.Errorf("%s: struct is %d bytes; Size(%#08x) = %d", c.Name, end, c.Request, Size(c.Request))
-		}
+		assert.Equal(t, len(want), i, "%s: encoding has %d fields; the struct %d", typ.Name(), i, len(want))
+		assert.Equal(t, typ.Size(), uintptr(end), "%s: encoding is %d bytes; unsafe.Sizeof is %d", typ.Name(), end, typ.Size())
+		assert.Equal(t, 0, end%8, "%s is %d bytes; not a multiple of 8", typ.Name(), end)
+		assert.Equal(t, Size(c.Request), uint32(end), "%s: struct is %d bytes; Size(%#08x)", c.Name, end, c.Request)
 	}
-	if got := reflect.TypeOf(Header{}).Size(); got != HeaderSize {
-		t.Errorf("unsafe.Sizeof(Header{}) = %d; want HeaderSize = %d", got, HeaderSize)
-	}
+	assert.Equal(t, uintptr(HeaderSize), reflect.TypeOf(Header{}).Size(), "unsafe.Sizeof(Header{})")
 }
 
 // TestRolesMatchDirection: an IOW call's struct has nothing for the
@@ -122,9 +111,7 @@ func TestCallsTable(t *testing.T) {
 			t.Errorf("two calls named %s", c.Name)
 		}
 		names[c.Name] = true
-		if got := c.New().Request(); got != c.Request {
-			t.Errorf("%s: its argument's Request() = %#08x; want %#08x", c.Name, got, c.Request)
-		}
+		assert.Equal(t, c.Request, c.New().Request(), "%s: its argument's Request()", c.Name)
 		maxMsg = max(maxMsg, HeaderSize+c.CallSize(), HeaderSize+c.ReplySize())
 		maxFDs = max(maxFDs, c.FDsIn, c.FDsOut)
 	}
@@ -144,9 +131,7 @@ func TestCallsTable(t *testing.T) {
 		{"HOST_REGISTER", HostRegisterFDMemory, Calls[Nr(IoctlHostRegister)].FDsIn},
 	}
 	for _, f := range fds {
-		if f.position != f.count-1 {
-			t.Errorf("%s: last descriptor at position %d; the call has %d", f.call, f.position, f.count)
-		}
+		assert.Equal(t, f.count-1, f.position, "%s: last descriptor at position %d; the call has %d", f.call, f.position, f.count)
 	}
 }
 
@@ -188,15 +173,11 @@ func TestArgEncoding(t *testing.T) {
 			} else {
 				got = binary.LittleEndian.Uint64(b[off:])
 			}
-			if got != f.Uint() {
-				t.Errorf("%s at offset %d = %#x; want %#x", want[i].name, off, got, f.Uint())
-			}
+			assert.Equal(t, f.Uint(), got, "%s at offset %d", want[i].name, off)
 			i++
 		})
 		back := c.New()
-		if err := decodeArg(b, back, false); err != nil {
-			t.Errorf("%s: decode of a reply = %v", c.Name, err)
-		}
+		assert.NoError(t, decodeArg(b, back, false), "%s: decode of a reply", c.Name)
 		if !reflect.DeepEqual(back, arg) {
 			t.Errorf("%s: decode(encode(%+v)) = %+v", c.Name, arg, back)
 		}

@@ -3,6 +3,8 @@ package uapi
 import (
 	"testing"
 	"unsafe"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // TestSizeofPinned pins each struct's size as the compiler sees it, beside
@@ -36,11 +38,7 @@ func TestSizeofPinned(t *testing.T) {
 		{"Pools", unsafe.Sizeof(Pools{}), 32},
 	}
 	for _, tt := range tests {
-		if tt.got != tt.want {
-			t.Errorf("unsafe.Sizeof(%s{}) = %d; want %d", tt.name, tt.got, tt.want)
-		}
+		assert.Equal(t, tt.want, tt.got, "unsafe.Sizeof(%s{})", tt.name)
 	}
-	if off := unsafe.Offsetof(Info{}.Engines); off != 56 {
-		t.Errorf("unsafe.Offsetof(Info{}.Engines) = %d; want 56", off)
-	}
+	assert.Equal(t, uintptr(56), unsafe.Offsetof(Info{}.Engines), "unsafe.Offsetof(Info{}.Engines)")
 }

@@ -3,6 +3,7 @@ package uapi
 import (
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"softgpu/stage9-chardev/abi"
 )
 
@@ -19,16 +20,10 @@ func TestMemfdSizes(t *testing.T) {
 		{1024, 17 * PageSize, 5 * PageSize}, // 64 KiB, 16 KiB
 	}
 	for _, tt := range tests {
-		if got := UserSize(tt.ringSize); got != tt.user {
-			t.Errorf("UserSize(%d) = %d; want %d", tt.ringSize, got, tt.user)
-		}
-		if got := StatusSize(tt.ringSize); got != tt.status {
-			t.Errorf("StatusSize(%d) = %d; want %d", tt.ringSize, got, tt.status)
-		}
+		assert.Equal(t, tt.user, UserSize(tt.ringSize), "UserSize(%d)", tt.ringSize)
+		assert.Equal(t, tt.status, StatusSize(tt.ringSize), "StatusSize(%d)", tt.ringSize)
 	}
-	if got := PublicSize(); got != 3*PageSize {
-		t.Errorf("PublicSize() = %d; want %d", got, 3*PageSize)
-	}
+	assert.Equal(t, uint64(3*PageSize), PublicSize(), "PublicSize()")
 }
 
 // TestMemfdPages: each memfd page holds a register page whole, and the
@@ -38,9 +33,7 @@ func TestMemfdPages(t *testing.T) {
 		t.Fatalf("PageSize = %d; abi.RegPageSize = %d", PageSize, abi.RegPageSize)
 	}
 	for e := range abi.Engine(abi.NumEngines) {
-		if got, want := PublicEngineOffset(e), uint64(PageSize*(1+int(e))); got != want {
-			t.Errorf("PublicEngineOffset(%v) = %d; want %d", e, got, want)
-		}
+		assert.Equal(t, uint64(PageSize*(1+int(e))), PublicEngineOffset(e), "PublicEngineOffset(%v)", e)
 		if PublicEngineOffset(e)+PageSize > PublicSize() {
 			t.Errorf("engine %v's page ends past the public memfd", e)
 		}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // validCall returns a well-formed call of c: every in field set, seq 7.
@@ -19,9 +21,7 @@ func TestCallRoundTrip(t *testing.T) {
 	for i := range Calls {
 		c := &Calls[i]
 		msg, arg := validCall(c)
-		if len(msg) != HeaderSize+c.CallSize() {
-			t.Errorf("%s: call of %d bytes; want %d", c.Name, len(msg), HeaderSize+c.CallSize())
-		}
+		assert.Equal(t, HeaderSize+c.CallSize(), len(msg), "%s: call of %d bytes", c.Name, len(msg))
 		h, got, err := DecodeCall(msg, c.FDsIn)
 		if err != nil {
 			t.Errorf("DecodeCall(%s) = %v", c.Name, err)
@@ -47,9 +47,7 @@ func TestReplyRoundTrip(t *testing.T) {
 		call := Header{Request: c.Request, Seq: 1<<64 - 1}
 		sent := fill(c.New(), roleIn, roleOut, roleInOut, roleReserved)
 		msg := EncodeReply(call, OK, sent)
-		if len(msg) != HeaderSize+c.ReplySize() {
-			t.Errorf("%s: reply of %d bytes; want %d", c.Name, len(msg), HeaderSize+c.ReplySize())
-		}
+		assert.Equal(t, HeaderSize+c.ReplySize(), len(msg), "%s: reply of %d bytes", c.Name, len(msg))
 		got := c.New()
 		h, err := DecodeReply(msg, c.FDsOut, got)
 		if err != nil || h != call {
@@ -144,9 +142,7 @@ func TestDecodeCallRejects(t *testing.T) {
 		if len(tt.msg) >= HeaderSize && h != DecodeHeader(tt.msg) {
 			t.Errorf("DecodeCall(%s) header = %+v; want the message's, to echo", tt.name, h)
 		}
-		if got := ErrnoOf(err); got != tt.want {
-			t.Errorf("ErrnoOf(DecodeCall(%s)) = %v; want %v", tt.name, got, tt.want)
-		}
+		assert.Equal(t, tt.want, ErrnoOf(err), "ErrnoOf(DecodeCall(%s))", tt.name)
 	}
 }
 

@@ -3,6 +3,8 @@ package spin
 import (
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // fakeClock stands a clock the test moves in for now, for the test's life.
@@ -54,9 +56,7 @@ func TestCadenceYieldsAfter(t *testing.T) {
 			t.Fatalf("no yield by poll %d, YieldAfter after the spin began", polls)
 		}
 	}
-	if yieldedAt%CheckEvery != 0 {
-		t.Errorf("yielded at poll %d, not at a check (every %d polls)", yieldedAt, CheckEvery)
-	}
+	assert.Equal(t, 0, yieldedAt%CheckEvery, "yielded at poll %d, not at a check (every %d polls)", yieldedAt, CheckEvery)
 	// The yield took a long time; that is not spinning, so the next
 	// interval starts at the next check, not at the yield.
 	*clock += 10 * int64(YieldAfter)
@@ -95,9 +95,7 @@ func TestCadenceCounted(t *testing.T) {
 				got++
 			}
 		}
-		if got != tt.want {
-			t.Errorf("NewCadence(%d): %d yields in %d polls; want %d", tt.every, got, tt.polls, tt.want)
-		}
+		assert.Equal(t, tt.want, got, "NewCadence(%d): %d yields in %d polls", tt.every, got, tt.polls)
 	}
 }
 

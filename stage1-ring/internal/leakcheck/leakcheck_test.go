@@ -3,6 +3,8 @@ package leakcheck
 import (
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 func parked(stop <-chan struct{}) { <-stop }
@@ -12,13 +14,8 @@ func TestRunningSeesAGoroutineUntilItReturns(t *testing.T) {
 	done := make(chan struct{})
 	go func() { parked(stop); close(done) }()
 	time.Sleep(time.Millisecond) // let it reach parked; checked below either way
-	deadline := time.Now().Add(5 * time.Second)
-	for len(Running()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("Running did not report a goroutine blocked in leakcheck.parked")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	require.Eventually(t, func() bool { return len(Running()) != 0 }, 5*time.Second, time.Millisecond,
+		"Running did not report a goroutine blocked in leakcheck.parked")
 	close(stop)
 	<-done
 	if got := Running(); len(got) != 0 {
@@ -31,13 +28,8 @@ func TestRunningInNamesTheFunction(t *testing.T) {
 	done := make(chan struct{})
 	go func() { parked(stop); close(done) }()
 	defer func() { close(stop); <-done }()
-	deadline := time.Now().Add(5 * time.Second)
-	for len(RunningIn("leakcheck.parked")) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("RunningIn(leakcheck.parked) did not report the goroutine blocked there")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	require.Eventually(t, func() bool { return len(RunningIn("leakcheck.parked")) != 0 }, 5*time.Second, time.Millisecond,
+		"RunningIn(leakcheck.parked) did not report the goroutine blocked there")
 	if got := RunningIn("leakcheck.elsewhere"); len(got) != 0 {
 		t.Errorf("RunningIn(leakcheck.elsewhere) = %q; want none", got)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"softgpu/stage9-chardev/server"
 )
 
@@ -22,9 +23,7 @@ func TestHelpExitsZeroOnStdout(t *testing.T) {
 		if !strings.Contains(stdout.String(), "-node") {
 			t.Errorf("softgpu-smi %s printed %q on stdout; want the usage with its flags", arg, stdout.String())
 		}
-		if stderr.Len() != 0 {
-			t.Errorf("softgpu-smi %s wrote %q on stderr; want nothing", arg, stderr.String())
-		}
+		assert.Equal(t, 0, stderr.Len(), "softgpu-smi %s wrote %q on stderr", arg, stderr.String())
 		if !strings.Contains(stdout.String(), "page-table pool") {
 			t.Errorf("softgpu-smi %s does not say the memory total is what is left after the page tables:\n%s", arg, stdout.String())
 		}

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/client"
 	"softgpu/stage9-chardev/internal/leakcheck"
 	"softgpu/stage9-chardev/internal/servetest"
@@ -26,9 +28,7 @@ var serve = servetest.Serve
 func control(t testing.TB, node string) *client.Control {
 	t.Helper()
 	ctl, err := dial(node)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { ctl.Close() })
 	return ctl
 }
@@ -37,9 +37,7 @@ func control(t testing.TB, node string) *client.Control {
 func mustTake(t testing.TB, ctl *client.Control, node string) sample {
 	t.Helper()
 	s, err := take(ctl, node)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return s
 }
 
@@ -55,27 +53,15 @@ const (
 func busyClient(t testing.TB, s *server.Server) *client.GPU {
 	t.Helper()
 	g, err := client.Dial(s.Node())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { g.Close() })
 	p, err := g.Alloc(deviceBytes)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	h, err := g.HostAlloc(hostBytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Fill(p, deviceBytes, 0x5a); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Copy(h.Ptr(), p, hostBytes); err != nil {
-		t.Fatal(err)
-	}
-	if got := h.Bytes()[hostBytes-1]; got != 0x5a {
-		t.Fatalf("last byte of the host buffer after Fill and Copy = %#x; want 0x5a", got)
-	}
+	require.NoError(t, err)
+	require.NoError(t, g.Fill(p, deviceBytes, 0x5a))
+	require.NoError(t, g.Copy(h.Ptr(), p, hostBytes))
+	require.Equal(t, byte(0x5a), h.Bytes()[hostBytes-1], "last byte of the host buffer after Fill and Copy")
 	return g
 }
 
@@ -137,9 +123,7 @@ func TestShowsAClientUntilItGoes(t *testing.T) {
 	cur := mustTake(t, ctl, s.Node())
 
 	var text bytes.Buffer
-	if err := writeText(&text, baseline, cur); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, writeText(&text, baseline, cur))
 	row := clientRow(text.String(), ctx)
 	if row == nil {
 		t.Fatalf("no row of context %d in the clients table:\n%s", ctx, text.String())
@@ -151,20 +135,14 @@ func TestShowsAClientUntilItGoes(t *testing.T) {
 	}
 
 	var out bytes.Buffer
-	if err := writeJSON(&out, baseline, cur); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, writeJSON(&out, baseline, cur))
 	var r jsonReport
-	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-		t.Fatalf("-json output does not parse: %v\n%s", err, out.String())
-	}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &r), "-json output does not parse\n%s", out.String())
 	if r.Memory.Total != cur.info.MemoryTotal || r.Memory.Used != cur.info.MemoryUsed || r.Memory.Used < deviceBytes {
 		t.Errorf("JSON memory = %d used of %d; want %d (at least the client's %d) of %d",
 			r.Memory.Used, r.Memory.Total, cur.info.MemoryUsed, deviceBytes, cur.info.MemoryTotal)
 	}
-	if len(r.Clients) != 1 {
-		t.Fatalf("JSON lists %d clients; want 1 (the tool's own connection is not one):\n%s", len(r.Clients), out.String())
-	}
+	require.Equal(t, 1, len(r.Clients), "JSON lists %d clients; want 1 (the tool's own connection is not one):\n%s", len(r.Clients), out.String())
 	c := r.Clients[0]
 	if c.Pid != uint32(os.Getpid()) || c.Context != ctx || c.Channels != 2 || c.DeviceMemory != deviceBytes || c.HostMemory != hostBytes {
 		t.Errorf("JSON client = %+v; want pid %d, context %d, 2 channels, %d bytes of device memory, %d of host memory",
@@ -197,15 +175,11 @@ func TestShowsAClientUntilItGoes(t *testing.T) {
 		after = mustTake(t, ctl, s.Node())
 	}
 	text.Reset()
-	if err := writeText(&text, cur, after); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, writeText(&text, cur, after))
 	if row := clientRow(text.String(), ctx); row != nil || !strings.Contains(text.String(), "no clients attached") {
 		t.Errorf("after Close, the report still lists context %d:\n%s", ctx, text.String())
 	}
-	if after.info.MemoryUsed != baseline.info.MemoryUsed {
-		t.Errorf("device memory used after the client closed = %d; want the baseline %d", after.info.MemoryUsed, baseline.info.MemoryUsed)
-	}
+	assert.Equal(t, baseline.info.MemoryUsed, after.info.MemoryUsed, "device memory used after the client closed; want the baseline %d", baseline.info.MemoryUsed)
 }
 
 // TestRunJSON runs the command as a script would: one JSON object on one
@@ -222,9 +196,7 @@ func TestRunJSON(t *testing.T) {
 		t.Errorf("softgpu-smi -json wrote %d lines; want 1:\n%s", n, stdout.String())
 	}
 	var r jsonReport
-	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
-		t.Fatalf("-json output does not parse: %v\n%s", err, stdout.String())
-	}
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &r), "-json output does not parse\n%s", stdout.String())
 	if len(r.Clients) != 1 || r.Clients[0].Context != uint32(g.Context()) || r.Clients[0].DeviceMemory != deviceBytes {
 		t.Errorf("JSON clients = %+v; want context %d with %d bytes of device memory", r.Clients, g.Context(), deviceBytes)
 	}
@@ -274,9 +246,7 @@ func TestNoDaemon(t *testing.T) {
 		{"stale socket", func(t *testing.T) string {
 			node := filepath.Join(t.TempDir(), "card0")
 			ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: node, Net: "unixpacket"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			ln.SetUnlinkOnClose(false) // as a daemon killed with -9 leaves it
 			ln.Close()
 			return node
@@ -290,9 +260,7 @@ func TestNoDaemon(t *testing.T) {
 			if code != 1 || stderr.String() != want {
 				t.Errorf("softgpu-smi -node %s = exit %d, stderr %q; want exit 1, %q", node, code, stderr.String(), want)
 			}
-			if stdout.Len() != 0 {
-				t.Errorf("stdout = %q; want nothing", stdout.String())
-			}
+			assert.Equal(t, 0, stdout.Len(), "stdout = %q", stdout.String())
 		})
 	}
 }

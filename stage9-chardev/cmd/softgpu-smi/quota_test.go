@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/internal/leakcheck"
 	"softgpu/stage9-chardev/server"
 )
@@ -26,9 +27,7 @@ func TestShowsEachClientsUseAgainstItsQuotas(t *testing.T) {
 	cur := mustTake(t, ctl, s.Node())
 
 	var text bytes.Buffer
-	if err := writeText(&text, cur, cur); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, writeText(&text, cur, cur))
 	wantPid := fmt.Sprintf("pid %d  %s/8.0 MiB  %s/4.0 MiB  1/5  1/1  2/6", os.Getpid(), byteSize(deviceBytes), byteSize(hostBytes))
 	wantUid := fmt.Sprintf(" uid %d  %s/12.0 MiB  %s/6.0 MiB  1/7  1/3  2/9", os.Getuid(), byteSize(deviceBytes), byteSize(hostBytes))
 	squeeze := func(s string) string { return strings.Join(strings.Fields(s), " ") }
@@ -37,18 +36,14 @@ func TestShowsEachClientsUseAgainstItsQuotas(t *testing.T) {
 	}
 
 	var out bytes.Buffer
-	if err := writeJSON(&out, cur, cur); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, writeJSON(&out, cur, cur))
 	var r struct {
 		Clients []struct {
 			Context uint32      `json:"context"`
 			Quota   quotaReport `json:"quota"`
 		} `json:"clients"`
 	}
-	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-		t.Fatalf("-json output does not parse: %v\n%s", err, out.String())
-	}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &r), "-json output does not parse\n%s", out.String())
 	if len(r.Clients) != 1 || r.Clients[0].Context != uint32(g.Context()) {
 		t.Fatalf("JSON clients = %+v; want context %d", r.Clients, g.Context())
 	}

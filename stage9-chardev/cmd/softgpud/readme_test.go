@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // The README's way to start and stop the daemon, run as written: a
@@ -32,9 +34,7 @@ var readmeLines = []string{"go run ./stage9-chardev/cmd/softgpud &", "kill $!"}
 
 func TestTheReadmesStartAndStopLeaveNothingRunning(t *testing.T) {
 	root, err := filepath.Abs("../../..")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if _, err := os.Stat(filepath.Join(root, "go.work")); err != nil {
 		t.Skip("not in the repository (a copied-out stage): the README's lines name its paths")
 	}
@@ -43,9 +43,7 @@ func TestTheReadmesStartAndStopLeaveNothingRunning(t *testing.T) {
 		t.Skip("no go command on PATH")
 	}
 	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	at := 0
 	for _, line := range readmeLines {
 		i := bytes.Index(readme[at:], []byte("\n"+line))
@@ -65,19 +63,13 @@ func TestTheReadmesStartAndStopLeaveNothingRunning(t *testing.T) {
 		sh.Dir = root
 		sh.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+runtimeDir, markerEnv+"="+token, "PATH="+filepath.Dir(gobin)+":"+os.Getenv("PATH"))
 		in, err := sh.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		// A file, not a pipe: a daemon left running would hold a pipe open
 		// and Wait with it.
 		out, err := os.Create(filepath.Join(t.TempDir(), "out"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		sh.Stdout, sh.Stderr = out, out
-		if err := sh.Start(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, sh.Start())
 		io.WriteString(in, readmeLines[0]+"\n")
 		waitUntil(t, fmt.Sprintf("round %d: softgpud serving %s", round, node), token, out, func() bool {
 			fi, err := os.Stat(node)

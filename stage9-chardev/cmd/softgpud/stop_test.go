@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestStopStopsTheDaemon: `softgpud -stop` finds the daemon serving the
@@ -24,13 +26,9 @@ func TestStopStopsTheDaemon(t *testing.T) {
 	}
 	d := exec.Command(bin, "-node", node, "-mem", "16777216")
 	logs, err := os.Create(filepath.Join(dir, "log"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	d.Stderr = logs
-	if err := d.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.Start())
 	exited := make(chan error, 1)
 	go func() { exited <- d.Wait() }()
 	t.Cleanup(func() {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/client"
 	"softgpu/stage9-chardev/driver"
 	"softgpu/stage9-chardev/internal/leakcheck"
@@ -35,9 +36,7 @@ func build(t testing.TB) string {
 		t.Skip("no C compiler: cc is not on PATH, so fill.c cannot be built")
 	}
 	include, err := filepath.Abs(filepath.Join("..", "..", "include"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	bin := filepath.Join(t.TempDir(), "fill")
 	cmd := exec.Command(cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-I"+include, "-o", bin, "fill.c")
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -108,30 +107,22 @@ func TestAStrangerInC(t *testing.T) {
 		t.Run(tc.mode, func(t *testing.T) {
 			s := serve(t, server.Config{Driver: driver.Config{Watchdog: uint64(2 * time.Second)}}) // softgpud's default
 			victim, err := client.Dial(s.Node())
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer victim.Close()
 			h, err := victim.HostAlloc(4096)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			trips := 0
 			roundTrip := func(when string) {
 				t.Helper()
 				trips++
 				v := byte(trips)
 				start := time.Now()
-				if err := victim.Fill(h.Ptr(), 4096, v); err != nil {
-					t.Fatalf("%s: the victim's Fill: %v", when, err)
-				}
+				require.NoError(t, victim.Fill(h.Ptr(), 4096, v), "%s: the victim's Fill", when)
 				if took := time.Since(start); took > liveBound {
 					t.Errorf("%s: the victim's round trip took %v; want under %v", when, took, liveBound)
 				}
 				for i, b := range h.Bytes() {
-					if b != v {
-						t.Fatalf("%s: the victim's byte %d reads %#x; want %#x", when, i, b, v)
-					}
+					require.Equal(t, v, b, "%s: the victim's byte %d reads %#x", when, i, b)
 				}
 			}
 			roundTrip("before the stranger")
@@ -142,12 +133,8 @@ func TestAStrangerInC(t *testing.T) {
 			var errOut bytes.Buffer
 			cmd.Stderr = &errOut
 			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
+			require.NoError(t, cmd.Start())
 			lines := bufio.NewScanner(out)
 			if !lines.Scan() || lines.Text() != tc.says {
 				cmd.Wait()

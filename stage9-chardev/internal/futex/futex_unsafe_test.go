@@ -8,6 +8,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
 
@@ -58,22 +59,14 @@ func TestWaitComparesTheLowHalf(t *testing.T) {
 // shared futex is keyed by the file and the offset, not the address.
 func TestTwoMappingsNameOneFutex(t *testing.T) {
 	fd, err := unix.MemfdCreate("futex-test", unix.MFD_CLOEXEC)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer unix.Close(fd)
-	if err := unix.Ftruncate(fd, 4096); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, unix.Ftruncate(fd, 4096))
 	rw, err := unix.Mmap(fd, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer unix.Munmap(rw)
 	ro, err := unix.Mmap(fd, 0, 4096, unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer unix.Munmap(ro)
 	writer := (*atomic.Uint64)(unsafe.Pointer(&rw[64]))
 	reader := (*atomic.Uint64)(unsafe.Pointer(&ro[64]))

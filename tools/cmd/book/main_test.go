@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/tools/internal/cli"
 )
 
@@ -19,9 +21,7 @@ func TestRun(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "site")
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"-root", fixture, "-book", filepath.Join(fixture, "book"), "-o", out}, &stdout, &stderr)
-	if code != cli.ExitOK {
-		t.Fatalf("run = exit %d; want 0\n%s", code, stderr.String())
-	}
+	require.Equal(t, cli.ExitOK, code, "run = exit %d; want 0\n%s", code, stderr.String())
 	index := filepath.Join(out, "index.html")
 	if got := strings.TrimSpace(stdout.String()); got != index {
 		t.Errorf("run printed %q; want the index path %q", got, index)
@@ -36,9 +36,7 @@ func TestRun(t *testing.T) {
 // prefixed once, before anything is built.
 func TestRunUsage(t *testing.T) {
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer busy.Close()
 	empty := t.TempDir()
 	tests := []struct {
@@ -62,18 +60,14 @@ func TestRunUsage(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "site")
 			var stdout, stderr bytes.Buffer
 			code := run(context.Background(), append(tt.args, "-o", out), &stdout, &stderr)
-			if code != tt.wantCode {
-				t.Fatalf("run(%q) = exit %d; want %d\nstderr: %s", tt.args, code, tt.wantCode, stderr.String())
-			}
+			require.Equal(t, tt.wantCode, code, "run(%q) = exit %d\nstderr: %s", tt.args, code, stderr.String())
 			switch {
 			case tt.wantCode == cli.ExitOK:
 				if !strings.HasPrefix(stdout.String(), "usage: go run ./tools/cmd/book") || !strings.Contains(stdout.String(), "-serve") || stderr.Len() > 0 {
 					t.Errorf("run(%q): stdout %q, stderr %q; want the usage and flags on stdout only", tt.args, stdout.String(), stderr.String())
 				}
 			case tt.wantStderr != "":
-				if stderr.String() != tt.wantStderr {
-					t.Errorf("run(%q) stderr = %q; want %q", tt.args, stderr.String(), tt.wantStderr)
-				}
+				assert.Equal(t, tt.wantStderr, stderr.String(), "run(%q) stderr", tt.args)
 			default:
 				if !strings.HasPrefix(stderr.String(), "book: -serve ") || strings.Count(stderr.String(), "\n") != 1 {
 					t.Errorf("run(%q) stderr = %q; want one line about -serve", tt.args, stderr.String())
@@ -93,13 +87,9 @@ func TestRunBuildFails(t *testing.T) {
 	// with exit 1 and the error's file and line, "book: " once.
 	dir := t.TempDir()
 	bookDir := filepath.Join(dir, "book")
-	if err := os.MkdirAll(bookDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.MkdirAll(bookDir, 0o755))
 	write := func(name, data string) {
-		if err := os.WriteFile(filepath.Join(bookDir, name), []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(filepath.Join(bookDir, name), []byte(data), 0o644))
 	}
 	write("SUMMARY.md", "# Summary\n\n- [One](one.md)\n")
 	write("one.md", "# One\n\n{{#include nosuch/file.go:anchor}}\n")
@@ -115,9 +105,7 @@ func TestRunBuildFails(t *testing.T) {
 // its port.
 func TestServeStops(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	addr := ln.Addr().String()
 	ln.Close()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -141,15 +129,11 @@ func TestServeStops(t *testing.T) {
 	cancel()
 	select {
 	case code := <-done:
-		if code != cli.ExitInterrupted {
-			t.Errorf("run -serve stopped with exit %d; want %d", code, cli.ExitInterrupted)
-		}
+		assert.Equal(t, cli.ExitInterrupted, code, "run -serve stopped with exit %d", code)
 	case <-time.After(10 * time.Second):
 		t.Fatal("run -serve did not stop within 10s of its context ending")
 	}
 	ln, err = net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatalf("port still busy after -serve stopped: %v", err)
-	}
+	require.NoError(t, err, "port still busy after -serve stopped")
 	ln.Close()
 }

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/tools/internal/book"
 	"softgpu/tools/internal/cli"
 )
@@ -27,9 +29,7 @@ import (
 func wsServer(t *testing.T, serve func(r *bufio.Reader, w net.Conn)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		conn, err := ln.Accept()
@@ -107,9 +107,7 @@ func TestWebSocket(t *testing.T) {
 		// Echo the client's message, then a fragmented one with a ping in
 		// the middle, then a big one, then close.
 		op, p := readClientFrame(t, r)
-		if op != opText {
-			t.Errorf("client sent opcode %#x; want text", op)
-		}
+		assert.Equal(t, byte(opText), op, "client sent opcode %#x", op)
 		got <- p
 		w.Write(serverFrame(true, opText, p))
 		w.Write(serverFrame(false, opText, []byte("frag")))
@@ -122,25 +120,17 @@ func TestWebSocket(t *testing.T) {
 		w.Write(serverFrame(true, opClose, nil))
 	})
 	ws, err := dialWS(url)
-	if err != nil {
-		t.Fatalf("dialWS: %v", err)
-	}
+	require.NoError(t, err, "dialWS")
 	defer ws.Close()
 	msg := bytes.Repeat([]byte(`{"id":1}`), 40) // a 16-bit length
-	if err := ws.WriteText(msg); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, ws.WriteText(msg))
 	if p := <-got; !bytes.Equal(p, msg) {
 		t.Errorf("server received %q; want %q", p, msg)
 	}
 	for _, want := range [][]byte{msg, []byte("fragmented"), big} {
 		p, err := ws.ReadMessage()
-		if err != nil {
-			t.Fatalf("ReadMessage: %v", err)
-		}
-		if !bytes.Equal(p, want) {
-			t.Errorf("ReadMessage = %d bytes %.20q; want %d bytes %.20q", len(p), p, len(want), want)
-		}
+		require.NoError(t, err, "ReadMessage")
+		assert.Equal(t, want, p, "ReadMessage = %d bytes %.20q; want %d bytes %.20q", len(p), p, len(want), want)
 	}
 	if _, err := ws.ReadMessage(); err != io.EOF {
 		t.Errorf("after a close frame: %v; want io.EOF", err)
@@ -156,30 +146,20 @@ func TestShotName(t *testing.T) {
 		{job{page: "src/stage0-mailbox/device/engine.go.html", width: 1280, scheme: "dark"}, "src__stage0-mailbox__device__engine.go-1280-dark.png"},
 	}
 	for _, tt := range tests {
-		if got := tt.j.shotName(); got != tt.want {
-			t.Errorf("shotName(%v) = %s; want %s", tt.j, got, tt.want)
-		}
+		assert.Equal(t, tt.want, tt.j.shotName(), "shotName(%v)", tt.j)
 	}
 }
 
 func TestPrepareOutRefusesForeignFolders(t *testing.T) {
 	foreign := t.TempDir()
-	if err := os.WriteFile(filepath.Join(foreign, "precious.png"), []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(foreign, "precious.png"), []byte("x"), 0o644))
 	if err := prepareOut(foreign); err == nil || !strings.Contains(err.Error(), "refusing") {
 		t.Errorf("prepareOut(foreign) = %v; want a refusal", err)
 	}
 	own := filepath.Join(t.TempDir(), "shots")
-	if err := prepareOut(own); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(own, "old.png"), []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := prepareOut(own); err != nil {
-		t.Fatalf("prepareOut(own folder): %v", err)
-	}
+	require.NoError(t, prepareOut(own))
+	require.NoError(t, os.WriteFile(filepath.Join(own, "old.png"), []byte("x"), 0o644))
+	require.NoError(t, prepareOut(own), "prepareOut(own folder)")
 	if _, err := os.Stat(filepath.Join(own, "old.png")); !os.IsNotExist(err) {
 		t.Errorf("prepareOut left an old screenshot")
 	}
@@ -216,9 +196,7 @@ func TestInChromium(t *testing.T) {
 		t.Skipf("no %s (apt-get install -y chromium), or -short", exe)
 	}
 	fixture, err := filepath.Abs(filepath.Join("..", "..", "internal", "book", "testdata", "repo"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	site := filepath.Join(t.TempDir(), "site")
 	if _, err := book.Build(book.Config{Root: fixture, BookDir: filepath.Join(fixture, "book"), OutDir: site, Title: "fixture", Differ: &book.StagesDiffer{Root: fixture}}); err != nil {
 		t.Fatalf("building the fixture book: %v", err)
@@ -226,9 +204,7 @@ func TestInChromium(t *testing.T) {
 	spoiled := `<!DOCTYPE html><html><head><meta name="viewport" content="width=device-width"></head><body>
 <h1>Spoiled</h1><h3>A level down too far</h3>
 <div style="width: 900px">too wide</div><img src="nosuch.png"><script>console.error("spoiled"); undefinedFunction();</script></body></html>`
-	if err := os.WriteFile(filepath.Join(site, "spoiled.html"), []byte(spoiled), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(site, "spoiled.html"), []byte(spoiled), 0o644))
 
 	out := filepath.Join(t.TempDir(), "shots")
 	var stdout, stderr bytes.Buffer
@@ -244,9 +220,7 @@ func TestInChromium(t *testing.T) {
 	}
 	code := run(ctx, args, &stdout, &stderr)
 	report := stdout.String()
-	if code != cli.ExitFailed {
-		t.Fatalf("run = %d; want 1 for the spoiled page\nstdout:\n%s\nstderr:\n%s", code, report, stderr.String())
-	}
+	require.Equal(t, cli.ExitFailed, code, "run; want 1 for the spoiled page\nstdout:\n%s\nstderr:\n%s", report, stderr.String())
 	for _, want := range []string{
 		"FAIL spoiled.html at 390 px\n",
 		"pans sideways: the page is 9", // 900 px and the body's margin
@@ -269,9 +243,7 @@ func TestInChromium(t *testing.T) {
 		t.Errorf("failures %v; want the spoiled page at 2 widths × 2 themes only:\n%s", failed, report)
 	} else {
 		for _, f := range failed {
-			if f[1] != "spoiled.html" {
-				t.Errorf("%s failed:\n%s", f[1], report)
-			}
+			assert.Equal(t, "spoiled.html", f[1], "%s failed:\n%s", f[1], report)
 		}
 	}
 	for _, name := range []string{"index-390.png", "stage1-1280-dark.png", "src__stage0-mailbox__device__engine.go-390.png", "index.html"} {
@@ -292,9 +264,7 @@ func TestSamplePages(t *testing.T) {
 	}
 	got := strings.Join(samplePages(pages, 2, size), " ")
 	want := "diff/stage2-fence.html index.html print.html src/a.go.html src/c.go.html src/index.html stage0.html"
-	if got != want {
-		t.Errorf("samplePages(2) = %s; want %s", got, want)
-	}
+	assert.Equal(t, want, got, "samplePages(2)")
 	if got := samplePages(pages, 0, size); len(got) != len(pages) {
 		t.Errorf("samplePages(0) kept %d of %d pages; want all", len(got), len(pages))
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"softgpu/tools/internal/cli"
 	"softgpu/tools/internal/fixture"
 )
@@ -74,15 +75,9 @@ func TestRunFixture(t *testing.T) {
 	// benchstat comes from the tools module: give the fixture its go.mod.
 	for _, f := range []string{"go.mod", "go.sum"} {
 		data, err := os.ReadFile(filepath.Join("..", "..", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(filepath.Join(root, "tools"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(root, "tools", f), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		require.NoError(t, os.MkdirAll(filepath.Join(root, "tools"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(root, "tools", f), data, 0o644))
 	}
 	t.Chdir(root)
 	saved := filepath.Join(t.TempDir(), "in.txt")
@@ -107,9 +102,7 @@ func TestRunFixture(t *testing.T) {
 		}
 	}
 	text, err := os.ReadFile(saved)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if n := strings.Count(string(text), "BenchmarkFill/size=64B"); n != 4 {
 		t.Errorf("-o file has %d Fill results; want 4 (2 rounds × 2 stages)\n%s", n, text)
 	}

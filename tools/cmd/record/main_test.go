@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/tools/internal/cli"
 	"softgpu/tools/internal/fixture"
 	"softgpu/tools/internal/records"
@@ -90,9 +92,7 @@ func commitAll(t *testing.T, root string) {
 func gitIn(t *testing.T, dir string, args ...string) string {
 	t.Helper()
 	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %q: %v\n%s", args, err, out)
-	}
+	require.NoError(t, err, "git %q\n%s", args, out)
 	return strings.TrimSpace(string(out))
 }
 
@@ -102,12 +102,8 @@ func gitIn(t *testing.T, dir string, args ...string) string {
 func TestRunRefusals(t *testing.T) {
 	root := fixture.Repo(t, "stage0-mailbox")
 	recs := filepath.Join(root, "book", "records")
-	if err := os.MkdirAll(recs, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(recs, "stages.json"), []byte("{}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.MkdirAll(recs, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(recs, "stages.json"), []byte("{}\n"), 0o644))
 	gitRepo(t, root)
 	t.Chdir(root)
 	tests := []struct {
@@ -128,9 +124,7 @@ func TestRunRefusals(t *testing.T) {
 			if tt.dirty != "" {
 				p := filepath.Join(root, tt.dirty)
 				old, _ := os.ReadFile(p)
-				if err := os.WriteFile(p, append(old, "// changed\n"...), 0o644); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, os.WriteFile(p, append(old, "// changed\n"...), 0o644))
 				defer gitIn(t, root, "checkout", "-q", "--", ".")
 				defer os.Remove(filepath.Join(root, "notes.md"))
 			}
@@ -173,20 +167,14 @@ func TestRunFixture(t *testing.T) {
 		}
 	}
 	rec, err := records.Load(filepath.Join(out, "smoke.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := records.Validate(rec); err != nil {
-		t.Errorf("Validate(recorded) = %v", err)
-	}
+	require.NoError(t, err)
+	assert.NoError(t, records.Validate(rec), "Validate(recorded)")
 	head := gitIn(t, root, "rev-parse", "HEAD")
 	if rec.Schema != 2 || rec.Commit != head || rec.Dirty || len(rec.Canary) != 2 || rec.RowsRerun != 1 {
 		t.Errorf("record: schema %d, commit %q, dirty %v, %d pass canaries, %d rows re-run; want 2, %q, false, 2, 1",
 			rec.Schema, rec.Commit, rec.Dirty, len(rec.Canary), rec.RowsRerun, head)
 	}
-	if rec.Command != "go run ./tools/cmd/record "+strings.Join(args, " ") {
-		t.Errorf("record command = %q", rec.Command)
-	}
+	assert.Equal(t, "go run ./tools/cmd/record "+strings.Join(args, " "), rec.Command, "record command")
 	if rec.Settings.Passes != 2 || rec.Settings.CanaryTolerance != 1.3 || rec.Settings.MaxReruns != 3 {
 		t.Errorf("record settings = %+v", rec.Settings)
 	}
@@ -219,9 +207,7 @@ func TestRunFixture(t *testing.T) {
 		}
 	}
 	text, err := os.ReadFile(filepath.Join(out, "smoke.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if strings.Contains(string(text), "pkg:") || strings.Contains(string(text), "canary-") || strings.Count(string(text), "stage: stage1-ring") != 2 {
 		t.Errorf("smoke.txt should carry two stage: stage1-ring labels, no pkg: and no canary metric\n%s", text)
 	}
@@ -259,9 +245,7 @@ func TestRunUnsteady(t *testing.T) {
 		t.Fatalf("record %q = exit %d:\n%s", args, code, stderr.String())
 	}
 	rec, err := records.Load(filepath.Join(out, "noisy.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	fill, _ := rec.Find("stage0-mailbox", "Fill/size=64B")
 	if fill.Reruns != 2 || !fill.Unsteady || rec.RowsRerun != 1 || rec.Commit != "" || rec.Dirty {
 		t.Errorf("record: Fill reruns %d, unsteady %v; rows re-run %d, commit %q, dirty %v; want 2, true, 1, none, false",
@@ -300,12 +284,8 @@ func TestRunSignals(t *testing.T) {
 			cmd.Dir = root
 			cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 			stderr, err := cmd.StderrPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
+			require.NoError(t, cmd.Start())
 			defer cmd.Process.Kill()
 			var seen strings.Builder
 			sc := bufio.NewScanner(stderr)
@@ -319,9 +299,7 @@ func TestRunSignals(t *testing.T) {
 				time.Sleep(200 * time.Millisecond)
 			}
 			start := time.Now()
-			if err := cmd.Process.Signal(tt.sig); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, cmd.Process.Signal(tt.sig))
 			for sc.Scan() {
 				seen.WriteString(sc.Text() + "\n")
 			}

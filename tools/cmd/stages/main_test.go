@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/tools/internal/cli"
 	"softgpu/tools/internal/fixture"
 )
@@ -121,9 +123,7 @@ func TestRun(t *testing.T) {
 // of stderr, or, starting with "*", a part of it.
 func checkRun(t *testing.T, args []string, code int, stdout, stderr string, wantCode int, wantStdout []string, wantStderr string) {
 	t.Helper()
-	if code != wantCode {
-		t.Errorf("stages %q = exit %d; want %d\nstdout:\n%s\nstderr:\n%s", args, code, wantCode, stdout, stderr)
-	}
+	assert.Equal(t, wantCode, code, "stages %q = exit %d\nstdout:\n%s\nstderr:\n%s", args, code, stdout, stderr)
 	for _, want := range wantStdout {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("stages %q stdout lacks %q:\n%s", args, want, stdout)
@@ -151,12 +151,8 @@ func TestRunUntracked(t *testing.T) {
 	}
 	root := fixture.Repo(t, "stage0-mailbox", "stage1-ring")
 	gitignore, err := os.ReadFile("../../../.gitignore")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root, ".gitignore"), gitignore, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(root, ".gitignore"), gitignore, 0o644))
 	for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}, {"-c", "user.email=t@example.com", "-c", "user.name=test", "commit", "-q", "-m", "fixture"}} {
 		if out, err := exec.Command("git", append([]string{"-C", root}, args...)...).CombinedOutput(); err != nil {
 			t.Fatalf("git %q: %v\n%s", args, err, out)
@@ -164,9 +160,7 @@ func TestRunUntracked(t *testing.T) {
 	}
 	t.Chdir(root)
 	for _, ignored := range []string{"stage1-ring/s1.txt", "stage1-ring/cpu.prof", "stage1-ring/mem.pprof", "stage1-ring/softgpu.test"} {
-		if err := os.WriteFile(filepath.Join(root, ignored), []byte("benchmark output"), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(filepath.Join(root, ignored), []byte("benchmark output"), 0o644))
 	}
 	tests := []struct {
 		name       string
@@ -187,12 +181,8 @@ func TestRunUntracked(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.stray != "" {
 				p := filepath.Join(root, tt.stray)
-				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(p, []byte("stray\n"), 0o644); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+				require.NoError(t, os.WriteFile(p, []byte("stray\n"), 0o644))
 				defer os.Remove(p)
 			}
 			var stdout, stderr strings.Builder
@@ -207,9 +197,7 @@ func TestRunUntracked(t *testing.T) {
 
 func TestRunNoRoot(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "empty"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "empty"), 0o755))
 	t.Chdir(filepath.Join(dir, "empty"))
 	var stdout, stderr strings.Builder
 	if code := run(context.Background(), []string{"list"}, &stdout, &stderr); code != cli.ExitFailed || !strings.HasPrefix(stderr.String(), "stages list: no go.work") {

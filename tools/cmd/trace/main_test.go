@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/tools/internal/cli"
 	"softgpu/tools/internal/fixture"
 	"softgpu/tools/internal/trace"
@@ -22,9 +24,7 @@ import (
 func testdata(t *testing.T, name string) string {
 	t.Helper()
 	path, err := filepath.Abs(filepath.Join("..", "..", "internal", "trace", "testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return path
 }
 
@@ -43,9 +43,7 @@ func runTrace(t *testing.T, args ...string) result {
 func TestRun(t *testing.T) {
 	good, bad := testdata(t, "good/stage7.json"), testdata(t, "bad/fields.json")
 	empty := filepath.Join(t.TempDir(), "empty.json")
-	if err := os.WriteFile(empty, []byte(`{"traceEvents":[]}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(empty, []byte(`{"traceEvents":[]}`), 0o644))
 	tests := []struct {
 		name       string
 		args       []string
@@ -81,9 +79,7 @@ func TestRun(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := runTrace(t, tt.args...)
-			if r.code != tt.wantCode {
-				t.Errorf("trace %q = exit %d; want %d\nstdout:\n%s\nstderr:\n%s", tt.args, r.code, tt.wantCode, r.stdout, r.stderr)
-			}
+			assert.Equal(t, tt.wantCode, r.code, "trace %q = exit %d\nstdout:\n%s\nstderr:\n%s", tt.args, r.code, r.stdout, r.stderr)
 			if !strings.Contains(r.stdout, tt.wantStdout) {
 				t.Errorf("trace %q stdout lacks %q:\n%s", tt.args, tt.wantStdout, r.stdout)
 			}
@@ -104,20 +100,14 @@ func TestSVGOutput(t *testing.T) {
 	// A trace with a meta file beside it: the caption comes from the meta.
 	dir := t.TempDir()
 	data, err := os.ReadFile(testdata(t, "good/stage7.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	file := filepath.Join(dir, "gap.json")
 	meta := `{"command": "go run ./tools/cmd/trace make -stage stage7-idle -bench X -name gap", "commit": "0123456789abcdef"}`
 	for path, content := range map[string][]byte{file: data, trace.MetaPath(file): []byte(meta)} {
-		if err := os.WriteFile(path, content, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(path, content, 0o644))
 	}
 	r := runTrace(t, "svg", "-first", "10", file)
-	if r.code != cli.ExitOK {
-		t.Fatalf("trace svg = exit %d:\n%s", r.code, r.stderr)
-	}
+	require.Equal(t, cli.ExitOK, r.code, "trace svg = exit %d:\n%s", r.code, r.stderr)
 	var texts []string
 	decoder := xml.NewDecoder(strings.NewReader(r.stdout))
 	inText := false
@@ -126,9 +116,7 @@ func TestSVGOutput(t *testing.T) {
 		if err == io.EOF {
 			break
 		}
-		if err != nil {
-			t.Fatalf("trace svg wrote invalid XML: %v", err)
-		}
+		require.NoError(t, err, "trace svg wrote invalid XML")
 		switch token := token.(type) {
 		case xml.StartElement:
 			inText = token.Name.Local == "text"
@@ -215,9 +203,7 @@ func TestMake(t *testing.T) {
 		t.Skip("builds and runs a fixture stage")
 	}
 	root := fixture.Repo(t, "stage0-mailbox")
-	if err := os.WriteFile(filepath.Join(root, "stage0-mailbox", "traced_test.go"), []byte(tracedBenchmark), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(root, "stage0-mailbox", "traced_test.go"), []byte(tracedBenchmark), 0o644))
 	good, bad := testdata(t, "good/stage7.json"), testdata(t, "bad/unsorted.json")
 	t.Chdir(root)
 	out := t.TempDir()
@@ -264,9 +250,7 @@ func TestMake(t *testing.T) {
 				t.Errorf("the written trace does not load: %v", err)
 			}
 			meta, err := trace.LoadMeta(trace.MetaPath(traceFile))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if meta.Stage != "stage0-mailbox" || meta.Bench != tt.bench || meta.Benchtime != "2x" || !slices.Equal(meta.Benchmarks, tt.wantRan) ||
 				meta.Machine.Cores < 1 || meta.Machine.Go == "" || meta.Date == "" || !slices.Equal(meta.Env, []string{"FIXTURE_TRACE=" + tt.source}) {
 				t.Errorf("meta = %+v; want stage0-mailbox, bench %q, 2x, benchmarks %q, a machine, a date and the env", meta, tt.bench, tt.wantRan)
@@ -291,17 +275,13 @@ func TestMakeCommit(t *testing.T) {
 		t.Skip("no git")
 	}
 	root := fixture.Repo(t, "stage0-mailbox")
-	if err := os.WriteFile(filepath.Join(root, "stage0-mailbox", "traced_test.go"), []byte(tracedBenchmark), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(root, "stage0-mailbox", "traced_test.go"), []byte(tracedBenchmark), 0o644))
 	git := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"}, args...)...)
 		cmd.Dir = root
 		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %q: %v\n%s", args, err, out)
-		}
+		require.NoError(t, err, "git %q\n%s", args, out)
 		return strings.TrimSpace(string(out))
 	}
 	git("init", "-q")
@@ -318,17 +298,13 @@ func TestMakeCommit(t *testing.T) {
 		t.Fatalf("make on a clean tree = exit %d:\n%s", r.code, r.stderr)
 	}
 	data, err := os.ReadFile(filepath.Join(out, "clean.meta.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var meta trace.Meta
 	if err := json.Unmarshal(data, &meta); err != nil || meta.Commit != head {
 		t.Errorf("meta commit = %q (%v); want %s", meta.Commit, err, head)
 	}
 
-	if err := os.WriteFile(filepath.Join(root, "stage0-mailbox", "new.txt"), []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(root, "stage0-mailbox", "new.txt"), []byte("x"), 0o644))
 	r := runTrace(t, args...)
 	if r.code != cli.ExitFailed || !strings.Contains(r.stderr, "uncommitted changes") {
 		t.Errorf("make on a dirty tree = exit %d, %q; want exit 1 about uncommitted changes", r.code, r.stderr)

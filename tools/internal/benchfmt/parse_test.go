@@ -4,6 +4,9 @@ import (
 	"os"
 	"reflect"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestSplitName(t *testing.T) {
@@ -64,9 +67,7 @@ func TestParseLine(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := ParseLine(tt.text)
-			if err != nil {
-				t.Fatalf("ParseLine(%q) error: %v", tt.text, err)
-			}
+			require.NoError(t, err, "ParseLine(%q) error", tt.text)
 			if tt.want.Kind == Result {
 				tt.want.Text = tt.text
 			}
@@ -109,9 +110,7 @@ func TestParseFile(t *testing.T) {
 	if got := out.Names(); !reflect.DeepEqual(got, wantNames) {
 		t.Errorf("Names() = %q; want %q", got, wantNames)
 	}
-	if got := len(out.Results()); got != 6 {
-		t.Errorf("len(Results()) = %d; want 6 (RoundTrip counted twice)", got)
-	}
+	assert.Equal(t, 6, len(out.Results()), "len(Results()); want 6 (RoundTrip counted twice)")
 	results := out.Results()
 	if v, ok := results[1].Value("MB/s"); !ok || v != 26005.12 {
 		t.Errorf("memmove MB/s = %v, %v; want 26005.12, true", v, ok)
@@ -146,14 +145,10 @@ func TestTidy(t *testing.T) {
 func parseFile(t *testing.T, path string) *Output {
 	t.Helper()
 	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
 	out, err := Parse(f)
-	if err != nil {
-		t.Fatalf("Parse(%s): %v", path, err)
-	}
+	require.NoError(t, err, "Parse(%s)", path)
 	return out
 }
 
@@ -188,17 +183,13 @@ func TestLineWithout(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l, err := ParseLine(tt.text)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			got, taken := l.Without(tt.units...)
 			if got.Text != tt.wantText || !reflect.DeepEqual(taken, tt.wantTaken) {
 				t.Errorf("Without(%q) = %q, %v; want %q, %v", tt.text, got.Text, taken, tt.wantText, tt.wantTaken)
 			}
 			again, err := ParseLine(got.Text)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if got.Kind == Result && !reflect.DeepEqual(again.Bench, got.Bench) {
 				t.Errorf("Without(%q).Bench = %+v; but its text parses as %+v", tt.text, got.Bench, again.Bench)
 			}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	perf "golang.org/x/perf/benchfmt"
 )
 
@@ -31,16 +33,10 @@ func TestWriteStage(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			out, err := ParseString(tt.input)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			var b strings.Builder
-			if err := WriteStage(&b, out, tt.stage); err != nil {
-				t.Fatal(err)
-			}
-			if b.String() != tt.want {
-				t.Errorf("WriteStage(%q, %s) = %q; want %q", tt.input, tt.stage, b.String(), tt.want)
-			}
+			require.NoError(t, WriteStage(&b, out, tt.stage))
+			assert.Equal(t, tt.want, b.String(), "WriteStage(%q, %s)", tt.input, tt.stage)
 		})
 	}
 }
@@ -52,9 +48,7 @@ func TestWriteStageBenchstat(t *testing.T) {
 	out := parseFile(t, "testdata/ring.txt")
 	var buf bytes.Buffer
 	for _, stage := range []string{"stage0-mailbox", "stage1-ring"} {
-		if err := WriteStage(&buf, out, stage); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, WriteStage(&buf, out, stage))
 	}
 	reader := perf.NewReader(&buf, "ring.txt")
 	var stages []string
@@ -78,13 +72,9 @@ func TestWriteStageBenchstat(t *testing.T) {
 		}
 		n++
 	}
-	if err := reader.Err(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, reader.Err())
 	if want := []string{"stage0-mailbox", "stage1-ring"}; strings.Join(stages, ",") != strings.Join(want, ",") {
 		t.Errorf("stages seen by benchstat = %q; want %q", stages, want)
 	}
-	if want := 2 * len(out.Results()); n != want {
-		t.Errorf("benchstat read %d results; want %d", n, want)
-	}
+	assert.Equal(t, 2*len(out.Results()), n, "benchstat read %d results", n)
 }

@@ -8,15 +8,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"softgpu/tools/internal/fixture"
 )
 
 func TestBuildAndRun(t *testing.T) {
 	root := fixture.Repo(t, "stage0-mailbox")
 	bin, err := Build(context.Background(), filepath.Join(root, "stage0-mailbox"), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	tests := []struct {
 		name      string
 		opts      Options
@@ -46,14 +45,10 @@ func TestBuildAndRun(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			out, err := bin.Run(context.Background(), tt.opts)
 			if tt.wantErr != nil {
-				if !errors.Is(err, tt.wantErr) {
-					t.Fatalf("Run(%v) error = %v; want %v", tt.opts.Args(), err, tt.wantErr)
-				}
+				require.ErrorIs(t, err, tt.wantErr, "Run(%v) error", tt.opts.Args())
 				return
 			}
-			if err != nil {
-				t.Fatalf("Run(%v): %v", tt.opts.Args(), err)
-			}
+			require.NoError(t, err, "Run(%v)", tt.opts.Args())
 			if got := out.Names(); !reflect.DeepEqual(got, tt.wantNames) {
 				t.Errorf("Run(%v) names = %q; want %q", tt.opts.Args(), got, tt.wantNames)
 			}
@@ -70,9 +65,7 @@ func TestBuildAndRun(t *testing.T) {
 func TestRunCancelled(t *testing.T) {
 	root := fixture.Repo(t, "stage0-mailbox")
 	bin, err := Build(context.Background(), filepath.Join(root, "stage0-mailbox"), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := bin.Run(ctx, Options{Bench: ".", Benchtime: "1x"}); !errors.Is(err, context.Canceled) {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/tools/internal/benchfmt"
 )
 
@@ -66,9 +68,7 @@ func TestExactly(t *testing.T) {
 		{"X/a+b(c)", `^BenchmarkX$/^a\+b\(c\)$`},
 	}
 	for _, tt := range tests {
-		if got := Exactly(tt.name); got != tt.want {
-			t.Errorf("Exactly(%q) = %q; want %q", tt.name, got, tt.want)
-		}
+		assert.Equal(t, tt.want, Exactly(tt.name), "Exactly(%q)", tt.name)
 	}
 }
 
@@ -80,9 +80,7 @@ func TestSurveyAndEstimate(t *testing.T) {
 			"BenchmarkA/x=1-2 1 1000000 ns/op\nBenchmarkA/x=2-2 1 2000000 ns/op\nBenchmarkB-2 1 1000000 ns/op 3 cores\n")
 	}
 	s, err := SurveyStage(context.Background(), run, "stage0-mailbox", Options{Bench: "A|B", Benchtime: "1s", Count: 6})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if gotOpts.Benchtime != "1x" || gotOpts.Count != 0 || gotOpts.Bench != "A|B" {
 		t.Errorf("survey ran with %+v; want -bench A|B, 1x, count 1", gotOpts)
 	}
@@ -99,9 +97,7 @@ func TestSurveyAndEstimate(t *testing.T) {
 		{Benchtime{Count: 101}, time.Second + 400*time.Millisecond},
 	}
 	for _, tt := range tests {
-		if got := s.Estimate(tt.bt); got != tt.want {
-			t.Errorf("Estimate(%v) = %v; want %v", tt.bt, got, tt.want)
-		}
+		assert.Equal(t, tt.want, s.Estimate(tt.bt), "Estimate(%v)", tt.bt)
 	}
 	failing := func(context.Context, string, Options) (*benchfmt.Output, error) { return nil, errors.New("boom") }
 	if _, err := SurveyStage(context.Background(), failing, "stage0-mailbox", Options{}); err == nil {
@@ -111,17 +107,11 @@ func TestSurveyAndEstimate(t *testing.T) {
 
 func TestETA(t *testing.T) {
 	e := NewETA(map[string]time.Duration{"a": 10 * time.Second, "b": 20 * time.Second, "canary": time.Second})
-	if got := e.Left([]string{"a", "b", "a"}); got != 40*time.Second {
-		t.Errorf("Left before any step = %v; want the guesses, 40s", got)
-	}
+	assert.Equal(t, 40*time.Second, e.Left([]string{"a", "b", "a"}), "Left before any step; want the guesses, 40s")
 	e.Observe("a", 20*time.Second) // twice the guess: b is scaled alike
-	if got := e.Of("b"); got != 40*time.Second {
-		t.Errorf("Of(b) after a took twice its guess = %v; want 40s", got)
-	}
+	assert.Equal(t, 40*time.Second, e.Of("b"), "Of(b) after a took twice its guess")
 	e.Observe("b", 30*time.Second)
-	if got := e.Left([]string{"a", "b", "canary"}); got != 50*time.Second+time.Second*50/30 {
-		t.Errorf("Left = %v; want measured a and b, canary scaled by 50/30", got)
-	}
+	assert.Equal(t, 50*time.Second+time.Second*50/30, e.Left([]string{"a", "b", "canary"}), "Left; want measured a and b, canary scaled by 50/30")
 }
 
 func TestApprox(t *testing.T) {
@@ -137,8 +127,6 @@ func TestApprox(t *testing.T) {
 		{0, "0s"},
 	}
 	for _, tt := range tests {
-		if got := Approx(tt.d); got != tt.want {
-			t.Errorf("Approx(%v) = %q; want %q", tt.d, got, tt.want)
-		}
+		assert.Equal(t, tt.want, Approx(tt.d), "Approx(%v)", tt.d)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestSpreadUnderATenthIsEscaped: a spread under 0.1 % is written "<0.1%",
@@ -13,9 +15,7 @@ import (
 // found 32 of them in the book).
 func TestSpreadUnderATenthIsEscaped(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(fixtureRoot, "book", "records", "test.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	tight := strings.Replace(string(data), `"best": 115.0,
           "median": 119.6,
           "values": [
@@ -34,9 +34,7 @@ func TestSpreadUnderATenthIsEscaped(t *testing.T) {
 	}
 	b := newTestBuilder(t)
 	b.records.dir = t.TempDir()
-	if err := os.WriteFile(filepath.Join(b.records.dir, "test.json"), []byte(tight), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(b.records.dir, "test.json"), []byte(tight), 0o644))
 	_, html := expandOK(t, b, "{{#table record=test stage=limits bench=Baseline/pingpong unit=ns/op}}\n")
 	if m := regexp.MustCompile(`<[0-9]`).FindString(html); m != "" {
 		t.Errorf("the table has an unescaped %q:\n%s", m, html)
@@ -69,9 +67,7 @@ func TestChartHasADataTable(t *testing.T) {
 // does not build.
 func TestDiagramIsANamedImage(t *testing.T) {
 	s, err := inlineSVG([]byte(`<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 10 10"><title>A ring of eight slots</title><rect/></svg>`), "dg1-")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if !strings.HasPrefix(s, `<svg class="diagram" role="img" xmlns=`) {
 		t.Errorf("inlined diagram = %.80s; want role=\"img\" on its root", s)
 	}

@@ -1,21 +1,21 @@
 package book
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func renderFixture(t *testing.T) *Site {
 	t.Helper()
 	site, err := Render(fixtureConfig(t))
-	if err != nil {
-		t.Fatalf("Render(fixture): %v", err)
-	}
+	require.NoError(t, err, "Render(fixture)")
 	return site
 }
 
@@ -40,12 +40,8 @@ func TestRenderFixture(t *testing.T) {
 		"static/book.js", "static/chroma.css", "static/favicon.svg", "static/style.css",
 		"traces/stage7.json", "traces/stage7.meta.json",
 	}
-	if strings.Join(names, " ") != strings.Join(want, " ") {
-		t.Errorf("site files:\n got %v\nwant %v", names, want)
-	}
-	if !bytes.Equal(site.Files["index.html"], site.Files["intro.html"]) {
-		t.Errorf("index.html is not the first chapter's page")
-	}
+	assert.Equal(t, strings.Join(want, " "), strings.Join(names, " "), "site files:\n got %v\nwant %v", names, want)
+	assert.Equal(t, site.Files["intro.html"], site.Files["index.html"], "index.html is not the first chapter's page")
 
 	page := func(name string) string { return string(site.Files[name]) }
 	tests := []struct {
@@ -181,13 +177,9 @@ func TestRenderFixture(t *testing.T) {
 // TestDeterministic renders the fixture twice and compares every byte.
 func TestDeterministic(t *testing.T) {
 	a, b := renderFixture(t), renderFixture(t)
-	if len(a.Files) != len(b.Files) {
-		t.Fatalf("renders made %d and %d files", len(a.Files), len(b.Files))
-	}
+	require.Equal(t, len(b.Files), len(a.Files), "renders made %d and %d files", len(a.Files), len(b.Files))
 	for name, data := range a.Files {
-		if !bytes.Equal(data, b.Files[name]) {
-			t.Errorf("%s differs between two renders of the same input", name)
-		}
+		assert.Equal(t, b.Files[name], data, "%s differs between two renders of the same input", name)
 	}
 }
 
@@ -223,23 +215,15 @@ func TestWriteSite(t *testing.T) {
 	files := map[string][]byte{"index.html": []byte("<p>hi</p>"), "a/b.html": []byte("b")}
 
 	dir := filepath.Join(t.TempDir(), "site")
-	if err := WriteSite(dir, files); err != nil {
-		t.Fatalf("WriteSite(new dir): %v", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "stale.html"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := WriteSite(dir, files); err != nil {
-		t.Fatalf("WriteSite(own dir): %v", err)
-	}
+	require.NoError(t, WriteSite(dir, files), "WriteSite(new dir)")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "stale.html"), nil, 0o644))
+	require.NoError(t, WriteSite(dir, files), "WriteSite(own dir)")
 	if _, err := os.Stat(filepath.Join(dir, "stale.html")); !os.IsNotExist(err) {
 		t.Errorf("WriteSite left a stale file behind")
 	}
 
 	foreign := t.TempDir()
-	if err := os.WriteFile(filepath.Join(foreign, "precious.txt"), []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(foreign, "precious.txt"), []byte("x"), 0o644))
 	if err := WriteSite(foreign, files); err == nil || !strings.Contains(err.Error(), "refusing") {
 		t.Errorf("WriteSite(foreign dir) = %v; want a refusal", err)
 	}

@@ -7,6 +7,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 var svgRE = regexp.MustCompile(`(?s)<svg .*?</svg>`)
@@ -27,15 +30,11 @@ func parseSVG(t *testing.T, html string) (text string, elements map[string]int) 
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		if err != nil {
-			t.Fatalf("chart is not well-formed XML: %v\n%s", err, svg)
-		}
+		require.NoError(t, err, "chart is not well-formed XML\n%s", svg)
 		switch tok := tok.(type) {
 		case xml.StartElement:
 			elements[tok.Name.Local]++
-			if tok.Name.Space != "http://www.w3.org/2000/svg" {
-				t.Errorf("element %s in namespace %q; want the SVG namespace", tok.Name.Local, tok.Name.Space)
-			}
+			assert.Equal(t, "http://www.w3.org/2000/svg", tok.Name.Space, "element %s in namespace %q; want the SVG namespace", tok.Name.Local, tok.Name.Space)
 		case xml.CharData:
 			b.Write(tok)
 			b.WriteByte('\n')
@@ -99,9 +98,7 @@ func TestChart(t *testing.T) {
 			if elements[tt.wantElem] == 0 {
 				t.Errorf("chart draws no <%s>", tt.wantElem)
 			}
-			if got := strings.Contains(text, "(log scale)"); got != tt.wantLog {
-				t.Errorf("log scale = %v; want %v", got, tt.wantLog)
-			}
+			assert.Equal(t, tt.wantLog, strings.Contains(text, "(log scale)"), "log scale")
 			for _, w := range tt.wantText {
 				if !strings.Contains(text, w) {
 					t.Errorf("chart text lacks %q:\n%s", w, text)
@@ -135,12 +132,8 @@ func TestChooseLog(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := chooseLog(tt.min, tt.max, tt.mode)
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("chooseLog(%g, %g, %s) error = %v; want error %v", tt.min, tt.max, tt.mode, err, tt.wantErr)
-			}
-			if got != tt.want {
-				t.Errorf("chooseLog(%g, %g, %s) = %v; want %v", tt.min, tt.max, tt.mode, got, tt.want)
-			}
+			require.Equal(t, tt.wantErr, (err != nil), "chooseLog(%g, %g, %s) error = %v %v", tt.min, tt.max, tt.mode, err, tt.wantErr)
+			assert.Equal(t, tt.want, got, "chooseLog(%g, %g, %s)", tt.min, tt.max, tt.mode)
 		})
 	}
 }
@@ -160,9 +153,7 @@ func TestShortNames(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := shortNames(tt.in)
-			if strings.Join(got, " ") != strings.Join(tt.want, " ") {
-				t.Errorf("shortNames(%q) = %q; want %q", tt.in, got, tt.want)
-			}
+			assert.Equal(t, strings.Join(tt.want, " "), strings.Join(got, " "), "shortNames(%q) = %q; want %q", tt.in, got, tt.want)
 		})
 	}
 }

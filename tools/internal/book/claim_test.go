@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestClaim(t *testing.T) {
@@ -74,9 +76,7 @@ func TestClaim(t *testing.T) {
 				t.Fatalf("expand(%s): %v", tt.src, err)
 			}
 			html, _, err := b.md.render(x.Markdown, linkMode{chapterPath: "test.md", pagePath: "test.html"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if !strings.Contains(string(html), tt.want) || !strings.Contains(string(html), `class="figure claim"`) {
 				t.Errorf("%s rendered to\n%s\nwant a claim span containing %q", tt.src, html, tt.want)
 			}
@@ -89,18 +89,12 @@ func TestClaim(t *testing.T) {
 func doctoredBook(t *testing.T, chapter string, doctor func(rec map[string]any)) Config {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(fixtureRoot, "book", "records", "placed.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var rec map[string]any
-	if err := json.Unmarshal(data, &rec); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal(data, &rec))
 	doctor(rec)
 	doctored, err := json.MarshalIndent(rec, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return writeBook(t, map[string]string{
 		"SUMMARY.md":          "# Summary\n\n- [One](one.md)\n",
 		"one.md":              "# One\n\n" + chapter + "\n",

@@ -5,6 +5,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestParseDirective(t *testing.T) {
@@ -22,9 +25,7 @@ func TestParseDirective(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d, err := parseDirective(tt.body)
-			if err != nil {
-				t.Fatalf("parseDirective(%q): %v", tt.body, err)
-			}
+			require.NoError(t, err, "parseDirective(%q)", tt.body)
 			if d.Name != tt.name || !reflect.DeepEqual(d.Args, tt.args) || !reflect.DeepEqual(d.Positional, tt.positional) {
 				t.Errorf("parseDirective(%q) = %q %v %v; want %q %v %v", tt.body, d.Name, d.Args, d.Positional, tt.name, tt.args, tt.positional)
 			}
@@ -52,9 +53,7 @@ func TestExpandInCode(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			md, _ := expandOK(t, b, tt.src)
-			if md != tt.want {
-				t.Errorf("expand(%q) =\n%q\nwant\n%q", tt.src, md, tt.want)
-			}
+			assert.Equal(t, tt.want, md, "expand(%q)", tt.src)
 		})
 	}
 }

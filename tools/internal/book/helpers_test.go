@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"softgpu/tools/internal/records"
 )
 
@@ -16,9 +17,7 @@ const fixtureRoot = "testdata/repo"
 func fixtureConfig(t testing.TB) Config {
 	t.Helper()
 	root, err := filepath.Abs(fixtureRoot)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return Config{
 		Root:    root,
 		BookDir: filepath.Join(root, "book"),
@@ -85,12 +84,8 @@ func writeBook(t testing.TB, files map[string]string) Config {
 	cfg.BookDir = t.TempDir()
 	for name, text := range files {
 		p := filepath.Join(cfg.BookDir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(text), 0o644))
 	}
 	return cfg
 }

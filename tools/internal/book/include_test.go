@@ -3,6 +3,9 @@ package book
 import (
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestReadSnippet(t *testing.T) {
@@ -35,12 +38,8 @@ func TestReadSnippet(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			sn, err := readSnippet(fixtureRoot, tt.file, tt.anchor)
-			if err != nil {
-				t.Fatalf("readSnippet(%s:%s): %v", tt.file, tt.anchor, err)
-			}
-			if sn.Code != tt.wantCode {
-				t.Errorf("readSnippet(%s:%s) code =\n%s\nwant\n%s", tt.file, tt.anchor, sn.Code, tt.wantCode)
-			}
+			require.NoError(t, err, "readSnippet(%s:%s)", tt.file, tt.anchor)
+			assert.Equal(t, tt.wantCode, sn.Code, "readSnippet(%s:%s) code", tt.file, tt.anchor)
 			if got := [2]int{sn.FirstLine, sn.LastLine}; got != tt.wantLines {
 				t.Errorf("readSnippet(%s:%s) lines = %v; want %v", tt.file, tt.anchor, got, tt.wantLines)
 			}
@@ -126,9 +125,7 @@ func TestIncludeErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			// Two lines before the directive: the error must name line 3.
 			x := expand(t, b, "# Title\n\n"+tt.src+"\n")
-			if len(x.Errs) != 1 {
-				t.Fatalf("expand(%s): %d errors %v; want 1", tt.src, len(x.Errs), x.Errs)
-			}
+			require.Equal(t, 1, len(x.Errs), "expand(%s): %d errors %v", tt.src, len(x.Errs), x.Errs)
 			msg := x.Errs[0].Error()
 			if !strings.HasPrefix(msg, "book/test.md:3: ") || !strings.Contains(msg, tt.want) {
 				t.Errorf("expand(%s) error = %q; want book/test.md:3: ... %s", tt.src, msg, tt.want)
@@ -140,7 +137,5 @@ func TestIncludeErrors(t *testing.T) {
 func TestDedent(t *testing.T) {
 	got := dedent([]string{"\t\tif x {", "", "\t\t\ty()", "\t\t}"})
 	want := []string{"if x {", "", "\ty()", "}"}
-	if strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Errorf("dedent = %q; want %q", got, want)
-	}
+	assert.Equal(t, strings.Join(want, "|"), strings.Join(got, "|"), "dedent = %q; want %q", got, want)
 }

@@ -3,6 +3,8 @@ package book
 import (
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestCheckLinks(t *testing.T) {
@@ -52,9 +54,7 @@ func TestCheckLinks(t *testing.T) {
 				}
 				got = append(got, l.Href+": "+l.Reason)
 			}
-			if len(got) != len(tt.wantBroken) {
-				t.Fatalf("CheckLinks = %q; want %d broken: %q", got, len(tt.wantBroken), tt.wantBroken)
-			}
+			require.Equal(t, len(tt.wantBroken), len(got), "CheckLinks = %q; want %d broken: %q", got, len(tt.wantBroken), tt.wantBroken)
 			for i, w := range tt.wantBroken {
 				if !strings.HasPrefix(got[i], w) {
 					t.Errorf("broken[%d] = %q; want prefix %q", i, got[i], w)
@@ -74,9 +74,7 @@ func TestBuildFailsOnBrokenLinks(t *testing.T) {
 		"two.md":     "# Two\n\nBack to [one](one.md#one).\n",
 	})
 	_, err := Build(cfg)
-	if err == nil {
-		t.Fatal("Build = nil error; want broken links")
-	}
+	require.Error(t, err, "Build = nil error; want broken links")
 	msg := err.Error()
 	for _, want := range []string{
 		`one.html: broken link "two.html#nosuch": no element with id "nosuch" in two.html`,

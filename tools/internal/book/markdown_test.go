@@ -3,6 +3,9 @@ package book
 import (
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // renderChapterText expands and renders one chapter's text as its own page
@@ -15,9 +18,7 @@ func renderChapterText(t *testing.T, src string) string {
 		t.Fatalf("expand: %v", err)
 	}
 	html, _, err := b.md.render(x.Markdown, linkMode{chapterPath: "test.md", pagePath: "test.html"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return string(fillPlaceholders(html, x.Blocks))
 }
 
@@ -89,9 +90,7 @@ func TestRewriteLinks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		m := linkMode{chapterPath: tt.chapter, pagePath: tt.page, chapters: chapters, printIDs: printIDs, print: tt.print}
-		if got := m.rewrite(tt.dest); got != tt.want {
-			t.Errorf("rewrite(%s in %s, print=%v) = %q; want %q", tt.dest, tt.chapter, tt.print, got, tt.want)
-		}
+		assert.Equal(t, tt.want, m.rewrite(tt.dest), "rewrite(%s in %s, print=%v)", tt.dest, tt.chapter, tt.print)
 	}
 }
 
@@ -107,9 +106,7 @@ func TestHeadingTextIsPlain(t *testing.T) {
 	}
 	for _, tt := range tests {
 		_, headings, err := m.render([]byte(tt.src), linkMode{chapterPath: "test.md", pagePath: "test.html"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if len(headings) != 1 || headings[0].Text != tt.want {
 			t.Errorf("render(%q) headings = %+v; want one with text %q", tt.src, headings, tt.want)
 		}

@@ -5,15 +5,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/tools/internal/records"
 )
 
 func loadFixtureRecord(t *testing.T, name string) *records.Record {
 	t.Helper()
 	rec, err := records.Load(filepath.Join(fixtureRoot, "book", "records", name+".json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return rec
 }
 
@@ -156,9 +156,7 @@ func TestInlineDirectives(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			md, _ := expandOK(t, b, tt.src)
 			html, _, err := b.md.render([]byte(md), linkMode{chapterPath: "test.md", pagePath: "test.html"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if !strings.Contains(string(html), tt.want) {
 				t.Errorf("%s rendered to\n%s\nwant it to contain %q", tt.src, html, tt.want)
 			}
@@ -181,8 +179,6 @@ func TestAcceptedPasses(t *testing.T) {
 		{"nothing said", records.Record{}, 1},
 	}
 	for _, tt := range tests {
-		if got := acceptedPasses(&tt.rec); got != tt.want {
-			t.Errorf("acceptedPasses(%s) = %d; want %d", tt.name, got, tt.want)
-		}
+		assert.Equal(t, tt.want, acceptedPasses(&tt.rec), "acceptedPasses(%s)", tt.name)
 	}
 }

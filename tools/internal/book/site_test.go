@@ -7,6 +7,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // symlinkRepo makes a repository with one stage whose files include
@@ -15,17 +18,13 @@ func symlinkRepo(t *testing.T) string {
 	t.Helper()
 	root := t.TempDir()
 	stage := filepath.Join(root, "stage0-mailbox")
-	if err := os.MkdirAll(stage, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.MkdirAll(stage, 0o755))
 	files := map[string]string{
 		"go.mod":     "module softgpu/stage0-mailbox\n",
 		"softgpu.go": "package softgpu\n\n// ANCHOR: open\nfunc Open() {}\n// ANCHOR_END: open\n",
 	}
 	for name, text := range files {
-		if err := os.WriteFile(filepath.Join(stage, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(filepath.Join(stage, name), []byte(text), 0o644))
 	}
 	for link, target := range map[string]string{
 		"etc":        "/etc",
@@ -34,9 +33,7 @@ func symlinkRepo(t *testing.T) string {
 		"escape.go":  "../../" + filepath.Base(root) + "-elsewhere",
 		"parent.txt": "../go.mod.outside",
 	} {
-		if err := os.Symlink(target, filepath.Join(stage, link)); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.Symlink(target, filepath.Join(stage, link)))
 	}
 	return root
 }
@@ -64,9 +61,7 @@ func TestIncludeNeverLeavesTheRepository(t *testing.T) {
 		t.Run(tt.file, func(t *testing.T) {
 			sn, err := readSnippet(root, tt.file, "")
 			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatalf("readSnippet(%s): %v", tt.file, err)
-				}
+				require.NoError(t, err, "readSnippet(%s)", tt.file)
 				if !strings.Contains(sn.Code, "func Open") {
 					t.Errorf("readSnippet(%s) = %q", tt.file, sn.Code)
 				}
@@ -83,9 +78,7 @@ func TestIncludeNeverLeavesTheRepository(t *testing.T) {
 
 	// The source pages list the stage's files without following the links.
 	files, err := sourceFiles(root, "stage0-mailbox")
-	if err != nil {
-		t.Fatalf("sourceFiles: %v", err)
-	}
+	require.NoError(t, err, "sourceFiles")
 	var names []string
 	for _, f := range files {
 		names = append(names, f.Path)
@@ -121,12 +114,8 @@ func TestDiagram(t *testing.T) {
 			b := newTestBuilder(t)
 			b.cfg.BookDir = t.TempDir()
 			if tt.svg != "" {
-				if err := os.MkdirAll(filepath.Join(b.cfg.BookDir, "diagrams"), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(filepath.Join(b.cfg.BookDir, "diagrams", "d.svg"), []byte(tt.svg), 0o644); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, os.MkdirAll(filepath.Join(b.cfg.BookDir, "diagrams"), 0o755))
+				require.NoError(t, os.WriteFile(filepath.Join(b.cfg.BookDir, "diagrams", "d.svg"), []byte(tt.svg), 0o644))
 			}
 			checkBlocks(t, b, tt.src+"\n", tt.want, tt.wantErr, "diagram")
 		})
@@ -162,16 +151,10 @@ func TestTimeline(t *testing.T) {
 	// The meta file is required: a timeline always says how it was made.
 	b := newTestBuilder(t)
 	b.cfg.BookDir = t.TempDir()
-	if err := os.MkdirAll(filepath.Join(b.cfg.BookDir, "traces"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.MkdirAll(filepath.Join(b.cfg.BookDir, "traces"), 0o755))
 	data, err := os.ReadFile(filepath.Join(fixtureRoot, "book", "traces", "stage7.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(b.cfg.BookDir, "traces", "stage7.json"), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(b.cfg.BookDir, "traces", "stage7.json"), data, 0o644))
 	x := expand(t, b, "{{#timeline trace=stage7}}\n")
 	if len(x.Errs) != 1 || !strings.Contains(x.Errs[0].Error(), "has no stage7.meta.json") {
 		t.Errorf("a trace without its meta file: errors = %v; want a refusal", x.Errs)
@@ -183,9 +166,7 @@ func TestThemeTimeline(t *testing.T) {
 	want := "<svg><style>\n.sgt-timeline .a{fill:#fff}\n" +
 		`:root[data-theme="dark"] .sgt-timeline .a{fill:#000}` + "\n" +
 		"@media (prefers-color-scheme: dark){\n" + `:root:not([data-theme="light"]) .sgt-timeline .a{fill:#000}` + "\n}\n</style><rect/></svg>"
-	if got := themeTimeline(in); got != want {
-		t.Errorf("themeTimeline =\n%s\nwant\n%s", got, want)
-	}
+	assert.Equal(t, want, themeTimeline(in), "themeTimeline")
 }
 
 func TestPlaceMarks(t *testing.T) {
@@ -216,16 +197,12 @@ func TestPlaceMarks(t *testing.T) {
 				}
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			var got []string
 			for _, m := range marks {
 				got = append(got, strconv.FormatFloat(m.Pos, 'f', 2, 64)+" "+m.Label)
 			}
-			if strings.Join(got, "; ") != tt.want {
-				t.Errorf("placeMarks(%q) = %s; want %s", tt.spec, strings.Join(got, "; "), tt.want)
-			}
+			assert.Equal(t, tt.want, strings.Join(got, "; "), "placeMarks(%q)", tt.spec)
 		})
 	}
 }
@@ -237,15 +214,11 @@ func TestChartReadableOnAPhone(t *testing.T) {
 	b := newTestBuilder(t)
 	_, html := expandOK(t, b, `{{#chart record=test stage=stage0-mailbox,stage1-ring bench=Gap/.* unit=ns/op x=gap marks="10us,50us,200us" title="A long title that a phone has to wrap onto a second line to fit it all"}}`)
 	svgs := regexp.MustCompile(`(?s)<svg [^>]*class="chart (chart-[a-z]+)".*?</svg>`).FindAllStringSubmatch(html, -1)
-	if len(svgs) != len(chartLayouts) {
-		t.Fatalf("%d drawings; want one per layout (%d)", len(svgs), len(chartLayouts))
-	}
+	require.Equal(t, len(chartLayouts), len(svgs), "%d drawings; want one per layout (%d)", len(svgs), len(chartLayouts))
 	sizeRE := regexp.MustCompile(`font-size="([0-9.]+)"`)
 	for i, m := range svgs {
 		l := chartLayouts[i]
-		if m[1] != l.Class {
-			t.Errorf("drawing %d is %s; want %s", i, m[1], l.Class)
-		}
+		assert.Equal(t, l.Class, m[1], "drawing %d is %s", i, m[1])
 		for _, s := range sizeRE.FindAllStringSubmatch(m[0], -1) {
 			size, _ := strconv.ParseFloat(s[1], 64)
 			if size*l.MinScale < minChartText {
@@ -302,9 +275,7 @@ func TestTableSpreadAndNoise(t *testing.T) {
 			for _, m := range marked {
 				got = append(got, m[1])
 			}
-			if strings.Join(got, " ") != strings.Join(tt.noisyMarked, " ") {
-				t.Errorf("rows marked noisy: %v; want %v", got, tt.noisyMarked)
-			}
+			assert.Equal(t, strings.Join(tt.noisyMarked, " "), strings.Join(got, " "), "rows marked noisy: %v; want %v", got, tt.noisyMarked)
 			if !strings.Contains(html, `Reproduce this: <code class="command">go run ./tools/cmd/record -name placed`) {
 				t.Errorf("no reproduce line:\n%s", html)
 			}
@@ -324,9 +295,7 @@ func TestParseStatAndNoisy(t *testing.T) {
 	}
 	for _, tt := range tests {
 		d, err := parseDirective("table " + tt.args)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		_, errStat := parseStat(d, true)
 		_, errNoisy := parseNoisy(d)
 		err = errStat
@@ -352,9 +321,7 @@ func TestSearchSections(t *testing.T) {
 		{ID: "top", Title: "Stage 0", Text: "The engine & the host."},
 		{ID: "code", Title: "The pollLoop", Text: "func pollLoop() return No id, no section tail"},
 	}
-	if len(got) != len(want) {
-		t.Fatalf("pageSections = %+v; want %+v", got, want)
-	}
+	require.Equal(t, len(want), len(got), "pageSections = %+v; want %+v", got, want)
 	for i := range want {
 		if g := *got[i]; g.ID != want[i].ID || g.Title != want[i].Title || g.Text != want[i].Text {
 			t.Errorf("section %d = %+v; want %+v", i, g, want[i])
@@ -399,16 +366,12 @@ func TestChapterLabels(t *testing.T) {
 				}
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			var got []string
 			for _, it := range s.Chapters() {
 				got = append(got, it.Title+":"+it.Label)
 			}
-			if strings.Join(got, " ") != tt.want {
-				t.Errorf("labels = %s; want %s", strings.Join(got, " "), tt.want)
-			}
+			assert.Equal(t, tt.want, strings.Join(got, " "), "labels")
 		})
 	}
 }
@@ -427,9 +390,7 @@ func TestOneTitlePerChapter(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Render(writeBook(t, map[string]string{"SUMMARY.md": "# Summary\n\n" + tt.summary + "\n", "one.md": tt.chapter}))
 			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatalf("Render: %v", err)
-				}
+				require.NoError(t, err, "Render")
 				return
 			}
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
@@ -493,9 +454,7 @@ func TestDiffOrder(t *testing.T) {
 		kinds = append(kinds, diffKind(p))
 	}
 	want := "prose test mechanism other test test mechanism"
-	if got := strings.Join(kinds, " "); got != want {
-		t.Errorf("kinds = %s; want %s", got, want)
-	}
+	assert.Equal(t, want, strings.Join(kinds, " "), "kinds")
 }
 
 // A token drawn exactly as the code's own text gets no span: punctuation and

@@ -4,6 +4,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestParseSummary(t *testing.T) {
@@ -71,12 +74,8 @@ func TestParseSummary(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s, err := ParseSummary("SUMMARY.md", []byte(tt.text))
-			if err != nil {
-				t.Fatalf("ParseSummary: %v", err)
-			}
-			if s.Title != tt.title {
-				t.Errorf("Title = %q; want %q", s.Title, tt.title)
-			}
+			require.NoError(t, err, "ParseSummary")
+			assert.Equal(t, tt.title, s.Title, "Title")
 			var got []entry
 			for _, it := range s.Items {
 				got = append(got, entry{it.Kind, it.Title, it.Path, it.NumberString()})
@@ -108,9 +107,7 @@ func TestParseSummaryErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := ParseSummary("SUMMARY.md", []byte(tt.text))
-			if err == nil {
-				t.Fatalf("ParseSummary(%q) = nil error; want %q", tt.text, tt.want)
-			}
+			require.Error(t, err, "ParseSummary(%q) = nil error; want %q", tt.text, tt.want)
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("ParseSummary(%q) = %q; want it to contain %q", tt.text, err, tt.want)
 			}

@@ -1,6 +1,10 @@
 package book
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
 
 func TestFormatValue(t *testing.T) {
 	tests := []struct {
@@ -31,9 +35,7 @@ func TestFormatValue(t *testing.T) {
 		{0, "wakeups/op", "0 wakeups/op"},
 	}
 	for _, tt := range tests {
-		if got := FormatValue(tt.v, tt.unit); got != tt.want {
-			t.Errorf("FormatValue(%g, %q) = %q; want %q", tt.v, tt.unit, got, tt.want)
-		}
+		assert.Equal(t, tt.want, FormatValue(tt.v, tt.unit), "FormatValue(%g, %q)", tt.v, tt.unit)
 	}
 }
 
@@ -49,9 +51,7 @@ func TestFormatTickAndRatio(t *testing.T) {
 		{0.5, "cores", "0.5 cores"},
 	}
 	for _, tt := range ticks {
-		if got := formatTick(tt.v, tt.unit); got != tt.want {
-			t.Errorf("formatTick(%g, %q) = %q; want %q", tt.v, tt.unit, got, tt.want)
-		}
+		assert.Equal(t, tt.want, formatTick(tt.v, tt.unit), "formatTick(%g, %q)", tt.v, tt.unit)
 	}
 	ratios := []struct {
 		r    float64
@@ -60,9 +60,7 @@ func TestFormatTickAndRatio(t *testing.T) {
 		{3.17, "3.2×"}, {0.8421, "0.84×"}, {1, "1.0×"}, {12.4, "12×"}, {35.06, "35×"},
 	}
 	for _, tt := range ratios {
-		if got := formatRatio(tt.r); got != tt.want {
-			t.Errorf("formatRatio(%g) = %q; want %q", tt.r, got, tt.want)
-		}
+		assert.Equal(t, tt.want, formatRatio(tt.r), "formatRatio(%g)", tt.r)
 	}
 }
 
@@ -78,9 +76,7 @@ func TestTableCell(t *testing.T) {
 		{0.5, "wakeups/op", "0.500"},
 	}
 	for _, tt := range tests {
-		if got := tableCell(tt.v, tt.unit); got != tt.want {
-			t.Errorf("tableCell(%g, %q) = %q; want %q", tt.v, tt.unit, got, tt.want)
-		}
+		assert.Equal(t, tt.want, tableCell(tt.v, tt.unit), "tableCell(%g, %q)", tt.v, tt.unit)
 	}
 }
 

@@ -8,6 +8,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestQuote(t *testing.T) {
@@ -22,9 +25,7 @@ func TestQuote(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Quote(tt.in); got != tt.want {
-				t.Errorf("Quote(%q) = %s; want %s", tt.in, got, tt.want)
-			}
+			assert.Equal(t, tt.want, Quote(tt.in), "Quote(%q)", tt.in)
 		})
 	}
 }
@@ -32,9 +33,7 @@ func TestQuote(t *testing.T) {
 func TestEnvFlag(t *testing.T) {
 	var e EnvFlag
 	for _, kv := range []string{"SOFTGPU_IDLE=spin", "EMPTY="} {
-		if err := e.Set(kv); err != nil {
-			t.Errorf("Set(%q) = %v; want nil", kv, err)
-		}
+		assert.NoError(t, e.Set(kv), "Set(%q)", kv)
 	}
 	for _, bad := range []string{"NOEQUALS", "=x", "A B=1"} {
 		if err := e.Set(bad); err == nil {
@@ -62,37 +61,27 @@ func TestSignalContext(t *testing.T) {
 		t.Run(tt.sig.String(), func(t *testing.T) {
 			ctx, stop := SignalContext()
 			defer stop()
-			if err := syscall.Kill(os.Getpid(), tt.sig); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, syscall.Kill(os.Getpid(), tt.sig))
 			select {
 			case <-ctx.Done():
 			case <-time.After(5 * time.Second):
 				t.Fatalf("%v did not end the context", tt.sig)
 			}
-			if code := InterruptedCode(ctx); code != tt.wantCode {
-				t.Errorf("InterruptedCode after %v = %d; want %d (cause %v)", tt.sig, code, tt.wantCode, context.Cause(ctx))
-			}
+			assert.Equal(t, tt.wantCode, InterruptedCode(ctx), "InterruptedCode after %v; want %d (cause %v)", tt.sig, tt.wantCode, context.Cause(ctx))
 		})
 	}
 	ctx, stop := SignalContext()
 	stop()
-	if code := InterruptedCode(ctx); code != ExitInterrupted {
-		t.Errorf("InterruptedCode after stop = %d; want %d", code, ExitInterrupted)
-	}
+	assert.Equal(t, ExitInterrupted, InterruptedCode(ctx), "InterruptedCode after stop")
 }
 
 func TestCommandLine(t *testing.T) {
 	got := CommandLine("go run ./tools/cmd/record", []string{"-name", "x", "-bench", "^BenchmarkGap$"})
-	if want := "go run ./tools/cmd/record -name x -bench '^BenchmarkGap$'"; got != want {
-		t.Errorf("CommandLine = %s; want %s", got, want)
-	}
+	assert.Equal(t, "go run ./tools/cmd/record -name x -bench '^BenchmarkGap$'", got, "CommandLine")
 }
 
 func TestOneLine(t *testing.T) {
-	if got := oneLine("a\n  b\tc\n"); got != "a b c" {
-		t.Errorf("oneLine = %q; want %q", got, "a b c")
-	}
+	assert.Equal(t, "a b c", oneLine("a\n  b\tc\n"), "oneLine")
 	if got := strings.Count(oneLine("x\ny"), "\n"); got != 0 {
 		t.Errorf("oneLine kept %d newlines", got)
 	}

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 func TestCommandParse(t *testing.T) {
@@ -47,9 +49,7 @@ func TestCommandParse(t *testing.T) {
 			if !strings.HasPrefix(stdout.String(), tt.wantStdout) || (tt.wantStdout == "" && stdout.Len() > 0) {
 				t.Errorf("Parse(%q) stdout = %q; want it to start %q", tt.args, stdout.String(), tt.wantStdout)
 			}
-			if stderr.String() != tt.wantStderr {
-				t.Errorf("Parse(%q) stderr = %q; want %q", tt.args, stderr.String(), tt.wantStderr)
-			}
+			assert.Equal(t, tt.wantStderr, stderr.String(), "Parse(%q) stderr", tt.args)
 		})
 	}
 }
@@ -62,9 +62,7 @@ func (p *pathList) Set(s string) error { *p = append(*p, s); return nil }
 func TestMisuseAndFail(t *testing.T) {
 	var stdout, stderr strings.Builder
 	c := NewCommand("stages diff", "usage: stages diff\n", &stdout, &stderr)
-	if code := c.Misuse("unknown stage %q;\nstages are: a, b", "nosuch"); code != ExitUsage {
-		t.Errorf("Misuse = %d; want %d", code, ExitUsage)
-	}
+	assert.Equal(t, ExitUsage, c.Misuse("unknown stage %q;\nstages are: a, b", "nosuch"), "Misuse")
 	if want := "stages diff: unknown stage \"nosuch\"; stages are: a, b\n"; stderr.String() != want {
 		t.Errorf("Misuse wrote %q; want one line %q", stderr.String(), want)
 	}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // gone reports whether process pid has exited: it no longer exists, or is
@@ -52,20 +54,12 @@ func killPid(pid int) {
 func startForPid(t *testing.T, cmd *exec.Cmd) int {
 	t.Helper()
 	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
 	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	pid, err := strconv.Atoi(strings.TrimSpace(line))
-	if err != nil {
-		t.Fatalf("%s said %q; want a process id", cmd.Path, line)
-	}
+	require.NoError(t, err, "%s said %q; want a process id", cmd.Path, line)
 	return pid
 }
 
@@ -106,9 +100,7 @@ func TestFollowGoRun(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.parent, func(t *testing.T) {
 			script := filepath.Join(t.TempDir(), tt.parent)
-			if err := os.WriteFile(script, []byte("#!/bin/sh\n\"$@\"\n"), 0o755); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\n\"$@\"\n"), 0o755))
 			cmd := exec.Command(script, os.Args[0], "-test.run=^TestFollowGoRun$")
 			cmd.Env = append(os.Environ(), "CLI_TEST_HELPER=follow")
 			helper := startForPid(t, cmd)

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"softgpu/tools/internal/stages"
 )
 
@@ -58,12 +59,8 @@ func TestParse(t *testing.T) {
 				}
 				return
 			}
-			if err != nil {
-				t.Fatalf("Parse: %v", err)
-			}
-			if len(got) != len(tt.want) {
-				t.Fatalf("Parse found %d recipes (%+v); want %d", len(got), got, len(tt.want))
-			}
+			require.NoError(t, err, "Parse")
+			require.Equal(t, len(tt.want), len(got), "Parse found %d recipes (%+v)", len(got), got)
 			for i := range got {
 				if got[i] != tt.want[i] {
 					t.Errorf("recipe %d = %+v; want %+v", i, got[i], tt.want[i])
@@ -79,13 +76,9 @@ func TestParse(t *testing.T) {
 // build) are marked in every place they appear.
 func TestTheRepositorysRecipesParse(t *testing.T) {
 	root, err := stages.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	all, err := Find(root)
-	if err != nil {
-		t.Fatalf("Find: %v", err)
-	}
+	require.NoError(t, err, "Find")
 	has := func(file, substr string) bool {
 		for _, r := range all {
 			if r.File == file && strings.Contains(r.Script, substr) {

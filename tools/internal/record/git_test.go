@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestGit(t *testing.T) {
@@ -24,15 +26,11 @@ func TestGit(t *testing.T) {
 	}
 	git := func(args ...string) string {
 		out, err := exec.Command("git", append([]string{"-C", root}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %q: %v\n%s", args, err, out)
-		}
+		require.NoError(t, err, "git %q\n%s", args, out)
 		return strings.TrimSpace(string(out))
 	}
 	write := func(name, data string) {
-		if err := os.WriteFile(filepath.Join(root, name), []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(filepath.Join(root, name), []byte(data), 0o644))
 	}
 	git("init", "-q")
 	write(".gitignore", "*.out\n")

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/tools/internal/benchrun"
 	"softgpu/tools/internal/records"
 )
@@ -29,9 +31,7 @@ func TestMeasureSteady(t *testing.T) {
 	cfg.Env = []string{"SOFTGPU_IDLE=spin"}
 	fake := &fakeBencher{t: t}
 	res, err := Measure(context.Background(), cfg, fake)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := []string{
 		"survey stage0-mailbox", "survey stage1-ring",
 		"canary", "stage0-mailbox", "stage1-ring", "canary",
@@ -59,9 +59,7 @@ func TestMeasureSteady(t *testing.T) {
 		}
 	}
 	text, err := Text(res)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if strings.Contains(string(text), "canary") || strings.Count(string(text), "BenchmarkFill/size=64B-2\t1000\t") != 4 {
 		t.Errorf("Text() should hold 4 Fill lines and no canary metric:\n%s", text)
 	}
@@ -91,18 +89,14 @@ func TestMeasureReruns(t *testing.T) {
 			cfg.Passes, cfg.MaxReruns = 1, tt.maxReruns
 			fake := &fakeBencher{t: t, rowCanary: map[string][][2]float64{fill: tt.script}}
 			res, err := Measure(context.Background(), cfg, fake)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			row := res.Passes[0].Runs[0].Rows["Fill/size=64B"]
 			want := RowRun{HasCanary: true, Reruns: tt.wantReruns, Unsteady: tt.wantUnsteady,
 				Canary: records.RowCanary{Pass: 1, Before: tt.wantCanary[0], After: tt.wantCanary[1]}}
 			if row != want {
 				t.Errorf("Fill row = %+v; want %+v", row, want)
 			}
-			if res.Reruns != tt.wantReruns {
-				t.Errorf("Result.Reruns = %d; want %d", res.Reruns, tt.wantReruns)
-			}
+			assert.Equal(t, tt.wantReruns, res.Reruns, "Result.Reruns")
 			rerun := "rerun stage0-mailbox ^BenchmarkFill$/^size=64B$"
 			if n := count(fake.calls, rerun); n != tt.wantReruns {
 				t.Errorf("%q ran %d times; want %d (calls %q)", rerun, n, tt.wantReruns, fake.calls)
@@ -112,9 +106,7 @@ func TestMeasureReruns(t *testing.T) {
 				t.Errorf("re-runs came after the next stage: %q", fake.calls)
 			}
 			text, err := Text(res)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if want := fmt.Sprintf("BenchmarkFill/size=64B-2\t1000\t%s ns/op", tt.wantNs); !strings.Contains(string(text), want) ||
 				strings.Count(string(text), "BenchmarkFill/size=64B-2") != 2 {
 				t.Errorf("Text() should keep one Fill line per stage, stage0-mailbox's being %q:\n%s", want, text)

@@ -3,6 +3,8 @@ package record
 import (
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/tools/internal/records"
 )
 
@@ -10,9 +12,7 @@ import (
 // of seed 004's tables, and checks it against those tables.
 func TestReferenceRecord(t *testing.T) {
 	rec, err := records.Load("../../../book/records/reference.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if !rec.Reference || rec.Machine.Label != "reference VM" || rec.Machine.Cores != 6 || rec.Source == "" || len(rec.Canary) != 0 {
 		t.Errorf("reference record = reference %v, label %q, cores %d, source %q, %d canaries; want true, reference VM, 6, a source, none",
 			rec.Reference, rec.Machine.Label, rec.Machine.Cores, rec.Source, len(rec.Canary))
@@ -47,9 +47,7 @@ func TestReferenceRecord(t *testing.T) {
 	for _, r := range rec.Rows {
 		metrics += len(r.Metrics)
 	}
-	if metrics != len(tests) {
-		t.Errorf("reference record has %d metrics; want %d", metrics, len(tests))
-	}
+	assert.Equal(t, len(tests), metrics, "reference record has %d metrics", metrics)
 	for _, tt := range tests {
 		row, ok := rec.Find(tt.stage, tt.benchmark)
 		if !ok {

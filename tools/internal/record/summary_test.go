@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/tools/internal/benchfmt"
 	"softgpu/tools/internal/records"
 )
@@ -14,9 +16,7 @@ import (
 func output(t *testing.T, text string) *benchfmt.Output {
 	t.Helper()
 	out, err := benchfmt.ParseString(text)
-	if err != nil {
-		t.Fatalf("ParseString(%q): %v", text, err)
-	}
+	require.NoError(t, err, "ParseString(%q)", text)
 	return out
 }
 
@@ -125,17 +125,13 @@ func TestText(t *testing.T) {
 		}},
 	}}
 	got, err := Text(res)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := strings.Join([]string{
 		"goos: linux", "stage: stage0-mailbox", "BenchmarkX-2 1 5 ns/op",
 		"goos: linux", "stage: stage1-ring", "BenchmarkX-2 1 4 ns/op",
 		"goos: linux", "stage: stage1-ring", "BenchmarkX-2 1 3 ns/op", "",
 	}, "\n")
-	if string(got) != want {
-		t.Errorf("Text() = %q; want %q", got, want)
-	}
+	assert.Equal(t, want, string(got), "Text() = %q", got)
 }
 
 func TestNewRecord(t *testing.T) {
@@ -166,17 +162,13 @@ func TestNewRecord(t *testing.T) {
 	if !strings.Contains(rec.Notes, "SOFTGPU_CANARY=1") || !strings.Contains(rec.Notes, "×1.3") {
 		t.Errorf("NewRecord().Notes does not explain the canary: %q", rec.Notes)
 	}
-	if err := records.Validate(rec); err != nil {
-		t.Errorf("Validate(NewRecord()) = %v", err)
-	}
+	assert.NoError(t, records.Validate(rec), "Validate(NewRecord())")
 }
 
 func TestWrite(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "new", "records")
 	rec := &records.Record{Schema: records.SchemaVersion, Name: "smoke", Rows: []records.Row{}}
-	if err := Write(dir, rec, []byte("stage: stage0-mailbox\n")); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, Write(dir, rec, []byte("stage: stage0-mailbox\n")))
 	jsonPath, textPath := Paths(dir, "smoke")
 	for _, p := range []string{jsonPath, textPath} {
 		fi, err := os.Stat(p)

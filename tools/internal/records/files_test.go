@@ -5,22 +5,19 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestWriteFiles(t *testing.T) {
 	dir := t.TempDir()
 	txt, js := filepath.Join(dir, "r.txt"), filepath.Join(dir, "r.json")
-	if err := WriteFiles(File{txt, []byte("text 1")}, File{js, []byte("json 1")}); err != nil {
-		t.Fatalf("WriteFiles: %v", err)
-	}
+	require.NoError(t, WriteFiles(File{txt, []byte("text 1")}, File{js, []byte("json 1")}), "WriteFiles")
 	for path, want := range map[string]string{txt: "text 1", js: "json 1"} {
 		fi, err := os.Stat(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if fi.Mode().Perm() != FileMode {
-			t.Errorf("%s has mode %v; want %v", path, fi.Mode().Perm(), FileMode)
-		}
+		require.NoError(t, err)
+		assert.Equal(t, FileMode, fi.Mode().Perm(), "%s has mode %v", path, fi.Mode().Perm())
 		if got, _ := os.ReadFile(path); string(got) != want {
 			t.Errorf("%s = %q; want %q", path, got, want)
 		}
@@ -44,17 +41,11 @@ func TestWriteFilesFailure(t *testing.T) {
 			dir := t.TempDir()
 			txt, js := filepath.Join(dir, "r.txt"), filepath.Join(dir, "r.json")
 			if tt.oldTxt != "" {
-				if err := os.WriteFile(txt, []byte(tt.oldTxt), 0o644); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, os.WriteFile(txt, []byte(tt.oldTxt), 0o644))
 			}
-			if err := os.MkdirAll(filepath.Join(js, "blocker"), 0o755); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, os.MkdirAll(filepath.Join(js, "blocker"), 0o755))
 			err := WriteFiles(File{txt, []byte("text 1")}, File{js, []byte("json 1")})
-			if err == nil {
-				t.Fatal("WriteFiles over a directory = nil error; want one")
-			}
+			require.Error(t, err, "WriteFiles over a directory = nil error")
 			got, readErr := os.ReadFile(txt)
 			switch {
 			case tt.oldTxt == "" && !os.IsNotExist(readErr):
@@ -75,9 +66,7 @@ func TestWriteFilesFailure(t *testing.T) {
 func assertNoTemps(t *testing.T, dir string, n int) {
 	t.Helper()
 	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var names []string
 	for _, e := range entries {
 		names = append(names, e.Name())
@@ -90,9 +79,7 @@ func assertNoTemps(t *testing.T, dir string, n int) {
 func TestProbe(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "file")
-	if err := os.WriteFile(file, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
 	tests := []struct {
 		name    string
 		probe   func(string) error

@@ -8,6 +8,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestBestAndMedian(t *testing.T) {
@@ -30,12 +33,8 @@ func TestBestAndMedian(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Best(tt.unit, tt.values); got != tt.wantBest {
-				t.Errorf("Best(%s, %v) = %v; want %v", tt.unit, tt.values, got, tt.wantBest)
-			}
-			if got := Median(tt.values); got != tt.wantMedian {
-				t.Errorf("Median(%v) = %v; want %v", tt.values, got, tt.wantMedian)
-			}
+			assert.Equal(t, tt.wantBest, Best(tt.unit, tt.values), "Best(%s, %v)", tt.unit, tt.values)
+			assert.Equal(t, tt.wantMedian, Median(tt.values), "Median(%v)", tt.values)
 		})
 	}
 }
@@ -95,9 +94,7 @@ func TestRowCanary(t *testing.T) {
 		if r := c.Ratio(); math.Abs(r-tt.wantRatio) > 1e-12 && r != tt.wantRatio {
 			t.Errorf("pass %d: Ratio() = %v; want %v", tt.pass, r, tt.wantRatio)
 		}
-		if s := c.Steady(DefaultCanaryTolerance); s != tt.wantSteady {
-			t.Errorf("pass %d: Steady(%v) = %v; want %v", tt.pass, DefaultCanaryTolerance, s, tt.wantSteady)
-		}
+		assert.Equal(t, tt.wantSteady, c.Steady(DefaultCanaryTolerance), "pass %d: Steady(%v)", tt.pass, DefaultCanaryTolerance)
 	}
 	if _, ok := row.CanaryOf(5); ok {
 		t.Errorf("CanaryOf(5) found a canary; the row ran in 4 passes")
@@ -126,13 +123,9 @@ const schema1 = `{
 
 func TestLoadSchema1(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.json")
-	if err := os.WriteFile(path, []byte(schema1), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(path, []byte(schema1), 0o644))
 	rec, err := Load(path)
-	if err != nil {
-		t.Fatalf("Load(schema 1): %v", err)
-	}
+	require.NoError(t, err, "Load(schema 1)")
 	want := Metric{Unit: "ns/op", Best: 100, Median: 150, Min: 100, Max: 200, Values: []float64{200, 100}}
 	if got := rec.Rows[0].Metrics[0]; !reflect.DeepEqual(got, want) {
 		t.Errorf("schema-1 metric = %+v; want %+v (min and max filled, median as stored)", got, want)
@@ -140,45 +133,33 @@ func TestLoadSchema1(t *testing.T) {
 	if rec.Schema != 1 || !rec.Dirty || rec.Commit != "f7bc03a38c108858cceb2f74bcac0fcc970d8813+dirty" {
 		t.Errorf("schema-1 record: schema %d, dirty %v, commit %q; want 1, true, the commit as written", rec.Schema, rec.Dirty, rec.Commit)
 	}
-	if err := Validate(rec); err != nil {
-		t.Errorf("Validate(schema-1 record) = %v; want nil", err)
-	}
+	assert.NoError(t, Validate(rec), "Validate(schema-1 record)")
 }
 
 // TestLoadBookRecords reads every record the book is built from: each
 // must load and validate, whichever schema it was written in.
 func TestLoadBookRecords(t *testing.T) {
 	recs, err := LoadDir("../../../book/records")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if len(recs) == 0 {
 		t.Fatal("no records in book/records")
 	}
 	for name, rec := range recs {
-		if err := Validate(rec); err != nil {
-			t.Errorf("book/records/%s.json: %v", name, err)
-		}
+		assert.NoError(t, Validate(rec), "book/records/%s.json", name)
 	}
 }
 
 func TestSaveLoad(t *testing.T) {
 	rec := validRecord()
 	path := filepath.Join(t.TempDir(), "r.json")
-	if err := Save(path, rec); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, Save(path, rec))
 	got, err := Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if !reflect.DeepEqual(got, rec) {
 		t.Errorf("Load(Save(rec)) = %+v; want %+v", got, rec)
 	}
 	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, key := range []string{`"schema": 2`, `"dirty": true`, `"rows_rerun": 1`, `"min": 100`, `"max": 120`,
 		`"canary": [`, `"before_ns": 55`, `"reruns": 2`, `"unsteady": true`, `"canary_tolerance": 1.3`} {
 		if !strings.Contains(string(data), key) {
@@ -201,9 +182,7 @@ func TestLoadErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "x.json")
-			if err := os.WriteFile(path, []byte(tt.json), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, os.WriteFile(path, []byte(tt.json), 0o644))
 			_, err := Load(path)
 			if err == nil || (tt.wantErr != nil && !errors.Is(err, tt.wantErr)) || !strings.Contains(err.Error(), tt.wantText) {
 				t.Errorf("Load(%s) error = %v; want %v mentioning %q", tt.json, err, tt.wantErr, tt.wantText)

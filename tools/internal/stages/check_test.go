@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"softgpu/tools/internal/fixture"
 )
 
@@ -36,9 +37,7 @@ func TestCheck(t *testing.T) {
 			edit: func(t *testing.T, root string) {
 				writeFile(t, root, "stage1-ring/go.mod", "module softgpu/stage1-ring\n\ngo 1.26\n\nrequire softgpu/stage0-mailbox v0.0.0\n\nreplace softgpu/stage0-mailbox => ../stage0-mailbox\n")
 				writeFile(t, root, "go.work", "go 1.26\n\nuse ./stage0-mailbox\n")
-				if err := os.MkdirAll(filepath.Join(root, "stage3-pinned"), 0o755); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, os.MkdirAll(filepath.Join(root, "stage3-pinned"), 0o755))
 			},
 			want: []string{
 				"stage1-ring/go.mod: requires softgpu/stage0-mailbox; a stage may depend on no other module of this repository",
@@ -58,9 +57,7 @@ func TestCheck(t *testing.T) {
 				tt.edit(t, root)
 			}
 			got, err := Check(context.Background(), root, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			// Messages from go and the file system vary; compare their start.
 			for i := range got {
 				if i < len(tt.want) {

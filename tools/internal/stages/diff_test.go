@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/tools/internal/fixture"
 )
 
@@ -29,9 +31,7 @@ func TestRename(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Normalise(tt.in, "stage1-ring"); got != tt.want {
-				t.Errorf("Normalise(%q, stage1-ring) = %q; want %q", tt.in, got, tt.want)
-			}
+			assert.Equal(t, tt.want, Normalise(tt.in, "stage1-ring"), "Normalise(%q, stage1-ring)", tt.in)
 		})
 	}
 }
@@ -46,9 +46,7 @@ func TestDiffStagesFiles(t *testing.T) {
 	writeFile(t, root, "stage0-mailbox/driver/exercise_1_test.go", "//go:build exercise\n")
 
 	d, err := DiffStages(root, "stage0-mailbox", "stage1-ring")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := []FileDiff{
 		{Path: "README.md", Status: "modified", Added: 2, Removed: 2}, // title, and the newline at the end
 		{Path: "driver/driver.go", Status: "modified", Added: 4, Removed: 4},
@@ -70,15 +68,11 @@ func TestDiffStagesFiles(t *testing.T) {
 func TestDiffStagesIdentical(t *testing.T) {
 	root := fixture.CopyTree(t, "testdata/tree")
 	d, err := DiffStages(root, "stage0-mailbox", "stage0-mailbox")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if len(d.Files) != 0 || d.Unified != "" {
 		t.Errorf("DiffStages(x, x) = %d files, %q; want none", len(d.Files), d.Unified)
 	}
-	if got, want := d.Stat(), " 0 files changed\n"; got != want {
-		t.Errorf("Stat() = %q; want %q", got, want)
-	}
+	assert.Equal(t, " 0 files changed\n", d.Stat(), "Stat()")
 }
 
 func TestDiffStagesMissing(t *testing.T) {
@@ -96,14 +90,10 @@ func TestDiffStagesApplies(t *testing.T) {
 	}
 	root := fixture.CopyTree(t, "testdata/tree")
 	d, err := DiffStages(root, "stage0-mailbox", "stage1-ring")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	work := t.TempDir()
 	filesA, err := readTree(root, "stage0-mailbox")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, f := range filesA {
 		writeFile(t, work, f.Path, Normalise(string(f.Data), "stage0-mailbox"))
 	}
@@ -114,13 +104,9 @@ func TestDiffStagesApplies(t *testing.T) {
 		t.Fatalf("git apply: %v\n%s", err, out)
 	}
 	filesB, err := readTree(root, "stage1-ring")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, f := range filesB {
-		if got, want := readFile(t, work, f.Path), Normalise(string(f.Data), "stage1-ring"); got != want {
-			t.Errorf("patched %s = %q; want %q", f.Path, got, want)
-		}
+		assert.Equal(t, Normalise(string(f.Data), "stage1-ring"), readFile(t, work, f.Path), "patched %s", f.Path)
 	}
 	if _, err := os.Stat(filepath.Join(work, "old.go")); !os.IsNotExist(err) {
 		t.Errorf("patched tree still has old.go (err %v)", err)
@@ -138,26 +124,18 @@ func TestStatScales(t *testing.T) {
 		" small.go |   2 +-\n" +
 		" logo.png | Bin\n" +
 		" 3 files changed, 201 insertions(+), 1 deletion(-)\n"
-	if got := d.Stat(); got != want {
-		t.Errorf("Stat() =\n%s\nwant\n%s", got, want)
-	}
+	assert.Equal(t, want, d.Stat(), "Stat()")
 }
 
 func golden(t *testing.T, path, got string) {
 	t.Helper()
 	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
 		return
 	}
 	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("output differs from %s (go test -update rewrites it):\ngot:\n%s\nwant:\n%s", path, got, want)
-	}
+	require.NoError(t, err, "%v (run go test -update to create it)", err)
+	assert.Equal(t, string(want), got, "output differs from %s (go test -update rewrites it)\nwant:\n%s", path, want)
 }
 
 func TestDiffPaths(t *testing.T) {
@@ -187,9 +165,7 @@ func TestDiffPaths(t *testing.T) {
 				}
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			var got []string
 			for _, f := range d.Files {
 				got = append(got, f.Path)
@@ -202,9 +178,7 @@ func TestDiffPaths(t *testing.T) {
 					t.Errorf("DiffPaths(%q).Unified lacks %s", tt.paths, f)
 				}
 			}
-			if strings.Count(d.Unified, "diff --git") != len(got) {
-				t.Errorf("DiffPaths(%q).Unified has files outside the paths:\n%s", tt.paths, d.Unified)
-			}
+			assert.Equal(t, len(got), strings.Count(d.Unified, "diff --git"), "DiffPaths(%q).Unified has files outside the paths:\n%s", tt.paths, d.Unified)
 		})
 	}
 }

@@ -10,6 +10,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // notes is a file long enough that changes near its top and its bottom
@@ -69,23 +72,15 @@ func runGit(t *testing.T, dir string, args ...string) {
 func TestForward(t *testing.T) {
 	root := forwardRepo(t)
 	results, err := Forward(context.Background(), root, "stage0-mailbox", false)
-	if err != nil {
-		t.Fatalf("Forward(stage0-mailbox): %v", err)
-	}
+	require.NoError(t, err, "Forward(stage0-mailbox)")
 	if got := forwardStages(results); !reflect.DeepEqual(got, []string{"stage1-ring", "stage2-fence"}) {
 		t.Fatalf("Forward(stage0-mailbox) reached %q; want stage1-ring, stage2-fence", got)
 	}
 
 	// stage1-ring had the same code: everything applies, with its own path.
-	if len(results[0].Problems) != 0 {
-		t.Errorf("stage1-ring problems = %q; want none", results[0].Problems)
-	}
-	if got, want := readFile(t, root, "stage1-ring/notes.go"), notes("softgpu/stage1-ring", "2", "27"); got != want {
-		t.Errorf("stage1-ring/notes.go = %q; want %q", got, want)
-	}
-	if got, want := readFile(t, root, "stage1-ring/fix.go"), "package softgpu\n\nimport _ \"softgpu/stage1-ring/abi\"\n"; got != want {
-		t.Errorf("stage1-ring/fix.go = %q; want %q", got, want)
-	}
+	assert.Equal(t, 0, len(results[0].Problems), "stage1-ring problems = %q", results[0].Problems)
+	assert.Equal(t, notes("softgpu/stage1-ring", "2", "27"), readFile(t, root, "stage1-ring/notes.go"), "stage1-ring/notes.go")
+	assert.Equal(t, "package softgpu\n\nimport _ \"softgpu/stage1-ring/abi\"\n", readFile(t, root, "stage1-ring/fix.go"), "stage1-ring/fix.go")
 	if _, err := os.Stat(filepath.Join(root, "stage1-ring/fix.test")); !os.IsNotExist(err) {
 		t.Errorf("ignored fix.test was forwarded (err %v)", err)
 	}
@@ -99,9 +94,7 @@ func TestForward(t *testing.T) {
 	if !reflect.DeepEqual(results[1].Problems, want) {
 		t.Errorf("stage2-fence problems = %q; want %q\ngit said:\n%s", results[1].Problems, want, results[1].Output)
 	}
-	if got, want := readFile(t, root, "stage2-fence/notes.go"), notes("softgpu/stage2-fence", "100", "27"); got != want {
-		t.Errorf("stage2-fence/notes.go = %q; want %q", got, want)
-	}
+	assert.Equal(t, notes("softgpu/stage2-fence", "100", "27"), readFile(t, root, "stage2-fence/notes.go"), "stage2-fence/notes.go")
 	if _, err := os.Stat(filepath.Join(root, "stage2-fence/notes.go.rej")); err != nil {
 		t.Errorf("no .rej file for the rejected hunk: %v", err)
 	}
@@ -110,15 +103,11 @@ func TestForward(t *testing.T) {
 func TestForwardCheck(t *testing.T) {
 	root := forwardRepo(t)
 	results, err := Forward(context.Background(), root, "stage0-mailbox", true)
-	if err != nil {
-		t.Fatalf("Forward(stage0-mailbox, check): %v", err)
-	}
+	require.NoError(t, err, "Forward(stage0-mailbox, check)")
 	if len(results) != 2 || len(results[0].Problems) != 0 || len(results[1].Problems) != 1 {
 		t.Fatalf("Forward(check) = %+v; want stage1-ring clean and one problem in stage2-fence", results)
 	}
-	if want := "stage2-fence/notes.go: hunk at line 2 does not apply"; results[1].Problems[0] != want {
-		t.Errorf("stage2-fence problem = %q; want %q", results[1].Problems[0], want)
-	}
+	assert.Equal(t, "stage2-fence/notes.go: hunk at line 2 does not apply", results[1].Problems[0], "stage2-fence problem")
 	if got, want := readFile(t, root, "stage1-ring/notes.go"), notes("softgpu/stage1-ring", "1", "26"); got != want {
 		t.Errorf("check changed stage1-ring/notes.go to %q", got)
 	}
@@ -159,9 +148,7 @@ func TestForwardUntracked(t *testing.T) {
 			if !strings.Contains(err.Error(), "untracked file stage0-mailbox/s0.txt") {
 				t.Errorf("error %q does not name the file plainly", err)
 			}
-			if got, want := readFile(t, root, "stage1-ring/notes.go"), notes("softgpu/stage1-ring", "1", "26"); got != want {
-				t.Errorf("a refused Forward changed stage1-ring/notes.go")
-			}
+			assert.Equal(t, notes("softgpu/stage1-ring", "1", "26"), readFile(t, root, "stage1-ring/notes.go"), "a refused Forward changed stage1-ring/notes.go")
 			if _, err := os.Stat(filepath.Join(root, "stage1-ring/s0.txt")); !os.IsNotExist(err) {
 				t.Errorf("the stray file was forwarded (err %v)", err)
 			}

@@ -4,6 +4,9 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // apply runs script on a and returns the b it describes, failing if the
@@ -21,14 +24,10 @@ func apply(t *testing.T, a, b []string, script []edit) []string {
 			out = append(out, a[e.aLine])
 			nextA, nextB = nextA+1, nextB+1
 		case opDelete:
-			if e.aLine != nextA {
-				t.Fatalf("bad delete %+v at a=%d", e, nextA)
-			}
+			require.Equal(t, nextA, e.aLine, "bad delete %+v at a", e)
 			nextA++
 		case opInsert:
-			if e.bLine != nextB {
-				t.Fatalf("bad insert %+v at b=%d", e, nextB)
-			}
+			require.Equal(t, nextB, e.bLine, "bad insert %+v at b", e)
 			out = append(out, b[e.bLine])
 			nextB++
 		}
@@ -77,13 +76,9 @@ func TestDiffLinesCases(t *testing.T) {
 			a, b := strings.Split(tt.a, ""), strings.Split(tt.b, "")
 			script := diffLines(a, b)
 			got := apply(t, a, b, script)
-			if strings.Join(got, "") != tt.b {
-				t.Errorf("apply(diffLines(%q, %q)) = %q; want %q", tt.a, tt.b, strings.Join(got, ""), tt.b)
-			}
+			assert.Equal(t, tt.b, strings.Join(got, ""), "apply(diffLines(%q, %q))", tt.a, tt.b)
 			added, removed := countChanges(script)
-			if added+removed != tt.wantEdits {
-				t.Errorf("diffLines(%q, %q) has %d edits; want %d", tt.a, tt.b, added+removed, tt.wantEdits)
-			}
+			assert.Equal(t, tt.wantEdits, added+removed, "diffLines(%q, %q) has %d edits", tt.a, tt.b, added+removed)
 		})
 	}
 }
@@ -97,13 +92,9 @@ func TestDiffLinesShortest(t *testing.T) {
 		b := randomLines(rng, rng.IntN(20), 1+rng.IntN(4))
 		script := diffLines(a, b)
 		got := apply(t, a, b, script)
-		if strings.Join(got, ",") != strings.Join(b, ",") {
-			t.Fatalf("case %d: apply(diffLines(%q, %q)) = %q", i, a, b, got)
-		}
+		require.Equal(t, strings.Join(b, ","), strings.Join(got, ","), "case %d: apply(diffLines(%q, %q)) = %q", i, a, b, got)
 		added, removed := countChanges(script)
-		if want := len(a) + len(b) - 2*lcsLength(a, b); added+removed != want {
-			t.Fatalf("case %d: diffLines(%q, %q) has %d edits; want %d", i, a, b, added+removed, want)
-		}
+		require.Equal(t, len(a)+len(b)-2*lcsLength(a, b), added+removed, "case %d: diffLines(%q, %q) has %d edits", i, a, b, added+removed)
 	}
 }
 
@@ -136,8 +127,6 @@ func TestDiffLinesGrouped(t *testing.T) {
 		"-if x == old {", "-fail(old)", "-}", "-if old != other {", "-fail(other)",
 		"+if x == new {", "+fail(new)", " }",
 	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("diffLines(%q, %q) =\n%s\nwant\n%s", a, b, strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	assert.Equal(t, strings.Join(want, "\n"), strings.Join(got, "\n"), "diffLines(%q, %q)", a, b)
 	apply(t, a, b, script)
 }

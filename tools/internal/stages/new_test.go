@@ -9,34 +9,24 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/tools/internal/fixture"
 )
 
 func TestNewStage(t *testing.T) {
 	root := fixture.CopyTree(t, "testdata/tree")
-	if err := os.RemoveAll(filepath.Join(root, "stage1-ring")); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.RemoveAll(filepath.Join(root, "stage1-ring")))
 	writeFile(t, root, "stage0-mailbox/softgpu.test", "ignored binary") // must not be copied
 
 	n, err := NewStage(context.Background(), root, "stage1-ring")
-	if err != nil {
-		t.Fatalf("NewStage(stage1-ring): %v", err)
-	}
+	require.NoError(t, err, "NewStage(stage1-ring)")
 	got, err := readTree(root, "stage1-ring")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want, err := readTree("testdata/new-want", "stage1-ring")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n != len(want) {
-		t.Errorf("NewStage(stage1-ring) copied %d files; want %d", n, len(want))
-	}
-	if len(got) != len(want) {
-		t.Fatalf("new stage1-ring has files %v; want %v", paths(got), paths(want))
-	}
+	require.NoError(t, err)
+	assert.Equal(t, len(want), n, "NewStage(stage1-ring) copied %d files", n)
+	require.Equal(t, len(want), len(got), "new stage1-ring has files %v; want %v", paths(got), paths(want))
 	for i := range want {
 		if got[i].Path != want[i].Path || string(got[i].Data) != string(want[i].Data) {
 			t.Errorf("new stage1-ring/%s = %q; want %s = %q", got[i].Path, got[i].Data, want[i].Path, want[i].Data)
@@ -44,9 +34,7 @@ func TestNewStage(t *testing.T) {
 	}
 
 	work, err := readGoWork(filepath.Join(root, "go.work"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var uses []string
 	for _, u := range work.Use {
 		uses = append(uses, u.DiskPath)
@@ -55,9 +43,7 @@ func TestNewStage(t *testing.T) {
 		t.Errorf("go.work uses %q after NewStage; want ./stage1-ring among them", uses)
 	}
 	leftovers, _ := filepath.Glob(filepath.Join(root, ".stage1-ring.new*"))
-	if len(leftovers) != 0 {
-		t.Errorf("NewStage left temporary directories %q", leftovers)
-	}
+	assert.Equal(t, 0, len(leftovers), "NewStage left temporary directories %q", leftovers)
 }
 
 func TestNewStageErrors(t *testing.T) {
@@ -94,9 +80,7 @@ func TestRetitle(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Retitle(tt.in, "stage3-pinned", "stage4-nolock"); got != tt.want {
-				t.Errorf("Retitle(%q) = %q; want %q", tt.in, got, tt.want)
-			}
+			assert.Equal(t, tt.want, Retitle(tt.in, "stage3-pinned", "stage4-nolock"), "Retitle(%q)", tt.in)
 		})
 	}
 }

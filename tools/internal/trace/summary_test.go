@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestSummarise checks every figure of the summary of good/stage7.json,
@@ -37,9 +40,7 @@ func TestSummarise(t *testing.T) {
 		{Name: "channel 1", Kind: KindChannel, PID: 1, TID: 101, Events: 2, Doorbells: 2, DoorbellsWoke: 1},
 		{Name: "driver", Kind: KindDriver, PID: 1, TID: 10, Events: 1, Interrupts: 1},
 	}
-	if len(s.Tracks) != len(want) {
-		t.Fatalf("Summarise: %d tracks; want %d", len(s.Tracks), len(want))
-	}
+	require.Equal(t, len(want), len(s.Tracks), "Summarise: %d tracks", len(s.Tracks))
 	for i := range want {
 		if !reflect.DeepEqual(s.Tracks[i], want[i]) {
 			t.Errorf("track %d:\n got %+v\nwant %+v", i, s.Tracks[i], want[i])
@@ -81,9 +82,7 @@ func TestLatency(t *testing.T) {
 
 func TestSummaryFormat(t *testing.T) {
 	var out strings.Builder
-	if err := Summarise(load(t, "good/stage7.json")).Format(&out); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, Summarise(load(t, "good/stage7.json")).Format(&out))
 	// Rows, with tabwriter's padding collapsed to single spaces.
 	var lines []string
 	for _, l := range strings.Split(out.String(), "\n") {
@@ -110,9 +109,7 @@ func TestSummaryFormat(t *testing.T) {
 	}
 
 	out.Reset()
-	if err := Summarise(load(t, "good/later-stages.json")).Format(&out); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, Summarise(load(t, "good/later-stages.json")).Format(&out))
 	if !strings.Contains(out.String(), "overwrote 2 events") {
 		t.Errorf("Format of a trace with 2 dropped events does not warn:\n%s", out.String())
 	}
@@ -134,9 +131,7 @@ func TestFormatDuration(t *testing.T) {
 		{-40, "-40 ns"},
 	}
 	for _, tt := range tests {
-		if got := FormatDuration(tt.d); got != tt.want {
-			t.Errorf("FormatDuration(%d) = %q; want %q", int64(tt.d), got, tt.want)
-		}
+		assert.Equal(t, tt.want, FormatDuration(tt.d), "FormatDuration(%d)", int64(tt.d))
 	}
 }
 
@@ -152,8 +147,6 @@ func TestFormatTimestamp(t *testing.T) {
 		{-1500, "-1.500 µs"},
 	}
 	for _, tt := range tests {
-		if got := FormatTimestamp(tt.d); got != tt.want {
-			t.Errorf("FormatTimestamp(%d) = %q; want %q", int64(tt.d), got, tt.want)
-		}
+		assert.Equal(t, tt.want, FormatTimestamp(tt.d), "FormatTimestamp(%d)", int64(tt.d))
 	}
 }

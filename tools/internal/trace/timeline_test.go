@@ -13,6 +13,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // svgText is what an SVG holds, decoded with encoding/xml: every text
@@ -33,9 +36,7 @@ func decodeSVG(t *testing.T, s string) svgText {
 		if err == io.EOF {
 			break
 		}
-		if err != nil {
-			t.Fatalf("the SVG is not well-formed XML: %v\n%s", err, s)
-		}
+		require.NoError(t, err, "the SVG is not well-formed XML\n%s", s)
 		switch token := token.(type) {
 		case xml.StartElement:
 			stack = append(stack, token.Name.Local)
@@ -59,18 +60,14 @@ func decodeSVG(t *testing.T, s string) svgText {
 			}
 		}
 	}
-	if len(stack) != 0 {
-		t.Fatalf("the SVG leaves %v open", stack)
-	}
+	require.Equal(t, 0, len(stack), "the SVG leaves %v open", stack)
 	return out
 }
 
 func render(t *testing.T, tr *Trace, opt TimelineOptions) string {
 	t.Helper()
 	svg, err := RenderSVG(tr, opt)
-	if err != nil {
-		t.Fatalf("RenderSVG(%+v) = %v", opt, err)
-	}
+	require.NoError(t, err, "RenderSVG(%+v)", opt)
 	return svg
 }
 
@@ -121,9 +118,7 @@ func TestRenderSVGStage6(t *testing.T) {
 	b.WriteString(`,{"ph":"X","cat":"command","name":"COPY (preempted)","pid":1,"tid":1,"ts":2,"dur":1,"args":{"status":"preempted"}}`)
 	b.WriteString(`,{"ph":"X","cat":"command","name":"FILL","pid":1,"tid":1,"ts":3,"dur":1,"args":{"status":"ok"}}]}`)
 	tr, err := Parse([]byte(b.String()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	s := render(t, tr, TimelineOptions{})
 	if !strings.Contains(s, `<rect class="sgt-preempted"`) || strings.Contains(s, `class="sgt-err"`) {
 		t.Errorf("the preempted slice is not drawn as one (sgt-preempted), or something is drawn as failed:\n%s", s)
@@ -145,17 +140,13 @@ func TestRenderSVGStage6(t *testing.T) {
 
 func TestRenderSVGDeterministic(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("testdata", "good", "later-stages.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var first string
 	for i := range 20 {
 		// Parse afresh each time, so map order inside the trace (args)
 		// differs from run to run.
 		tr, err := Parse(data)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		svg := render(t, tr, TimelineOptions{Title: "later stages"})
 		if i == 0 {
 			first = svg
@@ -249,9 +240,7 @@ func manyCommands(t *testing.T, n int) *Trace {
 			fmt.Sprintf(`{"ph":"X","cat":"command","name":"FILL","pid":1,"tid":1,"ts":%.3f,"dur":0.040,"args":{"seq":%d}}`, ts+0.01, i))
 	}
 	tr, err := Parse([]byte(`{"traceEvents":[` + strings.Join(events, ",\n") + `]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return tr
 }
 
@@ -277,9 +266,7 @@ func TestRenderSVGMerges(t *testing.T) {
 			}
 		}
 	}
-	if merged != 10000 {
-		t.Errorf("merged tooltips count %d commands; want 10000", merged)
-	}
+	assert.Equal(t, 10000, merged, "merged tooltips count %d commands", merged)
 	// The commands fill 40% of their run: the rectangle says so.
 	if !strings.Contains(s, `fill-opacity="0.40"`) {
 		t.Errorf("the merged rectangle's opacity is not the 0.40 its commands fill")
@@ -335,9 +322,7 @@ func TestTimelineWindow(t *testing.T) {
 		})
 	}
 	empty, err := Parse([]byte(`{"traceEvents":[]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if _, err := RenderSVG(empty, TimelineOptions{}); !errors.Is(err, ErrWindow) {
 		t.Errorf("RenderSVG(no events) = %v; want ErrWindow", err)
 	}
@@ -390,10 +375,6 @@ func TestWrap(t *testing.T) {
 func TestMetaCaption(t *testing.T) {
 	m := &Meta{Command: "go run ./tools/cmd/trace make -stage stage7-idle -bench X -name gap", Commit: "0123456789abcdef0123+dirty"}
 	want := "Trace book/traces/gap.json, made by go run ./tools/cmd/trace make -stage stage7-idle -bench X -name gap at commit 0123456789ab (with uncommitted changes)."
-	if got := m.Caption("book/traces/gap.json"); got != want {
-		t.Errorf("Caption = %q; want %q", got, want)
-	}
-	if got, want := MetaPath("book/traces/gap.json"), "book/traces/gap.meta.json"; got != want {
-		t.Errorf("MetaPath = %q; want %q", got, want)
-	}
+	assert.Equal(t, want, m.Caption("book/traces/gap.json"), "Caption")
+	assert.Equal(t, "book/traces/gap.meta.json", MetaPath("book/traces/gap.json"), "MetaPath")
 }

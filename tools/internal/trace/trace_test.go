@@ -7,15 +7,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // load loads a testdata trace or fails the test.
 func load(t testing.TB, name string) *Trace {
 	t.Helper()
 	tr, err := Load(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatalf("Load(%s) = %v", name, err)
-	}
+	require.NoError(t, err, "Load(%s)", name)
 	return tr
 }
 
@@ -78,9 +79,7 @@ func TestLoadGood(t *testing.T) {
 			if !slices.Equal(kinds, tt.trackKinds) {
 				t.Errorf("Load(%s) track kinds = %v; want %v", tt.file, kinds, tt.trackKinds)
 			}
-			if total != len(tr.Events) {
-				t.Errorf("Load(%s): tracks hold %d events; the trace %d", tt.file, total, len(tr.Events))
-			}
+			assert.Equal(t, len(tr.Events), total, "Load(%s): tracks hold %d events; the trace %d", tt.file, total, len(tr.Events))
 			for i := 1; i < len(tr.Events); i++ {
 				if tr.Events[i].Start < tr.Events[i-1].Start {
 					t.Errorf("Load(%s): event %d starts before event %d", tt.file, tr.Events[i].Index, tr.Events[i-1].Index)
@@ -98,9 +97,7 @@ func TestParseTimes(t *testing.T) {
 	if e.Name != "FILL" || e.Start != 1100*time.Nanosecond || e.Duration != 60*time.Nanosecond {
 		t.Errorf("event %d = %s at %v for %v; want FILL at 1.1µs for 60ns", e.Index, e.Name, e.Start, e.Duration)
 	}
-	if got, want := e.FormatArgs(), "channel=1 engine=copy seq=2 size=64 status=ok"; got != want {
-		t.Errorf("FormatArgs() = %q; want %q", got, want)
-	}
+	assert.Equal(t, "channel=1 engine=copy seq=2 size=64 status=ok", e.FormatArgs(), "FormatArgs()")
 	if seq, ok := e.ArgInt("seq"); !ok || seq != 2 {
 		t.Errorf("ArgInt(seq) = %d, %v; want 2, true", seq, ok)
 	}
@@ -158,9 +155,7 @@ func TestParseBad(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Parse([]byte(tt.json))
-			if !errors.Is(err, ErrInvalid) {
-				t.Fatalf("Parse(%s) = %v; want an error wrapping ErrInvalid", tt.json, err)
-			}
+			require.ErrorIs(t, err, ErrInvalid, "Parse(%s) wrapping ErrInvalid", tt.json)
 			if tt.index == -2 { // not a trace at all: no event to name
 				if !strings.Contains(err.Error(), tt.text) {
 					t.Errorf("Parse(%s) = %v; want it to say %q", tt.json, err, tt.text)
@@ -171,9 +166,7 @@ func TestParseBad(t *testing.T) {
 			if !errors.As(err, &invalid) {
 				t.Fatalf("Parse(%s) = %v; want a *ValidationError", tt.json, err)
 			}
-			if len(invalid.Problems) != 1 {
-				t.Errorf("Parse(%s): %d problems; want 1:\n%v", tt.json, len(invalid.Problems), err)
-			}
+			assert.Equal(t, 1, len(invalid.Problems), "Parse(%s): %d problems; want 1:\n%v", tt.json, len(invalid.Problems), err)
 			p := invalid.Problems[0]
 			if p.Index != tt.index || p.Field != tt.field || !strings.Contains(p.Message, tt.text) {
 				t.Errorf("Parse(%s) problem = %+v; want index %d, field %q, a message with %q", tt.json, p, tt.index, tt.field, tt.text)
