@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage9-chardev"
 	"softgpu/stage9-chardev/client"
 )
@@ -37,9 +38,7 @@ func TestKickAcrossTheBoundary(t *testing.T) {
 	d := startRole(t, roleDaemon+"="+node, "SOFTGPU_IDLE=sleep")
 	t.Cleanup(func() { d.stop(t) })
 	g, err := client.Dial(node)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer g.Close()
 	rng := rand.New(rand.NewPCG(1, 2))
 	kicks := g.Kicks()
@@ -49,9 +48,7 @@ func TestKickAcrossTheBoundary(t *testing.T) {
 			sink++ // a few hundred ns at most: the doorbell lands near the engine's sleep
 		}
 		start := time.Now()
-		if err := g.Nop(softgpu.Copy); err != nil {
-			t.Fatalf("round %d: Nop: %v", round, err)
-		}
+		require.NoError(t, g.Nop(softgpu.Copy), "round %d: Nop", round)
 		if took := time.Since(start); took > lostBound {
 			lost = append(lost, took)
 		}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage4-nolock/abi"
 	"softgpu/stage4-nolock/device"
 )
@@ -50,9 +52,7 @@ func TestEstimateLearnsARate(t *testing.T) {
 // early it came, so a wrong estimate does not push every later one off.
 func TestEstimateQueuesCopies(t *testing.T) {
 	dev, err := device.Open(device.Config{MemorySize: 1 << 16})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer dev.Close()
 	ch := &Channel{regs: dev.Registers(), estimate: copyEstimate{enabled: true}}
 	ch.estimate.rate.Store(1000) // 1 ns per byte: 1 MiB in 1,048,576 cycles
@@ -68,9 +68,7 @@ func TestEstimateQueuesCopies(t *testing.T) {
 	// The first completes 1,000 cycles after its start, far earlier than
 	// expected: the second is now expected a copy's time after that.
 	ch.completedCopy(first, first.start+1_000)
-	if got, want := ch.estimate.busyUntil.Load(), first.start+1_000+mib; got != want {
-		t.Errorf("after an early completion: busyUntil = %d; want %d", got, want)
-	}
+	assert.Equal(t, first.start+1_000+mib, ch.estimate.busyUntil.Load(), "after an early completion: busyUntil")
 	for _, tt := range []struct {
 		op   abi.Opcode
 		size uint64
@@ -121,9 +119,7 @@ func TestExplicitBudgetTurnsTheEstimateOff(t *testing.T) {
 		t.Run(fmt.Sprintf("budget=%d", tt.budget), func(t *testing.T) {
 			d := openWith(t, device.Config{}, Config{PollBudget: tt.budget})
 			ch := copyChannel(t, d)
-			if ch.estimate.enabled != tt.sized {
-				t.Errorf("PollBudget %d: estimate enabled = %v; want %v", tt.budget, ch.estimate.enabled, tt.sized)
-			}
+			assert.Equal(t, tt.sized, ch.estimate.enabled, "PollBudget %d: estimate enabled", tt.budget)
 		})
 	}
 }
@@ -141,9 +137,7 @@ func TestLargeCopyPollsPastTheDefaultBudget(t *testing.T) {
 	d := openWith(t, device.Config{MemorySize: 8 << 20}, Config{})
 	ch := copyChannel(t, d)
 	copyOnce := func() {
-		if err := d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpCopy, Src: 0, Dst: 4 << 20, Size: size}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpCopy, Src: 0, Dst: 4 << 20, Size: size}))
 	}
 	for range 8 {
 		copyOnce()
@@ -188,9 +182,7 @@ func TestLongEstimateBlocksAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	wakeups := d.Stats().Wakeups
-	if err := d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpCopy, Src: 0, Dst: 1 << 20, Size: 1 << 19}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpCopy, Src: 0, Dst: 1 << 20, Size: 1 << 19}))
 	if got := d.Stats().Wakeups - wakeups; got != 1 {
 		t.Errorf("a copy expected in %d cycles: %d wake-ups; want 1", (1<<19)*maxRate/1000, got)
 	}
@@ -261,8 +253,6 @@ func TestWrongEstimatesLoseNoWakeup(t *testing.T) {
 func copyChannel(t testing.TB, d *Driver) *Channel {
 	t.Helper()
 	ch, err := d.Channel(abi.DefaultChannel(abi.EngineCopy))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return ch
 }

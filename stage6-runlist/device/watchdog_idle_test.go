@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"softgpu/stage6-runlist/abi"
 )
 
@@ -24,9 +25,7 @@ const idleSpell = 150 * time.Millisecond
 // while the device is idle, not while it runs commands.
 func TestNoWatchdogNoWake(t *testing.T) {
 	d := openTest(t, Config{})
-	if st := run(t, d, abi.EngineCompute, abi.Command{Op: abi.OpDelay, Value: 1_000_000}); st != abi.StatusOK {
-		t.Fatalf("DELAY = %v; want StatusOK", st)
-	}
+	require.Equal(t, abi.StatusOK, run(t, d, abi.EngineCompute, abi.Command{Op: abi.OpDelay, Value: 1_000_000}), "DELAY")
 	time.Sleep(idleSpell)
 	if got := d.wakes.Load(); got != 0 {
 		t.Errorf("watchdog unit woke %d times in %v with no watchdog; want 0", got, idleSpell)
@@ -62,9 +61,7 @@ func TestAWatchdogWakesOncePerLimit(t *testing.T) {
 	d.regs.Store(abi.EngineControlPage(e)+abi.RegWatchdog, limit)
 	start := d.clock.Now()
 	for d.clock.Now()-start < 5*limit {
-		if st := run(t, d, e, abi.Command{Op: abi.OpDelay, Value: delay}); st != abi.StatusOK {
-			t.Fatalf("DELAY = %v; want StatusOK", st)
-		}
+		require.Equal(t, abi.StatusOK, run(t, d, e, abi.Command{Op: abi.OpDelay, Value: delay}), "DELAY")
 	}
 	wakes, elapsed := d.wakes.Load(), d.clock.Now()-start
 	// A wake that finds a command running sleeps until that command's
@@ -92,9 +89,7 @@ func TestAShortLimitWakesASleepingUnit(t *testing.T) {
 	})
 	waitUntil(t, "the unit to sleep until the copy engine's limit", func() bool { return d.watchNext.Load() > long/2 && d.watchNext.Load() != never })
 	start := d.clock.Now()
-	if st := run(t, d, abi.EngineCompute, abi.Command{Op: abi.OpSpin, Value: long}); st != abi.StatusTimeout {
-		t.Fatalf("OpSpin under a %d-cycle watchdog = %v; want StatusTimeout", uint64(hangLimit), st)
-	}
+	require.Equal(t, abi.StatusTimeout, run(t, d, abi.EngineCompute, abi.Command{Op: abi.OpSpin, Value: long}), "OpSpin under a %d-cycle watchdog", uint64(hangLimit))
 	// The spin is stopped a limit after its request, which comes a limit
 	// after it starts; without the kick the unit would first look at the
 	// copy engine's limit, 60 s away. Ten seconds is far from both.

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"softgpu/stage8-managed/abi"
 	"softgpu/stage8-managed/device"
 )
@@ -52,22 +53,14 @@ func invalidationRounds(t *testing.T, idle IdleMode) {
 		rounds = 40
 	}
 	d, c, _, cm := managedSetup(t, device.Config{MemorySize: 4 << 20}, Config{})
-	if err := d.SetIdle(abi.EngineCompute, Idle{Mode: idle}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.SetIdle(abi.EngineCompute, Idle{Mode: idle}))
 	x, err := c.Alloc(4096, abi.Page4K)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	y, err := c.Alloc(4096, abi.Page4K) // its frame is x's second home; its VA the other request's range
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	frames := [2]uint64{paOf(t, c, x), paOf(t, c, y)}
 	pte, err := d.leafEntry(c.root, x)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	original := loadPTE(d.vm.pool.mem, pte)
 	t.Cleanup(func() { // x's entry back to its own frame before Close frees both
 		storePTE(d.vm.pool.mem, pte, original)
@@ -121,9 +114,7 @@ func invalidationRounds(t *testing.T, idle IdleMode) {
 			exposed++
 			fill()
 		}
-		if fillErr != nil {
-			t.Fatalf("round %d: FILL of x: %v", r, fillErr)
-		}
+		require.NoError(t, fillErr, "round %d: FILL of x", r)
 		if got := readPA(d, now, 4096); got[0] != v || got[4095] != v {
 			t.Fatalf("round %d: x's frame %#x holds %#x..%#x after a FILL of %#x; its old frame %#x holds %#x: "+
 				"the engine kept the entry of x that the invalidation named",

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/abi"
 	"softgpu/stage9-chardev/internal/futex"
 )
@@ -18,15 +19,11 @@ func TestAClientKicksTheEngineThroughItsDoorbell(t *testing.T) {
 	d := openTest(t, Config{Shared: true})
 	const e, c = abi.EngineCopy, abi.Channel(5)
 	files, err := d.Share(c, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer files.User.Close()
 	defer files.Status.Close()
 	user, _ := clientView(t, files)
-	if got := submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, abi.DefaultChannel(e), 1, 0), rlEntry(d, c, 1, 0)}); got != abi.RunlistOK {
-		t.Fatalf("runlist: %v", got)
-	}
+	require.Equal(t, abi.RunlistOK, submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, abi.DefaultChannel(e), 1, 0), rlEntry(d, c, 1, 0)}), "runlist")
 	setIdle(d, e, abi.IdleSleep, 0)
 	waitAsleep(t, d, abi.EngineCompute, e)
 	bell := wordAt(user, abi.RegDoorbell)
@@ -45,9 +42,7 @@ func TestAClientKicksTheEngineThroughItsDoorbell(t *testing.T) {
 			time.Sleep(100 * time.Microsecond)
 		}
 		waitAsleep(t, d, abi.EngineCompute, e)
-		if fault := d.regs.Load(abi.ChannelStatusPage(c) + abi.RegChannelFault); fault != 0 {
-			t.Fatalf("after kicks for nothing, RegChannelFault = %d; want 0", fault)
-		}
+		require.Equal(t, uint64(0), d.regs.Load(abi.ChannelStatusPage(c)+abi.RegChannelFault), "after kicks for nothing, RegChannelFault")
 		if got := bell.Load(); got != start {
 			t.Fatalf("the doorbell moved to %#x from %#x", got, start)
 		}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/abi"
 	"softgpu/stage9-chardev/device"
 )
@@ -21,13 +22,9 @@ func TestAWholeBlockIsOneTLBEntry(t *testing.T) {
 	d, c, cp, cm := managedSetup(t, device.Config{MemorySize: 8 << 20}, Config{Prefetch: PrefetchDensity, ThrashThreshold: -1})
 	// The compute engine sleeps when idle, and publishes its TLB counters
 	// as it goes to sleep: its state register says when they are whole.
-	if err := d.SetIdle(abi.EngineCompute, Idle{Mode: IdleSleep}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.SetIdle(abi.EngineCompute, Idle{Mode: IdleSleep}))
 	m := allocManaged(t, c, blockPages<<abi.PageShift)
-	if m.VA()%(blockPages<<abi.PageShift) != 0 {
-		t.Fatalf("a 2 MiB managed allocation at %#x; want it aligned to 2 MiB", m.VA())
-	}
+	require.Equal(t, uint64(0), m.VA()%(blockPages<<abi.PageShift), "a 2 MiB managed allocation at %#x; want it aligned to 2 MiB", m.VA())
 	mustDo(t, cp, c, abi.Command{Op: abi.OpFill, Dst: m.VA(), Size: m.Size(), Value: 7})
 	if dev, _ := m.Resident(); dev != blockPages {
 		t.Fatalf("after a FILL of the block: %d pages on the device; want %d", dev, blockPages)
@@ -36,14 +33,10 @@ func TestAWholeBlockIsOneTLBEntry(t *testing.T) {
 	frags := fragmentsOf(d, c.root, m.VA())
 	d.um.mu.Unlock()
 	for i, f := range frags {
-		if f != abi.MaxFragment {
-			t.Fatalf("page %d of a block moved whole: fragment %d; want %d (2 MiB)", i, f, abi.MaxFragment)
-		}
+		require.Equal(t, abi.MaxFragment, f, "page %d of a block moved whole: fragment %d; want %d (2 MiB)", i, f, abi.MaxFragment)
 	}
 	sumAt, err := c.Alloc(4096, abi.Page4K)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	sumPA := paOf(t, c, sumAt)
 	sum := func() (got uint64, misses uint64) {
 		t.Helper()

@@ -714,9 +714,7 @@ func managedStress(t *testing.T, dcfg device.Config, cfg Config, pages int, dela
 	a, b := allocManaged(t, c, uint64(size)), allocManaged(t, c, uint64(size))
 	s, tt := allocManaged(t, c, uint64(2*size)), allocManaged(t, c, uint64(2*size))
 	cc, err := d.NewChannel(abi.EngineCopy, c, ChannelOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	sumAt, err := c.Alloc(4096, abi.Page4K)
 	require.NoError(t, err)
 	sumPA := paOf(t, c, sumAt)

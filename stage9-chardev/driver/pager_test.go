@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/abi"
 	"softgpu/stage9-chardev/device"
 )
@@ -55,21 +57,13 @@ func pagerSetup(t *testing.T) (*Channel, *Managed, *fakePager) {
 	t.Helper()
 	d := openWith(t, device.Config{}, Config{Prefetch: PrefetchOff, ThrashThreshold: -1})
 	ctx, err := d.NewContext()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ch, err := d.NewChannel(abi.EngineCopy, ctx, ChannelOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	m, err := ctx.AllocManaged(4 << abi.PageShift)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	f := &fakePager{host: m.Bytes(), protectedLive: map[int]bool{}}
-	if err := m.SetPager(f); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, m.SetPager(f))
 	return ch, m, f
 }
 
@@ -80,9 +74,7 @@ func pagerSetup(t *testing.T) (*Channel, *Managed, *fakePager) {
 // between stays.
 func TestHostFaultDuplicateRewritesNothing(t *testing.T) {
 	ch, m, f := pagerSetup(t)
-	if err := ch.Submit(abi.Command{Op: abi.OpFill, Ctx: m.ctx.ID(), Dst: m.VA(), Size: 2 << abi.PageShift, Value: 7}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, ch.Submit(abi.Command{Op: abi.OpFill, Ctx: m.ctx.ID(), Dst: m.VA(), Size: 2 << abi.PageShift, Value: 7}))
 	if len(f.removed) != 2 || f.host[0] != 0 {
 		t.Fatalf("after the device took pages 0 and 1: removed %v, host byte 0 = %d; want [0 1], 0 (a hole)", f.removed, f.host[0])
 	}
@@ -125,15 +117,11 @@ func TestPagerRefusalKeepsThePageOnTheHost(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ch, m, f := pagerSetup(t)
 			f.protectErr, f.removeErr = tt.protectErr, tt.removeErr
-			if err := ch.Submit(abi.Command{Op: abi.OpFill, Ctx: m.ctx.ID(), Dst: m.VA(), Size: 1 << abi.PageShift, Value: 5}); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, ch.Submit(abi.Command{Op: abi.OpFill, Ctx: m.ctx.ID(), Dst: m.VA(), Size: 1 << abi.PageShift, Value: 5}))
 			if device, remote := m.Resident(); device != 0 || remote != 1 {
 				t.Errorf("Resident() = %d, %d; want 0, 1", device, remote)
 			}
-			if f.host[0] != 5 {
-				t.Errorf("host byte 0 = %d; want the device's 5, written in place", f.host[0])
-			}
+			assert.Equal(t, byte(5), f.host[0], "host byte 0; want the device's 5, written in place")
 		})
 	}
 }

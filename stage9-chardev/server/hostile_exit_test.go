@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
 
@@ -50,9 +51,7 @@ func listenerFD(t *testing.T, pid int, node string) int {
 	}
 	fds := fmt.Sprintf("/proc/%d/fd", pid)
 	entries, err := os.ReadDir(fds)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, e := range entries {
 		if link, _ := os.Readlink(filepath.Join(fds, e.Name())); link == "socket:["+inode+"]" {
 			var fd int
@@ -99,9 +98,7 @@ func TestServingThatStopsWithoutASignalExitsNonZero(t *testing.T) {
 			t.Skipf("pidfd_getfd on softgpud's listener: %v", err)
 		}
 		defer unix.Close(ln)
-		if err := unix.Shutdown(ln, unix.SHUT_RDWR); err != nil {
-			t.Fatalf("shutting down softgpud's listener: %v", err)
-		}
+		require.NoError(t, unix.Shutdown(ln, unix.SHUT_RDWR), "shutting down softgpud's listener")
 		d.exitsNonZero(t, "its listener shut down under it", "was shut down")
 		if _, err := os.Lstat(d.node); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("softgpud left its node behind: %v", err)
@@ -110,20 +107,14 @@ func TestServingThatStopsWithoutASignalExitsNonZero(t *testing.T) {
 	t.Run("node removed", func(t *testing.T) {
 		d := startDaemon(t)
 		d.live(t, "before")
-		if err := os.Remove(d.node); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.Remove(d.node))
 		d.exitsNonZero(t, "its node removed", "was removed")
 	})
 	t.Run("node replaced", func(t *testing.T) {
 		d := startDaemon(t)
 		d.live(t, "before")
-		if err := os.Remove(d.node); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(d.node, []byte("not softgpud's\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.Remove(d.node))
+		require.NoError(t, os.WriteFile(d.node, []byte("not softgpud's\n"), 0o600))
 		d.exitsNonZero(t, "its node replaced", "was replaced")
 		if b, err := os.ReadFile(d.node); err != nil || string(b) != "not softgpud's\n" {
 			t.Errorf("what replaced softgpud's node, after softgpud exited: %q, %v; want it untouched", b, err)

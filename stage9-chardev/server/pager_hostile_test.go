@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"softgpu/stage9-chardev/client"
@@ -36,9 +38,7 @@ func TestManagedPagerRefusesWhatIsNotItsOwn(t *testing.T) {
 	alloc := uapi.ManagedAlloc{Size: length, Length: length}
 	r.mustCall(&alloc, memfd)
 	sock, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer unix.Close(sock[0])
 	defer unix.Close(sock[1])
 	// A userfaultfd of this process with nothing registered: the daemon
@@ -95,9 +95,7 @@ func TestPagerTurnsAwayFaultsOutsideItsAllocation(t *testing.T) {
 		{"not a fault", uffdMsg(0x13, base), true},
 		{"inside", uffdMsg(uffd.EventPagefault, base+length-1), false},
 	} {
-		if got := server.ServeFaultMessage(base, length, tt.msg); got != tt.away {
-			t.Errorf("a fault message %s: turned away = %v; want %v", tt.name, got, tt.away)
-		}
+		assert.Equal(t, tt.away, server.ServeFaultMessage(base, length, tt.msg), "a fault message %s: turned away", tt.name)
 	}
 }
 
@@ -165,9 +163,7 @@ func TestDaemonDeathKillsAPagedClient(t *testing.T) {
 	c := startChild(t, "pagervictim", d.node, 0, 0)
 	c.expect(t, "ready")
 	time.Sleep(20 * time.Millisecond) // well into its laps
-	if err := d.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.cmd.Process.Kill())
 	exited := make(chan error, 1)
 	go func() { exited <- c.cmd.Wait() }()
 	select {

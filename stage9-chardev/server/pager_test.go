@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"softgpu/stage9-chardev/client"
 	"softgpu/stage9-chardev/driver"
 	"softgpu/stage9-chardev/server"
@@ -155,9 +156,7 @@ func TestPagerHostAndDeviceSeeEachOthersWrites(t *testing.T) {
 	if st.HostFaults < uint64(laps) {
 		t.Errorf("the daemon served %d host faults over %d laps of host reads after device writes; want at least one a lap", st.HostFaults, laps)
 	}
-	if st.PagerErrors != 0 {
-		t.Errorf("%d pages could not be taken from the host", st.PagerErrors)
-	}
+	assert.Equal(t, uint64(0), st.PagerErrors, "%d pages could not be taken from the host", st.PagerErrors)
 }
 
 // pagerThrash is the "pagerthrash" role: the device writes page 0 and the

@@ -487,9 +487,7 @@ func TestPlainTokensAreBare(t *testing.T) {
 // would be drawn in a colour nobody checked.
 func TestPageTextIsTheStylesheets(t *testing.T) {
 	css, err := assets.ReadFile("assets/style.css")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if want := "--fg: light-dark(" + pageText + ","; !strings.Contains(string(css), want) {
 		t.Errorf("style.css does not set %q; pageText in highlight.go is stale", want)
 	}

@@ -5,18 +5,17 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // write creates the file root/rel with data, and its directories.
 func write(t *testing.T, root, rel, data string) {
 	t.Helper()
 	p := filepath.Join(root, filepath.FromSlash(rel))
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+	require.NoError(t, os.WriteFile(p, []byte(data), 0o644))
 }
 
 func TestFind(t *testing.T) {
@@ -32,9 +31,7 @@ func TestFind(t *testing.T) {
 	write(t, root, "book/solutions/stage9-chardev/1.patch", "")
 
 	got, problems, err := Find(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := []Exercise{
 		{Stage: "stage9-chardev", N: 1, Checker: "server/exercise_1_test.go", Solution: "book/solutions/stage9-chardev/1.patch"},
 	}
@@ -57,15 +54,9 @@ func TestFind(t *testing.T) {
 	if !slices.Equal(problems, wantProblems) {
 		t.Errorf("Find: problems\n got %q\nwant %q", problems, wantProblems)
 	}
-	if got, want := got[0].Test(), "TestExercise5_1"; got != want {
-		t.Errorf("Test() = %q; want %q", got, want)
-	}
-	if got, want := got[0].Pkg(), "./driver"; got != want {
-		t.Errorf("Pkg() = %q; want %q", got, want)
-	}
-	if got, want := (Exercise{Checker: "exercise_3_test.go"}).Pkg(), "."; got != want {
-		t.Errorf("Pkg() of a checker at the stage's top = %q; want %q", got, want)
-	}
+	assert.Equal(t, "TestExercise5_1", got[0].Test(), "Test()")
+	assert.Equal(t, "./driver", got[0].Pkg(), "Pkg()")
+	assert.Equal(t, ".", (Exercise{Checker: "exercise_3_test.go"}).Pkg(), "Pkg() of a checker at the stage's top")
 }
 
 func TestPackages(t *testing.T) {
@@ -93,8 +84,6 @@ deleted file mode 100644
 
 func TestStageNumber(t *testing.T) {
 	for dir, want := range map[string]int{"stage0-mailbox": 0, "stage9-chardev": 9, "stage5-vm": 5} {
-		if got := StageNumber(dir); got != want {
-			t.Errorf("StageNumber(%q) = %d; want %d", dir, got, want)
-		}
+		assert.Equal(t, want, StageNumber(dir), "StageNumber(%q)", dir)
 	}
 }
