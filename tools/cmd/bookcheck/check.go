@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -315,6 +316,9 @@ type layout struct {
 	} `json:"charts"`
 }
 
+// shotTurn lets one tab at a time capture a screenshot (see screenshot).
+var shotTurn sync.Mutex
+
 // maxShotHeight bounds a screenshot: print.html at phone width is tens of
 // thousands of pixels tall.
 const maxShotHeight = 16000
@@ -395,7 +399,17 @@ func (t *tab) check(ctx context.Context, j job, l *listener, full bool) (pageRes
 }
 
 // screenshot writes the whole page (up to maxShotHeight) as a PNG.
+//
+// Only the browser's front tab draws frames, and a capture waits for one:
+// a tab left in the background can wait out the call's whole limit (seen
+// once under load, TestInChromium). So the tabs take turns, each brought
+// to the front for its capture.
 func (t *tab) screenshot(ctx context.Context, j job) (string, error) {
+	shotTurn.Lock()
+	defer shotTurn.Unlock()
+	if err := t.call(ctx, "Page.bringToFront", nil, nil); err != nil {
+		return "", err
+	}
 	var metrics struct {
 		Content struct {
 			Width  float64 `json:"width"`
