@@ -30,16 +30,23 @@ func (s *Server) info(a *uapi.Info) {
 	}
 }
 
+// clientAt is the index-th connected client, for the calls that walk the
+// client list one index at a time (CLIENT_INFO, CLIENT_QUOTA).
+func (s *Server) clientAt(index uint32) (*client, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if int(index) >= len(s.clients) {
+		return nil, fmt.Errorf("client %d of %d: %w", index, len(s.clients), uapi.ErrNoEntry)
+	}
+	return s.clients[index], nil
+}
+
 // clientInfo fills CLIENT_INFO for the Index-th connected client.
 func (s *Server) clientInfo(a *uapi.ClientInfo) error {
-	s.mu.Lock()
-	if int(a.Index) >= len(s.clients) {
-		n := len(s.clients)
-		s.mu.Unlock()
-		return fmt.Errorf("client %d of %d: %w", a.Index, n, uapi.ErrNoEntry)
+	c, err := s.clientAt(a.Index)
+	if err != nil {
+		return err
 	}
-	c := s.clients[a.Index]
-	s.mu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	*a = uapi.ClientInfo{Index: a.Index, Pid: c.pid, Uid: c.uid, Channels: uint32(len(c.chans)),

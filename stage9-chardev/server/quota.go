@@ -229,14 +229,10 @@ func allocCharge(size, page uint64) uint64 {
 // clientQuota answers CLIENT_QUOTA: the index-th client's use of each
 // pool against its limits.
 func (s *Server) clientQuota(a *uapi.ClientQuota) error {
-	s.mu.Lock()
-	if int(a.Index) >= len(s.clients) {
-		n := len(s.clients)
-		s.mu.Unlock()
-		return fmt.Errorf("client %d of %d: %w", a.Index, n, uapi.ErrNoEntry)
+	c, err := s.clientAt(a.Index)
+	if err != nil {
+		return err
 	}
-	c := s.clients[a.Index]
-	s.mu.Unlock()
 	var ctx uint32
 	c.mu.Lock()
 	if c.ctx != nil { // written under c.mu by attach
