@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -17,13 +18,26 @@ var modulePath = strings.TrimSuffix(reflect.TypeFor[marker]().PkgPath(), "/inter
 
 type marker struct{}
 
+// checked holds the tests whose check is registered (testing.TB → struct{}).
+var checked sync.Map
+
 // Check registers a cleanup that fails t if, after every cleanup registered
 // later (such as closing the device) has run, a goroutine other than the
 // caller is still running code of this module. Call it first in a test,
 // before opening anything.
+//
+// Only a test's first call registers: cleanups run last-registered first,
+// so the first call's check is the one that runs after everything the test
+// opened has closed. A second call's check would run before the cleanups
+// registered between the two calls (a test that opens two devices, each
+// through a helper that calls Check) and report their goroutines.
 func Check(t testing.TB) {
 	t.Helper()
+	if _, again := checked.LoadOrStore(t, struct{}{}); again {
+		return
+	}
 	t.Cleanup(func() {
+		defer checked.Delete(t)
 		// Goroutines that have been told to stop may need a moment to
 		// return; 5 s is far beyond any engine's exit path, so a failure
 		// here is a goroutine that will never return, not a slow one.
