@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"softgpu/stage9-chardev/server"
 	"softgpu/stage9-chardev/uapi"
 )
 
@@ -79,13 +80,25 @@ func TestConnectionsPerUidAreCapped(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("running a process as another uid needs root")
 	}
-	d := startDaemon(t, "-max-conns-per-uid", "8")
-	s := startStranger(t, "conns", d.node, "200", &syscall.Credential{Uid: strangerUID, Gid: strangerUID})
-	if n := served(t, s); n > 8 {
-		t.Errorf("one uid holds %d served connections; want at most the cap, 8", n)
+	for _, tc := range []struct {
+		name string
+		args []string
+		cap  int
+	}{
+		{"-max-conns-per-uid 8", []string{"-max-conns-per-uid", "8"}, 8},
+		// No flag, so this one runs against a daemon from before the cap too.
+		{"the default", nil, server.DefaultMaxConnsPerUID},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := startDaemon(t, tc.args...)
+			s := startStranger(t, "conns", d.node, "200", &syscall.Credential{Uid: strangerUID, Gid: strangerUID})
+			if n := served(t, s); n > tc.cap {
+				t.Errorf("one uid holds %d served connections; want at most the cap, %d", n, tc.cap)
+			}
+			d.live(t, "while another uid holds its connections")
+			d.stop(t)
+		})
 	}
-	d.live(t, "while another uid holds its connections")
-	d.stop(t)
 }
 
 func TestAConnectionThatNeverAttachesIsDropped(t *testing.T) {

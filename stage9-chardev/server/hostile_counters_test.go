@@ -48,27 +48,11 @@ func watchPublic(node, _ string) error {
 		return err
 	}
 	defer sock.Close()
-	call := func(arg uapi.Arg) ([]int, error) {
-		if _, _, err := sock.WriteMsgUnix(uapi.EncodeCall(1, arg), nil, nil); err != nil {
-			return nil, err
-		}
-		buf, oob := make([]byte, uapi.MaxMessage+1), make([]byte, unix.CmsgSpace(4*uapi.MaxFDs))
-		n, oobn, _, _, err := sock.ReadMsgUnix(buf, oob)
-		if err != nil {
-			return nil, err
-		}
-		fds := parseRights(oob[:oobn])
-		h, err := uapi.DecodeReply(buf[:n], len(fds), arg)
-		if err == nil && h.Errno != uapi.OK {
-			err = h.Errno
-		}
-		return fds, err
-	}
-	if _, err := call(&uapi.Version{Major: uapi.VersionMajor, Minor: uapi.VersionMinor}); err != nil {
+	if _, err := strangerCall(sock, &uapi.Version{Major: uapi.VersionMajor, Minor: uapi.VersionMinor}); err != nil {
 		return err
 	}
 	var a uapi.Attach
-	fds, err := call(&a)
+	fds, err := strangerCall(sock, &a)
 	if err != nil {
 		return err
 	}
@@ -96,6 +80,30 @@ func watchPublic(node, _ string) error {
 	}
 	fmt.Println("done")
 	return nil
+}
+
+// strangerCall is a raw call for a stranger role, which has no
+// testing.T for rawConn: arg out, arg back filled, and the descriptors
+// the reply carried; a reply's errno is the error.
+func strangerCall(sock *net.UnixConn, arg uapi.Arg, fds ...int) ([]int, error) {
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	if _, _, err := sock.WriteMsgUnix(uapi.EncodeCall(1, arg), oob, nil); err != nil {
+		return nil, err
+	}
+	buf, oob := make([]byte, uapi.MaxMessage+1), make([]byte, unix.CmsgSpace(4*uapi.MaxFDs))
+	n, oobn, _, _, err := sock.ReadMsgUnix(buf, oob)
+	if err != nil {
+		return nil, err
+	}
+	got := parseRights(oob[:oobn])
+	h, err := uapi.DecodeReply(buf[:n], len(got), arg)
+	if err == nil && h.Errno != uapi.OK {
+		err = h.Errno
+	}
+	return got, err
 }
 
 // publicName names the register at offset off of the public memfd.

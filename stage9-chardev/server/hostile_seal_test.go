@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"fmt"
+	"net"
+	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -23,8 +25,7 @@ import (
 // attackReadOnly reopens fd writable, as a stranger would, and tries to
 // write the file through a shared mapping and through write(2). It
 // returns what succeeded, or "" if nothing did.
-func attackReadOnly(t *testing.T, fd int, size int) string {
-	t.Helper()
+func attackReadOnly(fd int, size int) string {
 	rw, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", fd), unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return "" // not even reopened writable
@@ -54,10 +55,10 @@ func TestReadOnlyPagesStayReadOnlyWhenReopened(t *testing.T) {
 	public := fds[uapi.AttachFDPublic]
 	open := uapi.ChannelOpen{Engine: uint32(abi.EngineCopy)}
 	chfds := r.mustCall(&open)
-	if got := attackReadOnly(t, public, int(a.PublicSize)); got != "" {
+	if got := attackReadOnly(public, int(a.PublicSize)); got != "" {
 		t.Errorf("the public pages, passed read-only, allowed %s", got)
 	}
-	if got := attackReadOnly(t, chfds[uapi.ChannelFDStatus], int(open.StatusSize)); got != "" {
+	if got := attackReadOnly(chfds[uapi.ChannelFDStatus], int(open.StatusSize)); got != "" {
 		t.Errorf("channel %d's status memfd, passed read-only, allowed %s", open.Channel, got)
 	}
 	// The read-write memfd stays writable for its client, and the daemon
@@ -69,5 +70,64 @@ func TestReadOnlyPagesStayReadOnlyWhenReopened(t *testing.T) {
 		unix.Munmap(m)
 	}
 	d.live(t, "after the attack")
+	d.stop(t)
+}
+
+// The same attack from a stranger, a process of its own and another uid:
+// the read-only descriptors it was passed, reopened through its own
+// /proc/self/fd, while a well-behaved client's round trips go on.
+
+func init() {
+	strangerRoles["reopen-read-only"] = reopenReadOnly
+}
+
+// reopenReadOnly is the "reopen-read-only" role: it attaches and opens a
+// copy channel by hand, tries attackReadOnly on the public memfd and the
+// status memfd, and says of each "NAME held" or "NAME allowed WHAT".
+func reopenReadOnly(node, _ string) error {
+	sock, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: node, Net: "unixpacket"})
+	if err != nil {
+		return err
+	}
+	defer sock.Close()
+	if _, err := strangerCall(sock, &uapi.Version{Major: uapi.VersionMajor, Minor: uapi.VersionMinor}); err != nil {
+		return err
+	}
+	var a uapi.Attach
+	fds, err := strangerCall(sock, &a)
+	if err != nil {
+		return err
+	}
+	open := uapi.ChannelOpen{Engine: uint32(abi.EngineCopy)}
+	chfds, err := strangerCall(sock, &open)
+	if err != nil {
+		return err
+	}
+	for _, m := range []struct {
+		name string
+		fd   int
+		size uint64
+	}{{"public", fds[uapi.AttachFDPublic], a.PublicSize}, {"status", chfds[uapi.ChannelFDStatus], open.StatusSize}} {
+		if what := attackReadOnly(m.fd, int(m.size)); what != "" {
+			fmt.Printf("%s allowed %s\n", m.name, what)
+		} else {
+			fmt.Printf("%s held\n", m.name)
+		}
+	}
+	fmt.Println("done")
+	return nil
+}
+
+func TestAStrangerCannotReopenReadOnlyPagesWritable(t *testing.T) {
+	d := startDaemon(t)
+	w := dialWellBehaved(t, d.node)
+	w.roundTrip(t, "before", 1)
+	cred, _ := strangerCred()
+	got := startStranger(t, "reopen-read-only", d.node, "", cred).findings(t)
+	if want := []string{"public held", "status held"}; !slices.Equal(got, want) {
+		t.Errorf("a stranger's reopen of its read-only memfds through /proc/self/fd:\n got %q\nwant %q", got, want)
+	}
+	w.roundTrip(t, "after", 2)
+	d.live(t, "after")
 	d.stop(t)
 }

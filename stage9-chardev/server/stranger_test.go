@@ -51,8 +51,10 @@ func init() {
 
 // softgpudEnv names a softgpud binary the hostile tests run instead of
 // building this stage's: an older build, to see a test fail on the code
-// before its fix (e.g. `git worktree add /tmp/old e8261a4`, `go build -o
-// /tmp/old/softgpud ./stage9-chardev/cmd/softgpud` there).
+// before its fix (e.g. `git archive e8261a4 stage9-chardev | tar -x -C
+// /tmp/old`, then `GOWORK=off go build -o /tmp/old/softgpud ./cmd/softgpud`
+// in /tmp/old/stage9-chardev). A test whose flags the old daemon does not
+// know fails at startDaemon, saying which.
 const softgpudEnv = "SOFTGPUD_BIN"
 
 // liveBound is the round trip a well-behaved client must stay within
