@@ -34,7 +34,9 @@ package driver
 // PollBudget turns the rule off, as it turns off the copy estimate
 // (estimate.go): the caller asked for that budget, and gets it for every
 // wait.
-//
+
+// ANCHOR: kickwait
+
 // No wake-up is lost by the order of the two halves: the client's kick
 // and then its sleep compose two handshakes, each with its own argument,
 // and neither relies on the other's timing.
@@ -57,6 +59,8 @@ package driver
 // would end at the client's SleepTimeout and be counted
 // (Stats.SleepTimeouts); client's TestAKickedWaitSleepsAndIsWoken holds
 // that count at zero.
+
+// ANCHOR_END: kickwait
 
 // blockAfterKick reports whether the synchronous wait with exp blocks at
 // once: its publish kicked the engine, the channel is attached in a
