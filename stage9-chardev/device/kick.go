@@ -62,15 +62,6 @@ import (
 
 // ANCHOR_END: kickhandshake
 
-// What the client does after C3. A client's synchronous wait whose
-// doorbell kicked does not poll: it arms its fence and sleeps on the fence
-// word at once (driver/kickwait.go), so that it does not share a CPU with
-// the engine it has just woken. That puts the fence's handshake (the
-// engine's half: signal, then FenceVector, shared.go; the waiter's:
-// driver/client.go, sleep) right behind this one, with the waiter arming
-// while the engine may still be asleep; the two arguments hold
-// independently, and kickwait.go draws the six steps of each side.
-
 // What a hostile client can do with this. It can store anything to its
 // doorbell and call FUTEX_WAKE on it as often as it likes; the engine
 // never trusts either for more than "look at the runlist". A wake-up

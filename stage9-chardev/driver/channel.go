@@ -66,7 +66,6 @@ type Channel struct {
 	// needs waking, and the call that wakes it.
 	engineStatus uint64
 	wakeEngine   func(abi.Channel)
-	kicks        atomic.Uint64 // wakeIfIdle's wakes of the engine for this channel (kickwait.go)
 
 	// Waiting (fence.go): how, and the blocked waiters.
 	waitMode   WaitMode

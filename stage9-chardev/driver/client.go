@@ -150,7 +150,7 @@ func (cl *Client) Done() <-chan struct{} { return cl.done }
 func (cl *Client) Stats() Stats {
 	return Stats{IRQs: cl.stats.irqs.Load(), Wakeups: cl.stats.wakeups.Load(),
 		FutileWakeups: cl.stats.futileWakeups.Load(), EngineWakes: cl.stats.engineWakes.Load(),
-		SleepTimeouts: cl.stats.sleepTimeouts.Load(), KickedBlocks: cl.stats.kickedBlocks.Load()}
+		SleepTimeouts: cl.stats.sleepTimeouts.Load()}
 }
 
 // Doorbells returns how many doorbell stores the client has made.

@@ -82,7 +82,7 @@ func (ch *Channel) awaitCommand(i uint64, exp expectation) (abi.Status, error) {
 		// than PollBudget for a copy expected later, none at all for one
 		// expected beyond MaxSizedPoll.
 		budget, blockNow := ch.budgetFor(exp)
-		if blockNow || ch.blockAfterKick(exp) { // a kicked client's wait sleeps at once (kickwait.go)
+		if blockNow {
 			break
 		}
 		err = ch.spinFor(func() bool { return ch.completed(i) }, budget)

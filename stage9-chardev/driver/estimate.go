@@ -100,10 +100,6 @@ type expectation struct {
 	start uint64 // the device clock just after the doorbell
 	due   uint64 // the expected completion; 0: no rate learned yet
 	alone bool   // nothing was expected ahead of it: its time is a sample
-
-	// kicked is set by Submit, not expect: publishing the command woke
-	// the engine (kickwait.go).
-	kicked bool
 }
 
 // ANCHOR: expect

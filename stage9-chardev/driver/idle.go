@@ -45,7 +45,6 @@ func (ch *Channel) wakeIfIdle() bool {
 		return false
 	}
 	ch.wakeEngine(ch.id)
-	ch.kicks.Add(1) // after the wake: Submit's load after publish sees it (kickwait.go)
 	ch.stats.engineWakes.Add(1)
 	return true
 }

@@ -83,7 +83,6 @@ type Stats struct {
 	FutileWakeups uint64 // wake-ups whose fence had not signalled
 	EngineWakes   uint64 // doorbells that found their engine asleep and woke it
 	SleepTimeouts uint64 // a client's sleeps on a fence word that no wake ended (client.go)
-	KickedBlocks  uint64 // a client's synchronous waits that blocked at once, their doorbell having kicked the engine (kickwait.go)
 }
 
 // stats is Stats as the driver keeps it; channels share the driver's.
@@ -91,7 +90,6 @@ type stats struct {
 	irqs, wakeups, futileWakeups atomic.Uint64
 	engineWakes                  atomic.Uint64
 	sleepTimeouts                atomic.Uint64
-	kickedBlocks                 atomic.Uint64
 }
 
 // Stats returns the interrupt counters.

@@ -122,11 +122,8 @@ func (ch *Channel) Submit(cmd abi.Command) error {
 	}
 	ch.write(&cmd, i, true)
 	ch.markWritten(i, i+1)
-	kicks := ch.kicks.Load()
 	ch.publish()
-	exp := ch.expect(cmd.Op, cmd.Size)
-	exp.kicked = ch.kicks.Load() != kicks // this publish woke the engine, or another that took command i along (kickwait.go)
-	status, err := ch.awaitCommand(i, exp)
+	status, err := ch.awaitCommand(i, ch.expect(cmd.Op, cmd.Size))
 	if err != nil {
 		return err
 	}
