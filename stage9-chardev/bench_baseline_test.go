@@ -58,6 +58,9 @@ func BenchmarkBaseline(b *testing.B) {
 	// op=futexwake/path=process: the same wake, shared, to a thread of
 	// another process — the floor under Boundary/op=wake3ms/path=node.
 	b.Run("op=futexwake/path=process", benchFutexWakeProcess)
+	// op=futexpingpong/path=process: a wake there and a wake back, the
+	// floor under a wake3ms whose client slept on its fence.
+	b.Run("op=futexpingpong/path=process", benchFutexPingPongProcess)
 	b.Run("quiet", measureQuiet) // with no device open
 }
 

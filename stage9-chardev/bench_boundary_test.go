@@ -29,9 +29,14 @@ import (
 // default channel on the runlist — what a client gets — so the two rows
 // differ in the boundary alone. Besides time, node rows report msgs/op,
 // the socket messages the daemon received from the client per operation
-// (its CLIENT_INFO count, read before and after), and kicks/op, the
+// (its CLIENT_INFO count, read before and after), kicks/op, the
 // client's kicks of a sleeping engine (FUTEX_WAKE on a doorbell word
-// since uapi 2.2, eventfd writes before; device/kick.go). The seed's sentence is the
+// since uapi 2.2, eventfd writes before; device/kick.go), and sleeps/op,
+// the client's waits that slept and were woken (a second wake across the
+// boundary, the engine's futex wake of the fence word: GPU.Sleeps).
+// wake3ms also reports cores, the client process's CPU over its loop
+// (3 ms of each operation asleep), which is what a wait that polls
+// instead of sleeping costs. The seed's sentence is the
 // claim under test: submission stores into the mapped ring and rings the
 // doorbell; it does not ioctl.
 func BenchmarkBoundary(b *testing.B) {
@@ -60,6 +65,7 @@ func BenchmarkBoundary(b *testing.B) {
 		{"wake3ms", func(b *testing.B, t *target) func(b *testing.B) {
 			return func(b *testing.B) {
 				var lat latencies
+				m := startMeter()
 				for b.Loop() {
 					sleepFor(3 * time.Millisecond)
 					start := time.Now()
@@ -68,6 +74,7 @@ func BenchmarkBoundary(b *testing.B) {
 					}
 					lat = append(lat, time.Since(start))
 				}
+				m.report(b)
 				lat.report(b)
 			}
 		}},
@@ -85,11 +92,12 @@ func BenchmarkBoundary(b *testing.B) {
 				t := openTarget(b, path)
 				loop := op.setup(b, t)
 				calls := t.calls()
-				kicks := t.kicks()
+				kicks, sleeps := t.kicks(), t.sleeps()
 				loop(b)
 				if path == "node" {
 					b.ReportMetric(float64(t.calls()-calls)/float64(b.N), "msgs/op")
 					b.ReportMetric(float64(t.kicks()-kicks)/float64(b.N), "kicks/op")
+					b.ReportMetric(float64(t.sleeps()-sleeps)/float64(b.N), "sleeps/op")
 				}
 			})
 		}
@@ -106,6 +114,7 @@ type target struct {
 	doorbells func() uint64
 	calls     func() uint64 // messages the daemon has had from this client
 	kicks     func() uint64
+	sleeps    func() uint64 // waits that slept and were woken (GPU.Sleeps)
 }
 
 // openTarget opens path's device: in-process, or a daemon in another
@@ -124,7 +133,7 @@ func openTarget(b *testing.B, path string) *target {
 			b.Fatal(err)
 		}
 		return &target{
-			nop: ch.Nop, batch: ch.NewBatch, copy: ch.Copy, doorbells: g.Doorbells, calls: zero, kicks: zero,
+			nop: ch.Nop, batch: ch.NewBatch, copy: ch.Copy, doorbells: g.Doorbells, calls: zero, kicks: zero, sleeps: zero,
 			alloc: func(b *testing.B, n uint64) softgpu.Ptr {
 				p, err := ctx.Alloc(n)
 				if err != nil {
@@ -166,7 +175,7 @@ func openTarget(b *testing.B, path string) *target {
 	return &target{
 		nop:   func() error { return g.Nop(softgpu.Copy) },
 		batch: func() *softgpu.Batch { return g.NewBatch(softgpu.Copy) },
-		copy:  g.Copy, doorbells: g.Doorbells, kicks: g.Kicks,
+		copy:  g.Copy, doorbells: g.Doorbells, kicks: g.Kicks, sleeps: g.Sleeps,
 		calls: func() uint64 { return clientCalls(b, ctl, g) },
 		alloc: func(b *testing.B, n uint64) softgpu.Ptr {
 			p, err := g.Alloc(n)

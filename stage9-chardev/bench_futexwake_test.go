@@ -24,7 +24,23 @@ import (
 // the value back to a word of its own. ns/op is the median of that, with
 // the mean and percentiles, as wake3ms reports its NOPs: a wake across the
 // boundary and one line back, with no device and no command.
-func benchFutexWakeProcess(b *testing.B) {
+func benchFutexWakeProcess(b *testing.B) { benchFutexProcess(b, false) }
+
+// benchFutexPingPongProcess is Baseline/op=futexpingpong/path=process: the
+// same, but the way back is a wake too. After its store to seq and its
+// FUTEX_WAKE, the loop sleeps in FUTEX_WAIT on ack at once, and the
+// sleeper, after its store of ack, calls FUTEX_WAKE on it — two wakes
+// across the boundary per operation, each of a thread that has just gone
+// to sleep or slept 3 ms. It is the floor under a wake3ms whose client
+// slept on its fence before the woken engine completed the NOP: the kick,
+// then the engine's wake of the fence word (driver/client.go). The
+// benchmark's half of the way back is a Go goroutine in futex.Wait, not
+// locked to its thread, as the client's sleeper is.
+func benchFutexPingPongProcess(b *testing.B) { benchFutexProcess(b, true) }
+
+// benchFutexProcess runs either: pingpong chooses how the answer comes
+// back (a wake, or a line the loop polls).
+func benchFutexProcess(b *testing.B, pingpong bool) {
 	fd, err := unix.MemfdCreate("softgpu-futexwake", unix.MFD_CLOEXEC)
 	if err != nil {
 		b.Fatal(err)
@@ -42,7 +58,11 @@ func benchFutexWakeProcess(b *testing.B) {
 	words := mappedWords(m)
 	seq, ack := &words[futexWakeSeq], &words[futexWakeAck] // written by this process; by the sleeper
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
-	cmd.Env = append(os.Environ(), futexSleeperEnv+"=1")
+	mode := "1"
+	if pingpong {
+		mode = futexSleeperPingPong
+	}
+	cmd.Env = append(os.Environ(), futexSleeperEnv+"="+mode)
 	cmd.ExtraFiles = []*os.File{page} // the sleeper's descriptor 3
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
@@ -72,6 +92,20 @@ func benchFutexWakeProcess(b *testing.B) {
 		start := time.Now()
 		seq.Store(n) // pairs with the sleeper's load of seq; its store of ack pairs with the loads below
 		futex.Wake(seq)
+		for pingpong {
+			// The sleeper's store of ack, then its wake, pair with this
+			// load, then the kernel's comparison in Wait: a wake before
+			// the comparison makes it fail; one after finds this
+			// thread queued.
+			seen := ack.Load()
+			if seen == n {
+				break
+			}
+			if futex.Wait(ack, seen, 10*time.Second) {
+				cmd.Process.Kill()
+				b.Fatalf("the sleeper did not wake the benchmark for round %d in 10 s", n)
+			}
+		}
 		for polls := 1; ack.Load() != n; polls++ {
 			if polls%64 == 0 {
 				runtime.Gosched()
@@ -95,11 +129,14 @@ const (
 	futexWakeReady  = 1<<63 - 1 // in ack: the sleeper is there
 	futexWakeExit   = 1<<64 - 1 // in seq: the sleeper exits
 	futexSleeperEnv = "SOFTGPU_FUTEXWAKE_SLEEPER"
+	// futexSleeperPingPong in futexSleeperEnv: the sleeper wakes ack
+	// after each store of it (Baseline/op=futexpingpong).
+	futexSleeperPingPong = "pingpong"
 )
 
 func init() {
 	if os.Getenv(futexSleeperEnv) != "" {
-		if err := futexSleeper(); err != nil {
+		if err := futexSleeper(os.Getenv(futexSleeperEnv) == futexSleeperPingPong); err != nil {
 			fmt.Fprintln(os.Stderr, "futexwake sleeper:", err)
 			os.Exit(1)
 		}
@@ -110,8 +147,9 @@ func init() {
 // futexSleeper is the child of benchFutexWakeProcess: on a thread of its
 // own, it sleeps on seq while seq holds the last round it saw, and stores
 // each new round to ack, until seq says exit — or its parent has gone
-// (each sleep times out after a second to look).
-func futexSleeper() error {
+// (each sleep times out after a second to look). With pingpong it also
+// wakes ack after each store of it: the benchmark sleeps there.
+func futexSleeper(pingpong bool) error {
 	runtime.LockOSThread()
 	m, err := unix.Mmap(3, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
@@ -129,6 +167,9 @@ func futexSleeper() error {
 		case v != seen:
 			seen = v
 			ack.Store(v)
+			if pingpong {
+				futex.Wake(ack) // after the store: the benchmark's comparison sees it, or this finds it queued
+			}
 			continue
 		}
 		if futex.Wait(seq, seen, time.Second) && os.Getppid() == 1 {

@@ -349,6 +349,14 @@ func (g *GPU) Kicks() uint64 { return g.hw.kicks.Load() }
 // Doorbells returns how many doorbell stores the client has made.
 func (g *GPU) Doorbells() uint64 { return g.cl.Doorbells() }
 
+// Sleeps returns how many times a waiter of this client has been woken
+// from a sleep (the driver's Stats().Wakeups): a wait that polled to the
+// end of its budget and then slept on its fence word until the engine's
+// futex wake (driver/client.go), or on its Go channel until the waiter on
+// that word passed the wake on. A wait that saw its command complete
+// while polling does not count.
+func (g *GPU) Sleeps() uint64 { return g.cl.Stats().Wakeups }
+
 func (g *GPU) String() string {
 	return fmt.Sprintf("softgpu at %s (context %d, %d bytes of device memory)", g.node, g.context, g.version.MemorySize)
 }
