@@ -641,7 +641,8 @@ func TestAStaleFaultRecordMovesNothing(t *testing.T) {
 // command here that holds a source run while it translates another (the
 // read-after-unmap of issue 32 would deliver a reused frame's bytes).
 //
-// It runs in several modes. pages: 64-page allocations in ample memory,
+// It runs in several modes (burst/evict-source, the read-after-unmap
+// under eviction, is its own goroutines: managed_evict_test.go). pages: 64-page allocations in ample memory,
 // the faults a few pages at a time. burst: 2 MiB allocations (4 MiB for
 // the copy) in 3 MiB of device memory, so a range faults hundreds of pages
 // in one burst, the density prefetcher moves whole blocks, and each
@@ -684,11 +685,13 @@ func TestManagedStress(t *testing.T) {
 	// that fix reverted by hand (checkInval back at the top of translate
 	// and translateBack), this mode and the others passed 10 runs in 10
 	// without -short: eviction rarely takes the block a COPY holds a run
-	// of in that window. The guard of issue 32 is TestNothingIsReadAfterUnmap,
-	// which builds the interleaving; this mode checks every byte under it.
+	// of in that window. burst/evict-source builds that moment
+	// (managed_evict_test.go) and fails without the fix; this mode checks
+	// every byte under the pauses alone.
 	t.Run("burst/resolve-delay", func(t *testing.T) {
 		managedStress(t, device.Config{MemorySize: 3 << 20}, Config{Prefetch: PrefetchDensity}, blockPages, 0, true)
 	})
+	t.Run("burst/evict-source", evictSourceStress)
 }
 
 // managedStress is TestManagedStress in one mode: allocations of pages
