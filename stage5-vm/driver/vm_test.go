@@ -360,13 +360,18 @@ func waitReclaimed(d *Driver, pa uint64) {
 // TestNothingIsReadAfterUnmap is TestNothingLandsAfterUnmap's other half,
 // built deterministically with the device's Resolved hook: the moment the
 // copy engine has translated a COPY's source run, another goroutine unmaps
-// the source, and as soon as Unmap returns, allocates device memory as the
-// next owner would and writes its own bytes there. The engine, holding the
-// source run, then translates the destination and — in the hook, before it
-// moves a byte — gives Unmap time to return. It must not: an engine answers
-// an invalidation only at a safe point (device/mmu.go), and a translation
-// is not one. The COPY delivers the old owner's bytes, never the new
-// owner's.
+// the source, and as soon as Unmap returns, writes a next owner's bytes
+// into the frame the source was mapped to. The engine, holding the source
+// run, then translates the destination and — in the hook, before it moves
+// a byte — gives Unmap time to return. It must not: an engine answers an
+// invalidation only at a safe point (device/mmu.go), and a translation is
+// not one. The COPY delivers the old owner's bytes, never the new owner's.
+//
+// The test writes into the old frame itself rather than allocating one:
+// the allocator now holds a freed frame back until the work queued before
+// the free has run, so an allocation would be given another frame, and the
+// test would pass with the safe points gone (it did). That second guard is
+// tested on its own; this test is about the first.
 func TestNothingIsReadAfterUnmap(t *testing.T) {
 	const oldOwner, newOwner = 0xaa, 0xbb
 	d := openWith(t, device.Config{MemorySize: 16 << 20}, Config{Idle: Idle{Mode: IdleSpin}})
@@ -389,12 +394,7 @@ func TestNothingIsReadAfterUnmap(t *testing.T) {
 				if unmapErr = c.Unmap(src); unmapErr != nil {
 					return
 				}
-				pa, err := d.alloc.AllocAligned(4096, 4096) // the next owner
-				if err != nil {
-					unmapErr = err
-					return
-				}
-				fillBytes(mem[pa:pa+4096], newOwner)
+				fillBytes(mem[srcPA:srcPA+4096], newOwner) // the next owner, had it been given the frame
 			}()
 			for d.regs.Load(abi.RegInvalGen) == gen {
 				runtime.Gosched() // until Unmap has asked for the invalidation
