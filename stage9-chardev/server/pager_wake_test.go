@@ -126,6 +126,8 @@ wait:
 		case err = <-exited:
 			break wait
 		case <-deadline:
+			s.cmd.Process.Kill()
+			<-exited // so that the cleanup's Wait is the second, not a concurrent one
 			t.Fatalf("the stranger still runs %v after making its userfaultfd blocking (it said %q): waiting in a fault nobody reads", patience, said)
 		}
 	}
