@@ -52,6 +52,7 @@ func daemonRole(node string) int {
 		return 1
 	}
 	cfg.Driver.Idle = idle
+	cfg.Trace = os.Getenv("SOFTGPU_TRACE") // the device a benchmark across the boundary drives is this one: trace make traces it
 	s, err := server.New(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -61,7 +61,11 @@ import (
 // not answered; the daemon never waits for a client (its ioctls and
 // fallocate return without the client's help, and it never writes the
 // liveness socket), so a client that never retries its faults costs the
-// daemon nothing. A fault is served by moving at most one page.
+// daemon nothing. A fault is served by moving at most one page. What the
+// client does hold is the userfaultfd's open file description, and its
+// O_NONBLOCK flag, which the kernel's poll and read of it obey: the
+// pager's read does not wait whatever the flag says, and a client that
+// clears it — its faults can no longer be waited for — is dropped.
 //
 // Failure is loud: the call carries one end of a socket pair whose other
 // end the client has armed with O_ASYNC, F_SETOWN (itself) and F_SETSIG
@@ -89,6 +93,8 @@ type pager struct {
 	base   uint64 // the client's mapping of it
 	length uint64
 	done   chan struct{} // closed when serveFaults returns
+	closed atomic.Bool   // set by stopPager before it closes file: serveFaults' read error is its doing
+	drop   func()        // ends the client: closes its connection, and its teardown frees its memory
 }
 
 // keepMemfd keeps a duplicate of a managed allocation's memfd, for a
@@ -163,7 +169,11 @@ func (c *client) managedPager(a *uapi.ManagedPager, uffdFD, livenessFD int) erro
 		file.Close()
 		return fmt.Errorf("MANAGED_PAGER: %v: %w", err, uapi.ErrNoMemory)
 	}
-	p := &pager{m: m, file: file, conn: conn, memfd: memfd, live: live, base: a.Base, length: a.Length, done: make(chan struct{})}
+	p := &pager{m: m, file: file, conn: conn, memfd: memfd, live: live, base: a.Base, length: a.Length, done: make(chan struct{}),
+		drop: func() {
+			c.s.log.Warn("client dropped: its userfaultfd cannot be read", "pid", c.pid)
+			c.conn.Close() // its serve loop sees EOF and tears it down: stopPager, then the free
+		}}
 	if err := m.SetPager(p); err != nil {
 		file.Close()
 		unix.Close(live)
@@ -186,6 +196,9 @@ func (c *client) stopPager(va uint64) {
 	delete(c.pg.memfds, va)
 	c.pg.mu.Unlock()
 	if p != nil {
+		// serveFaults loads closed once its read fails: the failure is then
+		// this Close's, not the client's.
+		p.closed.Store(true)
 		p.m.SetPager(nil) // pages come home: none is a hole once the pager is gone
 		p.file.Close()    // serveFaults' read returns
 		<-p.done
@@ -208,12 +221,12 @@ func (p *pager) serveFaults() {
 	buf := make([]byte, 16*uffd.MsgSize)
 	var last []byte // the previous read's messages, for replayFaults
 	for {
-		n, err := p.file.Read(buf)
+		n, err := p.read(buf)
 		if err != nil {
-			if errors.Is(err, syscall.EINTR) || errors.Is(err, syscall.EAGAIN) {
-				continue
+			if !p.closed.Load() {
+				p.drop() // the client broke the descriptor: no fault of its would be answered again
 			}
-			return // closed by stopPager, or the client's address space is gone
+			return // closed by stopPager, or dropped
 		}
 		if replayFaults.Load() {
 			for off := 0; off+uffd.MsgSize <= len(last); off += uffd.MsgSize {
@@ -223,6 +236,35 @@ func (p *pager) serveFaults() {
 		}
 		for off := 0; off+uffd.MsgSize <= n; off += uffd.MsgSize {
 			p.serve(buf[off : off+uffd.MsgSize])
+		}
+	}
+}
+
+// read reads fault messages into buf, waiting in the poller until there
+// are some. The userfaultfd's open file description is the client's too,
+// and so is its O_NONBLOCK flag. A plain read(2) obeys the flag: with it
+// cleared, the pager's next read would sleep in the kernel, and
+// stopPager's Close would wait for that read for ever; RWF_NOWAIT makes
+// this read non-blocking whatever the flag says (a kernel whose
+// userfaultfd does not take it gets a plain read). The kernel's poll of a
+// userfaultfd obeys the flag too: without O_NONBLOCK it reports an error,
+// not readiness, so the poller can no longer wait for this client's
+// faults, and read returns that error — on which serveFaults drops the
+// client (TestPagerDropsAClientWhoseFaultsItCannotRead).
+func (p *pager) read(buf []byte) (n int, err error) {
+	for {
+		cerr := p.conn.Read(func(fd uintptr) bool {
+			n, err = unix.Preadv2(int(fd), [][]byte{buf}, -1, unix.RWF_NOWAIT)
+			if errors.Is(err, syscall.EOPNOTSUPP) {
+				n, err = unix.Read(int(fd), buf)
+			}
+			return !errors.Is(err, syscall.EAGAIN) // EAGAIN: wait in the poller, then again
+		})
+		if cerr != nil {
+			return 0, cerr
+		}
+		if !errors.Is(err, syscall.EINTR) {
+			return n, err
 		}
 	}
 }
