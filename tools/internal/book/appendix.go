@@ -43,7 +43,8 @@ func (b *builder) recordsAppendix(d directive, prefix string) (string, error) {
 		if err != nil {
 			return "", d.errorf("%v", err)
 		}
-		out.WriteString(recordEntry(rec, prefix, noisy))
+		entry := strings.TrimSuffix(recordEntry(rec, prefix, noisy), "</section>\n")
+		out.WriteString(entry + b.staleNote(rec) + "</section>\n")
 	}
 	out.WriteString("</div>")
 	return out.String(), nil
