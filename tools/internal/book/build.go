@@ -74,8 +74,9 @@ type builder struct {
 	stale    *staleChecker       // which records predate changes to the code they measured
 	// printedStale names the stale records whose commit list the page being
 	// rendered has printed so far (stale.go).
-	printedStale map[string]bool
-	ledger       map[string]shownFigure // the page's figures, one per quantity (ledger.go)
+	printedStale  map[string]bool
+	ledger        map[string]shownFigure // the page's figures, one per quantity (ledger.go)
+	unpairedShown int                    // comparisons of wake-state rows the page marked (wake.go)
 }
 
 // chapter is one chapter being built.
@@ -224,7 +225,7 @@ func (b *builder) renderChapter(c *chapter, src []byte, pages, printIDs map[stri
 	printMode.print, printMode.pagePath = true, printPage
 
 	pagePrefix := rootPrefix(c.Page)
-	b.records.used, b.printedStale, b.ledger = map[string]bool{}, map[string]bool{}, map[string]shownFigure{}
+	b.records.used, b.printedStale, b.ledger, b.unpairedShown = map[string]bool{}, map[string]bool{}, map[string]shownFigure{}, 0
 	x := expandDirectives(c.Source, src, b.handlers(pagePrefix, false))
 	if len(x.Errs) > 0 {
 		return x.Errs
@@ -237,20 +238,20 @@ func (b *builder) renderChapter(c *chapter, src []byte, pages, printIDs map[stri
 	if err := checkTitle(c, src, headings); err != nil {
 		return []error{err}
 	}
-	c.Body = append(c.Body, b.pageStaleNotes()...)
+	c.Body = append(append(c.Body, b.pageUnpairedNote()...), b.pageStaleNotes()...)
 	if errs := b.checkStale(c.Source, c.Body); len(errs) > 0 {
 		return errs
 	}
 
 	// print.html is at the root, so links from directives need the root's
 	// prefix; and some directives print differently (a diff as its table).
-	b.records.used, b.printedStale, b.ledger = map[string]bool{}, map[string]bool{}, map[string]shownFigure{}
+	b.records.used, b.printedStale, b.ledger, b.unpairedShown = map[string]bool{}, map[string]bool{}, map[string]shownFigure{}, 0
 	px := expandDirectives(c.Source, src, b.handlers("", true))
 	printBody, _, err := b.md.render(px.Markdown, printMode)
 	if err != nil {
 		return []error{fmt.Errorf("%s: %w", c.Source, err)}
 	}
-	c.PrintBody = append(fillPlaceholders(printBody, px.Blocks), b.pageStaleNotes()...)
+	c.PrintBody = append(append(fillPlaceholders(printBody, px.Blocks), b.pageUnpairedNote()...), b.pageStaleNotes()...)
 	return nil
 }
 

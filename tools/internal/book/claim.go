@@ -235,6 +235,7 @@ func (b *builder) claim(d directive) (inlineValue, error) {
 	claimRecs := []*records.Record{a.rec}
 
 	var got, want float64
+	var pair *operand // b=, when the claim compares two rows
 	var shown, gotText, wantText, how, compared string
 	if hasRatio {
 		bo, err := b.lookupOperand(d, "b", d.arg("record_b", recA), unit, stat)
@@ -243,6 +244,7 @@ func (b *builder) claim(d directive) (inlineValue, error) {
 		}
 		dirty = dirty || recordDirty(bo.rec)
 		claimRecs = append(claimRecs, bo.rec)
+		pair = &bo
 		if want, err = strconv.ParseFloat(strings.TrimSuffix(ratioArg, "x"), 64); err != nil || want <= 0 || math.IsInf(want, 0) {
 			return inlineValue{}, d.errorf("ratio=%s: want a positive number such as 0.1 or 5", ratioArg)
 		}
@@ -296,6 +298,9 @@ func (b *builder) claim(d directive) (inlineValue, error) {
 		v.Title += "; " + dirtyNote
 	}
 	b.markStale(&v, claimRecs...)
+	if pair != nil && shown != "" {
+		b.markUnpaired(&v, a, *pair)
+	}
 	return v, nil
 }
 

@@ -110,3 +110,42 @@ func TestOneFigurePerQuantity(t *testing.T) {
 		t.Errorf("the same figure twice: %v", err)
 	}
 }
+
+// TestUnpairedWakeComparison: a ratio of two rows of wake-state families,
+// measured one after the other, is marked unpaired and the page says the
+// book draws no conclusion from it; a ratio with one side outside them is not.
+func TestUnpairedWakeComparison(t *testing.T) {
+	rec := pairedRecord(t, "r", []float64{200, 200, 200}, []float64{100, 100, 100})
+	rec = strings.ReplaceAll(strings.ReplaceAll(rec, `"benchmark":"A"`, `"benchmark":"IdleGap/idle=sleep"`), `"benchmark":"B"`, `"benchmark":"IdleGap/idle=spin"`)
+	page, err := renderFigures(t, "It took {{#ratio record=r a=stage7-idle:IdleGap/idle=sleep b=stage7-idle:IdleGap/idle=spin unit=ns/op}}.", map[string]string{"r": rec})
+	require.NoError(t, err)
+	for _, want := range []string{"2.0× (unpaired)</span>", `class="figure unpaired"`, `<p class="unpaired-note">1 comparison on this page is marked <em>(unpaired)</em>`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	plain := pairedRecord(t, "p", []float64{200, 200, 200}, []float64{100, 100, 100})
+	plain = strings.ReplaceAll(plain, `"benchmark":"A"`, `"benchmark":"Gap/gap=3ms"`)
+	page, err = renderFigures(t, "It took {{#ratio record=p a=stage7-idle:Gap/gap=3ms b=stage7-idle:B unit=ns/op}}.", map[string]string{"p": plain})
+	require.NoError(t, err)
+	if strings.Contains(page, "unpaired") {
+		t.Errorf("a ratio with one side outside the wake-state families is marked unpaired")
+	}
+}
+
+// TestSteadyShare: the share leaves the wake-state families out and counts
+// a row steady when its spread is within the threshold.
+func TestSteadyShare(t *testing.T) {
+	row := func(bench string, values ...float64) records.Row {
+		return records.Row{Stage: "s", Benchmark: bench, Metrics: []records.Metric{records.NewMetric("ns/op", values)}}
+	}
+	rec := &records.Record{Rows: []records.Row{
+		row("Fill/a", 100, 105, 110), // 10 %: steady
+		row("Fill/b", 100, 150, 200), // 100 %: noisy
+		row("IdleGap/x", 100, 900, 50),
+		row("Gap/gap=3ms", 100, 100, 100),
+	}}
+	if steady, counted, wake := steadyShare(rec, 0.15); steady != 1 || counted != 2 || wake != 2 {
+		t.Errorf("steadyShare = %d, %d, %d; want 1 steady of 2 counted, 2 wake-state rows left out", steady, counted, wake)
+	}
+}

@@ -418,6 +418,7 @@ func (b *builder) ratio(d directive) (inlineValue, error) {
 		v.Title += "; " + dirtyNote
 	}
 	b.markStale(&v, a.rec, bo.rec)
+	b.markUnpaired(&v, a, bo)
 	return v, nil
 }
 
