@@ -10,7 +10,8 @@ import (
 // This file keeps one figure per quantity per page. A quantity is a row
 // and metric on one machine under one environment, read as one statistic:
 // stage 0's round trip, median, on this machine. Every figure a page shows
-// ({{#value}}, a {{#claim}} showing a side, each cell of a {{#table}}) is
+// ({{#value}}, a {{#claim}} showing a side, each cell of a {{#table}},
+// each point of a {{#chart}}) is
 // entered in the page's ledger, and a second figure for the same quantity
 // with another value — the same row taken from two records, say — fails
 // the build, naming both. A record kept as the "before" edition of another
