@@ -15,7 +15,8 @@ import (
 // This file tells a reader when a record is older than the code it
 // measured. A record names its commit and the stages it measured; the
 // build asks git which later commits changed the non-test code of those
-// stages (not *_test.go, not testdata, not Markdown), and prints that list
+// stages (not *_test.go, not testdata, not Markdown; merges left out, since
+// the commits they bring are listed themselves), and prints that list
 // — short hash and subject, computed, never typed — under every table and
 // chart fed by such a stale record, at the end of a page whose inline
 // figures come from one, and in the records appendix.
@@ -104,7 +105,7 @@ func (sc *staleChecker) compute(rec *records.Record) staleness {
 	if _, err := sc.git("cat-file", "-e", commit+"^{commit}"); err != nil {
 		return staleness{err: fmt.Errorf("git does not know its commit %s (a shallow clone?)", shortCommit(commit))}
 	}
-	args := append([]string{"log", "--format=%h%x09%s", commit + "..HEAD", "--"}, recordStageDirs(rec)...)
+	args := append([]string{"log", "--no-merges", "--format=%h%x09%s", commit + "..HEAD", "--"}, recordStageDirs(rec)...)
 	out, err := sc.git(append(args, nonTestExcludes...)...)
 	if err != nil {
 		return staleness{err: err}
