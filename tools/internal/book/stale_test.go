@@ -36,7 +36,7 @@ func staleRepo(t *testing.T) (Config, string) {
 	write("stage7-idle/idle.go", "package idle\n")
 	write("stage4-nolock/other.go", "package other\n")
 	write("book/SUMMARY.md", "# Summary\n\n- [Chapter](ch.md)\n")
-	write("book/ch.md", "# Chapter\n\nIt takes {{#value record=r stage=stage7-idle bench=Gap unit=ns/op}}.\n")
+	write("book/ch.md", "# Chapter\n\nIt takes {{#value record=r stage=stage7-idle bench=Gap unit=ns/op}}.\n\n{{#table record=r stage=stage7-idle unit=ns/op}}\n")
 	git("init", "-q")
 	git("add", "-A")
 	git("commit", "-qm", "first")
@@ -82,6 +82,15 @@ func TestStaleRecord(t *testing.T) {
 	}
 	if !strings.Contains(page, `class="figure stale"`) {
 		t.Errorf("the inline figure is not marked stale")
+	}
+	// Under the table: inside its figure, after the reproduce line.
+	table := page[strings.Index(page, `<figure class="record-table">`):]
+	table = table[:strings.Index(table, "</figure>")]
+	if !strings.Contains(table, `<details class="stale" data-stale-record="r">`) {
+		t.Errorf("the table's figure does not end with the record's list of later commits:\n%s", table)
+	}
+	if n := strings.Count(page, subject); n != 1 {
+		t.Errorf("the commit is listed %d times on the page; want once, under the table, the rest pointing to it", n)
 	}
 
 	cfg.Edition = true
