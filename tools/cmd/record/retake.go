@@ -216,7 +216,7 @@ func retake(ctx context.Context, c *cli.Command, root, out string, force bool) i
 		total += it.estimate
 	}
 	commit := record.Head(ctx, root)
-	c.Printf("re-taking %d %s at commit %s into %s: about %s in all, plus any re-runs",
+	c.Printf("re-taking %d %s at commit %s into %s: at least about %s in all (rows × passes × benchtime; builds, the benchmarks' own warm-up and any re-runs come on top, and each record gives its own estimate as it starts)",
 		len(items), plural(len(items), "record", "records"), shortHash(commit), abs, benchrun.Approx(total))
 	for _, k := range kept {
 		c.Printf("not re-taken: %s", k)
