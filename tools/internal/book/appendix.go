@@ -197,8 +197,8 @@ func (b *builder) editionSummary(paths []string, noisy float64) string {
 	if share < steadyTarget {
 		verdict = "falls short of"
 	}
-	return fmt.Sprintf(`<p class="edition-summary">Over the %d measured records of this edition, %s of the rows outside the wake-state families (%d of %d) spread by at most %s over their passes, which %s the %s the project holds to; the %d rows of wake-state families are left out and compared only in paired families. %d of the %d %s stale: taken before later changes to the code they measured (listed under each).</p>`+"\n",
-		recs, escapeHTML(percent(share)), steady, counted, escapeHTML(percent(noisy)), verdict, escapeHTML(percent(steadyTarget)), wake, stale, recs, plural(recs, "is", "are"))
+	return fmt.Sprintf(`<p class="edition-summary">Over the %d measured %s of this edition, %s of the rows outside the wake-state families (%d of %d) spread by at most %s over their passes, which %s the %s the project holds to; the %d rows of wake-state families are left out and compared only in paired families. %d of the %d %s stale: taken before later changes to the code they measured (listed under each).</p>`+"\n",
+		recs, plural(recs, "record", "records"), escapeHTML(percent(share)), steady, counted, escapeHTML(percent(noisy)), verdict, escapeHTML(percent(steadyTarget)), wake, stale, recs, plural(recs, "is", "are"))
 }
 
 // steadyTarget is the share of steady rows (outside the wake-state

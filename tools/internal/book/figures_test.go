@@ -149,3 +149,20 @@ func TestSteadyShare(t *testing.T) {
 		t.Errorf("steadyShare = %d, %d, %d; want 1 steady of 2 counted, 2 wake-state rows left out", steady, counted, wake)
 	}
 }
+
+// TestAppendixSteadyShare: the records appendix gives each record's share
+// of steady rows outside the wake-state families, and the edition's share
+// against the 90 % target.
+func TestAppendixSteadyShare(t *testing.T) {
+	rec := pairedRecord(t, "r", []float64{100, 105, 110}, []float64{100, 200, 300})
+	page, err := renderFigures(t, "{{#records-appendix}}", map[string]string{"r": rec})
+	require.NoError(t, err)
+	for _, want := range []string{
+		"steady rows</dt><dd>50% (1 of 2 rows outside the wake-state families) within 15%",
+		"Over the 1 measured record of this edition, 50% of the rows outside the wake-state families (1 of 2) spread by at most 15% over their passes, which falls short of the 90% the project holds to",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("appendix lacks %q", want)
+		}
+	}
+}
