@@ -77,6 +77,7 @@ type builder struct {
 	printedStale  map[string]bool
 	ledger        map[string]shownFigure // the page's figures, one per quantity (ledger.go)
 	unpairedShown int                    // comparisons of wake-state rows the page marked (wake.go)
+	printing      bool                   // rendering for print.html: lists of later commits print open
 }
 
 // chapter is one chapter being built.
@@ -246,6 +247,8 @@ func (b *builder) renderChapter(c *chapter, src []byte, pages, printIDs map[stri
 	// print.html is at the root, so links from directives need the root's
 	// prefix; and some directives print differently (a diff as its table).
 	b.records.used, b.printedStale, b.ledger, b.unpairedShown = map[string]bool{}, map[string]bool{}, map[string]shownFigure{}, 0
+	b.printing = true
+	defer func() { b.printing = false }()
 	px := expandDirectives(c.Source, src, b.handlers("", true))
 	printBody, _, err := b.md.render(px.Markdown, printMode)
 	if err != nil {

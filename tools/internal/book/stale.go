@@ -181,8 +181,12 @@ func (b *builder) staleNote(rec *records.Record) string {
 	}
 	b.printedStale[rec.Name] = true
 	var out strings.Builder
-	fmt.Fprintf(&out, `<details class="stale" %s><summary>%s.json was taken at commit <code>%s</code>; %d later %s changed the non-test code of %s (from git log, when this page was built)`,
-		staleMarker(rec.Name), escapeHTML(rec.Name), escapeHTML(shortCommit(rec.Commit)), len(s.commits), plural(len(s.commits), "commit", "commits"), escapeHTML(what))
+	open := ""
+	if b.printing {
+		open = " open" // paper cannot be clicked
+	}
+	fmt.Fprintf(&out, `<details class="stale"%s %s><summary>%s.json was taken at commit <code>%s</code>; %d later %s changed the non-test code of %s (from git log, when this page was built)`,
+		open, staleMarker(rec.Name), escapeHTML(rec.Name), escapeHTML(shortCommit(rec.Commit)), len(s.commits), plural(len(s.commits), "commit", "commits"), escapeHTML(what))
 	if of, ok := beforeEdition(rec); ok {
 		fmt.Fprintf(&out, `, on purpose: it is kept as the “before” edition of %s.json`, escapeHTML(of))
 	}

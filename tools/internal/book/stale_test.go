@@ -89,6 +89,9 @@ func TestStaleRecord(t *testing.T) {
 	if !strings.Contains(table, `<details class="stale" data-stale-record="r">`) {
 		t.Errorf("the table's figure does not end with the record's list of later commits:\n%s", table)
 	}
+	if print := string(site.Files["print.html"]); !strings.Contains(print, `<details class="stale" open data-stale-record="r">`) {
+		t.Errorf("print.html does not print the list open")
+	}
 	if n := strings.Count(page, subject); n != 1 {
 		t.Errorf("the commit is listed %d times on the page; want once, under the table, the rest pointing to it", n)
 	}
