@@ -37,11 +37,14 @@ import (
 	"softgpu/tools/internal/stages"
 )
 
-const usage = `usage: go run ./tools/cmd/book [-root DIR] [-book DIR] [-o DIR] [-title T] [-serve ADDR]
+const usage = `usage: go run ./tools/cmd/book [-root DIR] [-book DIR] [-o DIR] [-title T] [-edition] [-serve ADDR]
 
 Renders the book (book/, chapters listed in SUMMARY.md) to a static site in
 book/_site and prints the path of its index page; fails, with every error's
-file and line, on a missing anchor, a contradicted claim or a broken link.
+file and line, on a missing anchor, a contradicted claim or a broken link,
+or a page that uses a record taken before later changes to the code it
+measured without printing those commits (the build prints them itself);
+with -edition, on any such stale record at all.
 With -serve it then serves the site until stopped (Ctrl-C, or kill).`
 
 func main() {
@@ -59,6 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		bookFlag  = cmd.Flags.String("book", "", "book directory holding SUMMARY.md (default: <root>/book)")
 		outFlag   = cmd.Flags.String("o", "", "output directory, replaced on every build (default: <book>/_site)")
 		titleFlag = cmd.Flags.String("title", "softgpu", "book title, when SUMMARY.md's heading is just \"Summary\"")
+		edition   = cmd.Flags.Bool("edition", false, "strict: fail on any record taken before a later change to the non-test code it measured (CI turns this on once the records are re-taken at one commit with go run ./tools/cmd/record -retake)")
 		serve     = cmd.Flags.String("serve", "", "after building, serve the site on this address (e.g. :8000 or 127.0.0.1:8000) until stopped")
 	)
 	rest, code, done := cmd.Parse(args)
@@ -106,6 +110,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		OutDir:  out,
 		Title:   *titleFlag,
 		Differ:  &book.StagesDiffer{Root: root},
+		Edition: *edition,
 	})
 	if err != nil {
 		// The book's errors name their file and line, one a line, and

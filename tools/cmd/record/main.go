@@ -9,6 +9,7 @@
 //	go run ./tools/cmd/record -stages stage4-nolock,stage7-idle -bench '^BenchmarkGap$' -name gap
 //	go run ./tools/cmd/record -env SOFTGPU_IDLE=spin -name gate-spin
 //	go tool benchstat -col stage book/records/stages.txt
+//	go run ./tools/cmd/record -retake -out /tmp/edition   every record of the book, one commit
 //
 // Before it measures anything it refuses what would waste or spoil the run:
 // a bad flag, an -out it could not write, a tree with uncommitted changes
@@ -20,6 +21,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -40,6 +42,7 @@ func main() {
 }
 
 const usage = `usage: go run ./tools/cmd/record -name NAME [flags]
+       go run ./tools/cmd/record -retake -out DIR
 
 Runs the benchmarks of the chosen stages in -passes passes and writes
 NAME.json and NAME.txt (benchstat format) into book/records. Every row reports
@@ -47,6 +50,11 @@ a canary measured in its own process right before and after it; a row whose
 canary moved by more than -canary-tolerance is re-run alone, up to -max-reruns
 times. It says how long the run should take before starting (every stage at the
 defaults: about 1½ to 2 hours) and how long is left as it goes.
+
+With -retake it re-takes every record of book/records with the record's own
+command, one after another at one commit, into DIR (outside the repository):
+the book's next edition. It skips transcriptions (reference.json) and records
+kept as an earlier edition of another (idle-before.json), and says so.
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -66,6 +74,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		label           = fs.String("label", "this machine", "machine label shown in the book's tables")
 		allowDirty      = fs.Bool("allow-dirty", false, "measure a tree with uncommitted changes; the record is marked dirty")
 		force           = fs.Bool("force", false, "replace a record of the same name that git tracks")
+		retakeAll       = fs.Bool("retake", false, "re-take every record of book/records with its own recorded command, into -out (outside the repository), from a clean tree: one edition at one commit")
 		env             cli.EnvFlag
 	)
 	fs.Var(&benchtime, "benchtime", "-test.benchtime of each benchmark in each pass: a `duration` (1s) or a count (100x)")
@@ -74,6 +83,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	rest, code, done := c.Parse(args)
 	if done {
 		return code
+	}
+	if *retakeAll {
+		var others []string
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name != "retake" && f.Name != "out" && f.Name != "force" {
+				others = append(others, "-"+f.Name)
+			}
+		})
+		switch {
+		case len(rest) > 0:
+			return c.Misuse("unexpected arguments %q (flags only)", rest)
+		case len(others) > 0:
+			return c.Misuse("-retake takes only -out and -force: each record's own command says the rest (not %s)", strings.Join(others, ", "))
+		}
+		root, err := stages.Root()
+		if err != nil {
+			return c.Fail(err)
+		}
+		return retake(ctx, c, root, *out, *force)
 	}
 	switch {
 	case len(rest) > 0:

@@ -36,6 +36,7 @@ func (b *builder) recordsAppendix(d directive, prefix string) (string, error) {
 	}
 	sort.Strings(paths)
 	var out strings.Builder
+	out.WriteString(b.editionSummary(paths, noisy))
 	out.WriteString(`<div class="records-appendix">` + "\n")
 	for _, p := range paths {
 		name := strings.TrimSuffix(filepath.Base(p), ".json")
@@ -43,7 +44,8 @@ func (b *builder) recordsAppendix(d directive, prefix string) (string, error) {
 		if err != nil {
 			return "", d.errorf("%v", err)
 		}
-		out.WriteString(recordEntry(rec, prefix, noisy))
+		entry := strings.TrimSuffix(recordEntry(rec, prefix, noisy), "</section>\n")
+		out.WriteString(entry + b.staleNote(rec) + "</section>\n")
 	}
 	out.WriteString("</div>")
 	return out.String(), nil
@@ -98,6 +100,16 @@ func recordEntry(rec *records.Record, prefix string, noisy float64) string {
 		n, counted := noisyRows(rec, noisy)
 		if counted > 0 {
 			fact("noisy rows", escapeHTML(fmt.Sprintf("%d of %d: (max − min)/median of the time or rate over %s", n, counted, percent(noisy))))
+		}
+		if steady, counted, wake := steadyShare(rec, noisy); counted > 0 || wake > 0 {
+			s := "no row outside the wake-state families has a spread"
+			if counted > 0 {
+				s = fmt.Sprintf("%s (%d of %d rows outside the wake-state families) within %s", percent(float64(steady)/float64(counted)), steady, counted, percent(noisy))
+			}
+			if wake > 0 {
+				s += fmt.Sprintf("; %d %s of wake-state families left out, compared only in paired families", wake, plural(wake, "row", "rows"))
+			}
+			fact("steady rows", escapeHTML(s))
 		}
 		if rec.Settings.Benchtime != "" {
 			fact("benchtime", "<code>"+escapeHTML(rec.Settings.Benchtime)+"</code> per row and pass")
@@ -155,3 +167,40 @@ func noisyRows(rec *records.Record, threshold float64) (noisy, counted int) {
 	}
 	return noisy, counted
 }
+
+// editionSummary is the paragraph heading the list: over the records of
+// this edition (not transcriptions, not "before" editions), the share of
+// rows outside the wake-state families whose passes spread at most noisy,
+// against the 90 % the project holds to, and how many records are stale.
+func (b *builder) editionSummary(paths []string, noisy float64) string {
+	var steady, counted, wake, stale, recs int
+	for _, p := range paths {
+		rec, err := b.records.get(strings.TrimSuffix(filepath.Base(p), ".json"))
+		if err != nil || rec.Reference {
+			continue
+		}
+		if _, before := beforeEdition(rec); before {
+			continue
+		}
+		recs++
+		s, c, w := steadyShare(rec, noisy)
+		steady, counted, wake = steady+s, counted+c, wake+w
+		if b.stale.of(rec).stale() {
+			stale++
+		}
+	}
+	if counted == 0 {
+		return ""
+	}
+	share := float64(steady) / float64(counted)
+	verdict := "meets"
+	if share < steadyTarget {
+		verdict = "falls short of"
+	}
+	return fmt.Sprintf(`<p class="edition-summary">Over the %d measured %s of this edition, %s of the rows outside the wake-state families (%d of %d) spread by at most %s over their passes, which %s the %s the project holds to; the %d rows of wake-state families are left out and compared only in paired families. %d of the %d %s stale: taken before later changes to the code they measured (listed under each).</p>`+"\n",
+		recs, plural(recs, "record", "records"), escapeHTML(percent(share)), steady, counted, escapeHTML(percent(noisy)), verdict, escapeHTML(percent(steadyTarget)), wake, stale, recs, plural(recs, "is", "are"))
+}
+
+// steadyTarget is the share of steady rows (outside the wake-state
+// families) an edition's records are held to (issue 38, item 6).
+const steadyTarget = 0.90

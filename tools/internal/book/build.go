@@ -22,6 +22,9 @@ type Config struct {
 	OutDir  string // the site; replaced on every build
 	Title   string // book title, used when SUMMARY.md's heading is just "Summary"
 	Differ  Differ // stage diffs for {{#diff}}; nil makes {{#diff}} an error
+	// Edition refuses any stale record (stale.go): the build of an edition
+	// whose records were all re-taken at one commit.
+	Edition bool
 }
 
 // Site is a rendered book, in memory.
@@ -68,6 +71,13 @@ type builder struct {
 	diagrams int                 // diagrams inlined so far: each use's ids get their own prefix
 	diffs    map[string]diffPage // site path → a stage diff's own page, written by diffHTML
 	included map[string]bool     // files {{#include}} showed, each of which gets a source page
+	stale    *staleChecker       // which records predate changes to the code they measured
+	// printedStale names the stale records whose commit list the page being
+	// rendered has printed so far (stale.go).
+	printedStale  map[string]bool
+	ledger        map[string]shownFigure // the page's figures, one per quantity (ledger.go)
+	unpairedShown int                    // comparisons of wake-state rows the page marked (wake.go)
+	printing      bool                   // rendering for print.html: lists of later commits print open
 }
 
 // chapter is one chapter being built.
@@ -87,6 +97,7 @@ func Render(cfg Config) (*Site, error) {
 	hl := newHighlighter()
 	b := &builder{cfg: cfg, hl: hl, md: &markdown{hl: hl}, included: map[string]bool{}}
 	b.records = &recordSet{dir: filepath.Join(cfg.BookDir, "records"), cache: map[string]*records.Record{}, display: b.display}
+	b.stale = &staleChecker{root: cfg.Root, cache: map[string]staleness{}}
 	return b.render()
 }
 
@@ -215,6 +226,7 @@ func (b *builder) renderChapter(c *chapter, src []byte, pages, printIDs map[stri
 	printMode.print, printMode.pagePath = true, printPage
 
 	pagePrefix := rootPrefix(c.Page)
+	b.records.used, b.printedStale, b.ledger, b.unpairedShown = map[string]bool{}, map[string]bool{}, map[string]shownFigure{}, 0
 	x := expandDirectives(c.Source, src, b.handlers(pagePrefix, false))
 	if len(x.Errs) > 0 {
 		return x.Errs
@@ -227,15 +239,22 @@ func (b *builder) renderChapter(c *chapter, src []byte, pages, printIDs map[stri
 	if err := checkTitle(c, src, headings); err != nil {
 		return []error{err}
 	}
+	c.Body = append(append(c.Body, b.pageUnpairedNote()...), b.pageStaleNotes()...)
+	if errs := b.checkStale(c.Source, c.Body); len(errs) > 0 {
+		return errs
+	}
 
 	// print.html is at the root, so links from directives need the root's
 	// prefix; and some directives print differently (a diff as its table).
+	b.records.used, b.printedStale, b.ledger, b.unpairedShown = map[string]bool{}, map[string]bool{}, map[string]shownFigure{}, 0
+	b.printing = true
+	defer func() { b.printing = false }()
 	px := expandDirectives(c.Source, src, b.handlers("", true))
 	printBody, _, err := b.md.render(px.Markdown, printMode)
 	if err != nil {
 		return []error{fmt.Errorf("%s: %w", c.Source, err)}
 	}
-	c.PrintBody = fillPlaceholders(printBody, px.Blocks)
+	c.PrintBody = append(append(fillPlaceholders(printBody, px.Blocks), b.pageUnpairedNote()...), b.pageStaleNotes()...)
 	return nil
 }
 

@@ -202,6 +202,9 @@ func (b *builder) chartHTML(d directive, prefix string) (string, error) {
 			return "", d.errorf("benchmark %s has no key %s=", p.row.Benchmark, seriesKey)
 		}
 		if f, ok := rowFigure(p.row, unit, stat); ok {
+			if err := b.noteShown(d, rec, p.stage, p.row.Benchmark, unit, stat, f.Value); err != nil {
+				return "", err
+			}
 			if err := add(seriesName(p, rec), xv, f, p.stage+" "+p.row.Benchmark); err != nil {
 				return "", d.errorf("%v", err)
 			}

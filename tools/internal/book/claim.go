@@ -99,16 +99,16 @@ func (o operand) describe(unit string) string {
 // the median and both carry a canary per pass, it is the median of the
 // per-pass ratios over the passes in which all four canaries agree within
 // the record's tolerance; how says which was done, for the tooltip.
-func pairedRatio(a, b operand, unit string) (ratio float64, how string, err error) {
-	plain := func() (float64, string, error) {
+func pairedRatio(a, b operand, unit string) (ratio float64, how, span string, err error) {
+	plain := func() (float64, string, string, error) {
 		if b.fig.Value == 0 {
-			return 0, "", fmt.Errorf("b= is zero: the ratio is undefined")
+			return 0, "", "", fmt.Errorf("b= is zero: the ratio is undefined")
 		}
 		each := "each the " + statPhrase(a.fig.Stat, a.fig.Passes)
 		if a.fig.Passes <= 1 {
 			each = "each from one pass"
 		}
-		return a.fig.Value / b.fig.Value, "ratio of the two figures, " + each, nil
+		return a.fig.Value / b.fig.Value, "ratio of the two figures, " + each, "", nil
 	}
 	canA, canB := rowCanaries(a.row), rowCanaries(b.row)
 	if a.rec != b.rec || a.fig.Stat != "median" || len(canA) == 0 || len(canB) == 0 {
@@ -145,13 +145,58 @@ func pairedRatio(a, b operand, unit string) (ratio float64, how string, err erro
 		ratios = append(ratios, mA.Values[i]*scaleA/vb)
 	}
 	if len(ratios) == 0 {
-		return 0, "", fmt.Errorf("no pass ran both rows in one placement (all four canaries within %s of one another): %s", percent(tol-1), strings.Join(refused, "; "))
+		return 0, "", "", fmt.Errorf("no pass ran both rows in one placement (all four canaries within %s of one another): %s", percent(tol-1), strings.Join(refused, "; "))
 	}
 	slices.Sort(ratios)
 	r := ratios[(len(ratios)-1)/2] // the lower middle: a ratio some pass measured
 	how = fmt.Sprintf("median of the per-pass ratios over the %d of %d passes in which both rows' canaries agreed within %s (one machine placement)",
 		len(ratios), len(canA), percent(tol-1))
-	return r, how, nil
+	lo, hi := ratios[0], ratios[len(ratios)-1]
+	if err := checkRatioAgainstMedians(r, a.fig.Median, b.fig.Median, unit, a, b, lo, hi); err != nil {
+		return 0, "", "", err
+	}
+	if lo > 0 && hi/lo > ratioSpanShown {
+		span = fmt.Sprintf(" (passes %s–%s)", formatRatioBare(lo), formatRatio(hi))
+		how += fmt.Sprintf("; the per-pass ratios span %s to %s", formatRatio(lo), formatRatio(hi))
+	}
+	return r, how, span, nil
+}
+
+// ratioSpanShown is the spread of the per-pass ratios (highest over lowest)
+// beyond which a median of them is printed with its range: past 2× the
+// median alone would hide that the passes disagree about the comparison.
+const ratioSpanShown = 2.0
+
+// ratioTolerance is how far a median of per-pass ratios may lie from the
+// quotient of the two medians shown beside it: a reader divides the
+// figures on the page, and a stated ratio more than 10 % off that (or on
+// the other side of 1) reads as a contradiction.
+const ratioTolerance = 0.10
+
+// checkRatioAgainstMedians fails when the stated ratio r and the quotient
+// of the medians fall on different sides of 1, or differ by more than
+// ratioTolerance of the quotient.
+func checkRatioAgainstMedians(r, medianA, medianB float64, unit string, a, b operand, lo, hi float64) error {
+	if medianB == 0 {
+		return nil
+	}
+	q := medianA / medianB
+	// Sides of 1 are judged as printed: 0.99× beside a quotient that
+	// prints 1.0× is a tie, not a contradiction.
+	printed := func(x float64) float64 {
+		v, _ := strconv.ParseFloat(formatRatioBare(x), 64)
+		return v
+	}
+	sides := (printed(r)-1)*(printed(q)-1) < 0
+	if !sides && math.Abs(r-q) <= ratioTolerance*q {
+		return nil
+	}
+	why := "differ by more than 10 %"
+	if sides {
+		why = "fall on different sides of 1"
+	}
+	return fmt.Errorf("the ratio stated, %s (median of the per-pass ratios, which span %s to %s), and the quotient of the medians shown, %s ÷ %s = %s, %s: the passes disagree about this comparison, so state no ratio (show the two figures) or compare rows measured in turns",
+		formatRatio(r), formatRatio(lo), formatRatio(hi), FormatValue(medianA, unit), FormatValue(medianB, unit), formatRatio(q), why)
 }
 
 // claim renders and checks {{#claim}}.
@@ -187,8 +232,10 @@ func (b *builder) claim(d directive) (inlineValue, error) {
 		return inlineValue{}, err
 	}
 	dirty := recordDirty(a.rec)
+	claimRecs := []*records.Record{a.rec}
 
 	var got, want float64
+	var pair *operand // b=, when the claim compares two rows
 	var shown, gotText, wantText, how, compared string
 	if hasRatio {
 		bo, err := b.lookupOperand(d, "b", d.arg("record_b", recA), unit, stat)
@@ -196,21 +243,27 @@ func (b *builder) claim(d directive) (inlineValue, error) {
 			return inlineValue{}, err
 		}
 		dirty = dirty || recordDirty(bo.rec)
+		claimRecs = append(claimRecs, bo.rec)
+		pair = &bo
 		if want, err = strconv.ParseFloat(strings.TrimSuffix(ratioArg, "x"), 64); err != nil || want <= 0 || math.IsInf(want, 0) {
 			return inlineValue{}, d.errorf("ratio=%s: want a positive number such as 0.1 or 5", ratioArg)
 		}
-		if got, how, err = pairedRatio(a, bo, unit); err != nil {
+		var span string
+		if got, how, span, err = pairedRatio(a, bo, unit); err != nil {
 			return inlineValue{}, d.errorf("%v", err)
 		}
 		gotText, wantText = claimRatioText(got, want, op.holds), strings.TrimSuffix(ratioArg, "x")+"×"
+		ratioShown := gotText + span
 		compared = fmt.Sprintf("%s ÷ %s", a.describe(unit), bo.describe(unit))
 		switch show := d.arg("show", "ratio"); show {
 		case "ratio":
-			shown = gotText
+			shown = ratioShown
 		case "a":
 			shown = FormatValue(a.fig.Value, unit)
+			err = b.noteShown(d, a.rec, a.stage, a.row.Benchmark, unit, stat, a.fig.Value)
 		case "b":
 			shown = FormatValue(bo.fig.Value, unit)
+			err = b.noteShown(d, bo.rec, bo.stage, bo.row.Benchmark, unit, stat, bo.fig.Value)
 		case "none":
 		default:
 			return inlineValue{}, d.errorf("show=%s: want ratio, a, b or none", show)
@@ -226,10 +279,14 @@ func (b *builder) claim(d directive) (inlineValue, error) {
 		switch show := d.arg("show", "a"); show {
 		case "a":
 			shown = gotText
+			err = b.noteShown(d, a.rec, a.stage, a.row.Benchmark, unit, stat, a.fig.Value)
 		case "none":
 		default:
 			return inlineValue{}, d.errorf("show=%s: want a or none", show)
 		}
+	}
+	if err != nil {
+		return inlineValue{}, err
 	}
 	if !op.holds(got, want) {
 		return inlineValue{}, d.errorf("claim does not hold: %s gives %s (%s), which is not %s %s", compared, gotText, how, op.symbol, wantText)
@@ -239,6 +296,10 @@ func (b *builder) claim(d directive) (inlineValue, error) {
 	if dirty {
 		v.Class += " dirty"
 		v.Title += "; " + dirtyNote
+	}
+	b.markStale(&v, claimRecs...)
+	if pair != nil && shown != "" {
+		b.markUnpaired(&v, a, *pair)
 	}
 	return v, nil
 }
@@ -276,3 +337,6 @@ func parseUnitValue(s, unit string) (float64, error) {
 	}
 	return 0, fmt.Errorf("unit %q does not fit the metric's %s", suffix, unit)
 }
+
+// formatRatioBare is formatRatio without its sign, for the low end of a range.
+func formatRatioBare(r float64) string { return strings.TrimSuffix(formatRatio(r), "×") }

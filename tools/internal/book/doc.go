@@ -79,7 +79,8 @@
 // machine label. stage=limits selects the record's Limits (Baseline/...
 // rows); a stage also finds its own Baseline rows. A figure of several
 // passes carries its spread, ± half the range of the passes as a share of
-// the median ("1.71 µs ±12%"); a row whose (max − min)/median exceeds noisy
+// the median ("1.71 µs ±12%"), or the range itself past 100 % of the median
+// ("1.20 µs–3.40 ms"); a row whose (max − min)/median exceeds noisy
 // (a fraction, or a percentage: noisy=25%) is marked noisy.
 //
 //	{{#chart record=NAME stage=STAGE[,STAGE...] bench=REGEXP unit=UNIT [x=KEY]
@@ -133,13 +134,30 @@
 // tolerance (30 % by default) of one another: the rows ran in the same
 // machine placement. The figure is the median of those per-pass ratios; the
 // tooltip says how many passes qualified; no qualifying pass fails the
-// build.
+// build. So does a median of per-pass ratios that falls on the other side
+// of 1 from the quotient of the two medians (as printed), or more than 10 %
+// from it: a reader divides the figures shown (claim.go). Per-pass ratios
+// that span more than 2× are printed with their range, "1.3× (passes
+// 0.5–2.1×)". A comparison of two rows of wake-state families (IdleGap,
+// IdleMix, IdleWake, Gap, FenceSignal, SpinYield, Trace) is marked
+// "(unpaired)", and its page says the book draws no conclusion from it
+// alone (wake.go).
+//
+// Every page holds one figure per quantity (ledger.go): the same row and
+// metric on one machine shown twice with two values, from two records, say,
+// fails the build. Every page that reads a record taken before later
+// changes to the non-test code it measured prints those commits, from git
+// log, under each table and chart the record feeds and at the page's end
+// for inline figures; Config.Edition fails on any such stale record
+// (stale.go).
 //
 //	{{#records-appendix [noisy=0.15]}}
 //
 // Every record under book/records, in name order: machine, date, commit
 // (flagged when the tree was dirty), passes kept, rows re-run because their
-// canary moved, noisy rows, benchtime and environment, and its command in a
+// canary moved, noisy rows, the share of steady rows outside the
+// wake-state families, the commits after it (when stale), benchtime and
+// environment, and its command in a
 // code block of its own, with a copy button (never in a table cell, where a
 // regexp's '|' would split it).
 //

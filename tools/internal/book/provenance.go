@@ -26,7 +26,7 @@ func statNote(stat string, passes int, spread bool, noisy float64, what string) 
 		case "chart":
 			b.WriteString("; whiskers span the lowest to the highest pass")
 		default:
-			b.WriteString("; ± is half the range of the passes, as a share of the median")
+			b.WriteString("; ± is half the range of the passes, as a share of the median, and a range wider than the median is printed as lowest–highest pass")
 			fmt.Fprintf(&b, `; <span class="noisy-mark">noisy</span>: (max − min)/median over %s`, escapeHTML(percent(noisy)))
 		}
 	}
@@ -44,6 +44,10 @@ func (b *builder) provenance(prefix string, rec, ref *records.Record) string {
 	}
 	out.WriteString(".</p>\n")
 	out.WriteString(reproduceLine(rec))
+	out.WriteString(b.staleNote(rec))
+	if ref != rec {
+		out.WriteString(b.staleNote(ref))
+	}
 	return out.String()
 }
 

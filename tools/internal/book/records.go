@@ -24,11 +24,20 @@ type recordSet struct {
 	dir     string // the book's records directory
 	cache   map[string]*records.Record
 	display func(path string) string // a path as messages show it
+	used    map[string]bool          // records read since the page began (stale.go); nil outside a page
 }
 
 var recordNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 
 func (rs *recordSet) get(name string) (*records.Record, error) {
+	rec, err := rs.load(name)
+	if err == nil && rs.used != nil {
+		rs.used[name] = true
+	}
+	return rec, err
+}
+
+func (rs *recordSet) load(name string) (*records.Record, error) {
 	if rec, ok := rs.cache[name]; ok {
 		return rec, nil
 	}
@@ -368,12 +377,16 @@ func (b *builder) value(d directive) (inlineValue, error) {
 	}
 	row, _ := findRow(rec, args[1], args[2])
 	f, _ := rowFigure(row, args[3], stat)
+	if err := b.noteShown(d, rec, args[1], args[2], args[3], stat, f.Value); err != nil {
+		return inlineValue{}, err
+	}
 	title := fmt.Sprintf("%s.json: %s %s, %s, %s (%s)", rec.Name, args[1], args[2], args[3], f.rangeText(args[3]), machineLabel(rec))
 	out := inlineValue{Text: FormatValue(v, args[3]), Title: title, Class: "figure"}
 	if recordDirty(rec) {
 		out.Class += " dirty"
 		out.Title += "; " + dirtyNote
 	}
+	b.markStale(&out, rec)
 	return out, nil
 }
 
@@ -394,16 +407,18 @@ func (b *builder) ratio(d directive) (inlineValue, error) {
 	if err != nil {
 		return inlineValue{}, err
 	}
-	r, how, err := pairedRatio(a, bo, unit)
+	r, how, span, err := pairedRatio(a, bo, unit)
 	if err != nil {
 		return inlineValue{}, d.errorf("%v", err)
 	}
 	title := fmt.Sprintf("%s (%s.json) ÷ %s (%s.json): %s", a.describe(unit), a.rec.Name, bo.describe(unit), bo.rec.Name, how)
-	v := inlineValue{Text: formatRatio(r), Title: title, Class: "figure"}
+	v := inlineValue{Text: formatRatio(r) + span, Title: title, Class: "figure"}
 	if recordDirty(a.rec) || recordDirty(bo.rec) {
 		v.Class += " dirty"
 		v.Title += "; " + dirtyNote
 	}
+	b.markStale(&v, a.rec, bo.rec)
+	b.markUnpaired(&v, a, bo)
 	return v, nil
 }
 

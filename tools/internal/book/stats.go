@@ -113,10 +113,19 @@ func (f figure) noisy(threshold float64) bool {
 	return f.hasSpread() && f.spread() > threshold
 }
 
-// plusMinus writes half the range as a share of the median: "±12%".
-func (f figure) plusMinus() string {
+// plusMinus writes half the range as a share of the median: "±12%"; a
+// spread past wideSpread is written as the range itself, "1.2 µs–3.4 ms",
+// since "±17096%" says nothing a reader can use.
+func (f figure) plusMinus(unit string) string {
+	if f.spread() > wideSpread {
+		return FormatValue(f.Min, unit) + "–" + FormatValue(f.Max, unit)
+	}
 	return "±" + percent(f.spread()/2)
 }
+
+// wideSpread is the (max − min)/median past which a spread is printed as
+// min–max rather than ± a percentage.
+const wideSpread = 1.0
 
 // percent writes a fraction as a percentage a reader can take in: whole
 // percents, with one decimal under 10 % and "<0.1%" below that.

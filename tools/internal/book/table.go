@@ -117,6 +117,9 @@ func (b *builder) tableHTML(d directive, prefix string) (string, error) {
 				cells = append(cells, tableCellHTML{html: `<td class="num missing">—</td>`})
 				continue
 			}
+			if err := b.noteShown(d, c.rec, c.stage, name, c.unit, c.stat, f.Value); err != nil {
+				return "", err
+			}
 			// With stat=both the spread goes with the median column only.
 			showSpread := f.hasSpread() && !(stat == "both" && c.stat == "best")
 			class := "num"
@@ -124,7 +127,7 @@ func (b *builder) tableHTML(d directive, prefix string) (string, error) {
 			isNoisy := showSpread && f.noisy(noisy)
 			if showSpread {
 				anySpread = true
-				text += ` <span class="pm">` + escapeHTML(f.plusMinus()) + `</span>`
+				text += ` <span class="pm">` + escapeHTML(f.plusMinus(c.unit)) + `</span>`
 			}
 			if isNoisy {
 				class += " noisy"
