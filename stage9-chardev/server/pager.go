@@ -235,7 +235,10 @@ func (p *pager) serveFaults() {
 			last = append(last[:0], buf[:n]...)
 		}
 		for off := 0; off+uffd.MsgSize <= n; off += uffd.MsgSize {
-			p.serve(buf[off : off+uffd.MsgSize])
+			if !p.serve(buf[off : off+uffd.MsgSize]) {
+				p.drop() // the client asked for events itself: not a descriptor the client library made
+				return
+			}
 		}
 	}
 }
@@ -274,19 +277,29 @@ func (p *pager) read(buf []byte) (n int, err error) {
 // have written it — as the kernel may deliver a fault twice.
 var replayFaults atomic.Bool
 
-// serve answers one fault message.
-func (p *pager) serve(msg []byte) {
+// serve answers one fault message, and reports false for a message that
+// is not a fault. Such a message is an event (fork, remap, remove, unmap)
+// that only a userfaultfd set up with UFFD_FEATURE_EVENT_* delivers; the
+// client library asks for none, so the client built its descriptor itself,
+// and its pager stops. A fork event carries a new userfaultfd that the
+// kernel installed in this process when it was read: it is closed here, or
+// a client forking in a loop would run the daemon out of descriptors.
+func (p *pager) serve(msg []byte) bool {
 	f, err := uffd.Decode(msg)
 	if err != nil {
-		return
+		if fd, ok := uffd.ForkDescriptor(msg); ok {
+			unix.Close(fd)
+		}
+		return false
 	}
 	if f.Address < p.base || f.Address-p.base >= p.length {
 		pagerOutside.Add(1)
-		return
+		return true
 	}
 	page := (f.Address - p.base) >> abi.PageShift
 	p.m.HostFault(int(page)) // an error: the allocation is being freed, and stopPager follows
 	p.wake(page)
+	return true
 }
 
 // pagerOutside counts fault messages, of every pager, whose address was

@@ -51,6 +51,7 @@ const (
 const (
 	MsgSize        = 32
 	EventPagefault = 0x12
+	EventFork      = 0x13 // UFFD_EVENT_FORK: arg.fork.ufd, at 8, is a descriptor installed in the reader
 )
 
 // Flags of a fault (UFFD_PAGEFAULT_FLAG_*).
@@ -77,4 +78,14 @@ func Decode(msg []byte) (Fault, error) {
 		return Fault{}, ErrNotFault
 	}
 	return Fault{Flags: binary.LittleEndian.Uint64(msg[8:]), Address: binary.LittleEndian.Uint64(msg[16:])}, nil
+}
+
+// ForkDescriptor returns the userfaultfd a fork event carries: the kernel
+// installed it in the process that read the message, which must close it.
+// ok is false for every other message.
+func ForkDescriptor(msg []byte) (fd int, ok bool) {
+	if len(msg) < MsgSize || msg[0] != EventFork {
+		return -1, false
+	}
+	return int(binary.LittleEndian.Uint32(msg[8:])), true
 }
