@@ -19,14 +19,17 @@ package driver
 //     host;
 //   - after enough reads it is on the device: past the threshold it
 //     migrates. The handler counts the accesses after the commands that
-//     made them complete, so the checker allows it 40 reads, five times
-//     the threshold, to get there; it counts no time;
+//     made them complete, so after each read the checker waits until the
+//     handler has taken every record (RegFaultGet has reached
+//     RegFaultPut), and allows 40 reads, five times the threshold, to get
+//     there; it counts no time;
 //   - every read sees the host's bytes, and a device write after the
 //     migration reaches the host after Sync.
 
 import (
 	"encoding/binary"
 	"reflect"
+	"runtime"
 	"testing"
 
 	"softgpu/stage8-managed/abi"
@@ -57,6 +60,12 @@ func TestExercise8_3(t *testing.T) {
 		t.Helper()
 		mustDo(t, cm, c, abi.Command{Op: abi.OpSum32, Src: m.VA(), Dst: sum, Size: 4096})
 		reads++
+		// Let the handler take the records the read made before the
+		// next look: it has, once it has stored RegFaultGet up to
+		// RegFaultPut. (No time: a condition, checked between yields.)
+		for d.regs.Load(abi.RegFaultGet) != d.regs.Load(abi.RegFaultPut) {
+			runtime.Gosched()
+		}
 		if got := binary.LittleEndian.Uint32(readPA(d, paOf(t, c, sum), 4)); got != want {
 			t.Fatalf("read %d: SUM32 of the page = %#x; want %#x, the host's bytes", reads, got, want)
 		}
