@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage1-ring"
 )
 
@@ -20,9 +21,7 @@ func openBench(b *testing.B, cfg softgpu.Config) *softgpu.GPU {
 	b.Helper()
 	withCanary(b)
 	g, err := softgpu.Open(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	return g
 }
 

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage4-nolock"
 )
 
@@ -24,9 +25,7 @@ func openBench(b *testing.B, cfg softgpu.Config) *softgpu.GPU {
 	pollBudgetFromEnv(b, &cfg)
 	withCanary(b)
 	g, err := softgpu.Open(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	return g
 }
 
