@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage5-vm"
 )
 
@@ -33,9 +34,7 @@ func BenchmarkChannels(b *testing.B) {
 			if err == nil {
 				err = p.Wait()
 			}
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 		}
 		b.StopTimer()
 		m.report(b)

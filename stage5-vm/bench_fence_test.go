@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage5-vm"
 )
 
@@ -53,9 +54,7 @@ func benchFenceWake(b *testing.B, g *softgpu.GPU, fences int) {
 				b.Fatal(err)
 			}
 		}
-		if err := p.Wait(); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, p.Wait())
 		lat = append(lat, time.Duration(g.Now()-p.Fence().SignaledAt()))
 	}
 	m.report(b)

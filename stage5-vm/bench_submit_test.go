@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage5-vm"
 	"softgpu/stage5-vm/abi"
 	"softgpu/stage5-vm/driver"
@@ -31,8 +33,7 @@ func BenchmarkSubmit(b *testing.B) {
 			for i := range n {
 				wg.Go(func() {
 					for next.Add(1) <= int64(b.N) {
-						if err := g.Fill(bufs[i], 64, byte(i)); err != nil {
-							b.Error(err)
+						if !assert.NoError(b, g.Fill(bufs[i], 64, byte(i))) {
 							return
 						}
 					}
@@ -65,8 +66,7 @@ func BenchmarkSubmitLatency(b *testing.B) {
 				wg.Go(func() {
 					for next.Add(1) <= int64(b.N) {
 						start := time.Now()
-						if err := g.Fill(p, 64, byte(i)); err != nil {
-							b.Error(err)
+						if !assert.NoError(b, g.Fill(p, 64, byte(i))) {
 							return
 						}
 						perSubmitter[i] = append(perSubmitter[i], time.Since(start))
@@ -120,13 +120,9 @@ func BenchmarkSubmitStall(b *testing.B) {
 				<-stalled
 				time.AfterFunc(stall, func() { release <- struct{}{} })
 				start := time.Now()
-				if err := fill(g, other.engine, p); err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, fill(g, other.engine, p))
 				lat = append(lat, time.Since(start))
-				if err := <-done; err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, <-done)
 			}
 			m.report(b)
 			lat.report(b)

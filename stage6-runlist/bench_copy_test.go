@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage6-runlist"
 )
 
@@ -48,9 +49,7 @@ func benchPinned(b *testing.B, n int, dir direction) {
 	if errors.Is(err, softgpu.ErrPinLimit) {
 		b.Skip(err)
 	}
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer g.HostFree(buf)
 	writeDevice(b, g, p, n)
 	host := buf.Bytes()
@@ -91,9 +90,7 @@ func benchPageable(b *testing.B, n int, dir direction) {
 // zero page that untouched memory maps to, which reads at the speed of a
 // cache hit.
 func writeDevice(b *testing.B, g *softgpu.GPU, p softgpu.Ptr, n int) {
-	if err := g.Fill(p, uint64(n), 0x5a); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, g.Fill(p, uint64(n), 0x5a))
 }
 
 // measureCopies times copies of host's bytes, one per iteration, as an
@@ -113,9 +110,7 @@ func measureCopies(b *testing.B, host []byte, dir direction, copyFn func() error
 			produce(host, byte(copies))
 		}
 		start := time.Now()
-		if err := copyFn(); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, copyFn())
 		copying += time.Since(start)
 		if dir == fromDevice {
 			sink += consume(host)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage6-runlist"
 )
 
@@ -41,14 +42,10 @@ func measureFillStream(b *testing.B, g *softgpu.GPU, depth int) {
 				batch.Fill(buf+softgpu.Ptr(64*(submitted%depth)), 64, byte(submitted))
 			}
 			p, err := batch.Submit()
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			inFlight = append(inFlight, p)
 		}
-		if err := inFlight[0].Wait(); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, inFlight[0].Wait())
 		inFlight = inFlight[1:]
 	}
 	b.StopTimer()

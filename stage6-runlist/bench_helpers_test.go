@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage6-runlist"
 )
 
@@ -25,9 +26,7 @@ func openBench(b *testing.B, cfg softgpu.Config) *softgpu.GPU {
 	idleFromEnv(b, &cfg) // SOFTGPU_IDLE, SOFTGPU_IDLE_BUDGET (bench_idle_test.go)
 	withCanary(b)
 	g, err := softgpu.Open(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	return g
 }
 

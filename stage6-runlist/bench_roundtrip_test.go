@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage6-runlist"
 )
 
@@ -19,9 +20,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 			b.ReportAllocs()
 			m := startMeter()
 			for b.Loop() {
-				if err := g.Nop(e); err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, g.Nop(e))
 			}
 			m.report(b)
 		})
@@ -38,9 +37,7 @@ func BenchmarkFill(b *testing.B) {
 		b.ReportAllocs()
 		m := startMeter()
 		for b.Loop() {
-			if err := g.Fill(p, 64, 0xab); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, g.Fill(p, 64, 0xab))
 		}
 		m.report(b)
 	})
@@ -70,9 +67,7 @@ func BenchmarkSpinYield(b *testing.B) {
 			start := time.Now()
 			done := 0
 			for done < b.N {
-				if err := g.Nop(softgpu.Copy); err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, g.Nop(softgpu.Copy))
 				done++
 				if done%16 == 0 && time.Since(start) > spinYieldDeadline {
 					break

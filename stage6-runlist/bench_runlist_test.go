@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage6-runlist"
 )
 
@@ -64,13 +66,9 @@ func benchRunlist(b *testing.B, slice time.Duration, probePrio softgpu.Priority,
 	g := openBench(b, softgpu.Config{MemorySize: 64 << 20, ContextSize: ctx})
 	defer g.Close()
 	bulk, err := g.NewChannel(softgpu.Copy, softgpu.ChannelOptions{Priority: softgpu.PriorityNormal, Timeslice: slice})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	probe, err := g.NewChannel(softgpu.Copy, softgpu.ChannelOptions{Priority: probePrio, Timeslice: slice})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	const chunk = 8 << 20
 	src, dst := mustAllocB(b, g, chunk), mustAllocB(b, g, chunk)
 	flag := mustAllocB(b, g, 64)
@@ -82,14 +80,12 @@ func benchRunlist(b *testing.B, slice time.Duration, probePrio softgpu.Priority,
 		var inflight []*softgpu.Pending
 		for !stop.Load() {
 			p, err := bulk.CopyAsync(dst, src, chunk)
-			if err != nil {
-				b.Error(err)
+			if !assert.NoError(b, err) {
 				return
 			}
 			inflight = append(inflight, p)
 			if len(inflight) == 2 {
-				if err := inflight[0].Wait(); err != nil {
-					b.Error(err)
+				if !assert.NoError(b, inflight[0].Wait()) {
 					return
 				}
 				moved.Add(chunk)
@@ -108,9 +104,7 @@ func benchRunlist(b *testing.B, slice time.Duration, probePrio softgpu.Priority,
 	for b.Loop() {
 		sleepFor(50 * time.Microsecond)
 		t0 := time.Now()
-		if err := probe.Fill(flag, 64, 1); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, probe.Fill(flag, 64, 1))
 		lat = append(lat, time.Since(t0))
 	}
 	m.report(b)
@@ -122,9 +116,7 @@ func benchRunlist(b *testing.B, slice time.Duration, probePrio softgpu.Priority,
 	// counted, until the stream has completed two copies since start.
 	for moved.Load()-base < 2*chunk && !b.Failed() {
 		sleepFor(50 * time.Microsecond)
-		if err := probe.Fill(flag, 64, 1); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, probe.Fill(flag, 64, 1))
 	}
 	elapsed, bytes := time.Since(start), moved.Load()-base
 	stop.Store(true)
@@ -138,9 +130,7 @@ func benchRunlist(b *testing.B, slice time.Duration, probePrio softgpu.Priority,
 func mustAllocB(b *testing.B, g *softgpu.GPU, n uint64) softgpu.Ptr {
 	b.Helper()
 	p, err := g.Alloc(n)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	return p
 }
 
@@ -169,9 +159,7 @@ func BenchmarkChannels(b *testing.B) {
 					continue
 				}
 				ch, err := g.NewChannel(softgpu.Copy, softgpu.ChannelOptions{Priority: softgpu.PriorityNormal})
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				lanes[i].batch = ch.NewBatch()
 			}
 			var next atomic.Int64
@@ -191,8 +179,7 @@ func BenchmarkChannels(b *testing.B) {
 						if err == nil {
 							err = p.Wait()
 						}
-						if err != nil {
-							b.Error(err)
+						if !assert.NoError(b, err) {
 							return
 						}
 					}

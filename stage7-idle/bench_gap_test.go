@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage7-idle"
 )
 
@@ -39,9 +40,7 @@ func measureGap(b *testing.B, g *softgpu.GPU, gap time.Duration) int {
 	for b.Loop() {
 		slept = append(slept, sleepFor(gap))
 		start := time.Now()
-		if err := g.Fill(p, 64, 1); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, g.Fill(p, 64, 1))
 		lat = append(lat, time.Since(start))
 	}
 	m.report(b)

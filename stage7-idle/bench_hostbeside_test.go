@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage7-idle"
 )
 
@@ -76,9 +77,7 @@ func BenchmarkHostProcess(b *testing.B) {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), hostWorkerEnv+"="+strconv.Itoa(b.N))
 		out, err := cmd.Output()
-		if err != nil {
-			b.Fatalf("the host worker: %v", err)
-		}
+		require.NoError(b, err, "the host worker")
 		var ns int64
 		if _, err := fmt.Sscanf(string(out), "host-worker-ns %d", &ns); err != nil {
 			b.Fatalf("the host worker said %q: %v", out, err)

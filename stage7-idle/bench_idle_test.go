@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage7-idle"
 )
 
@@ -64,9 +65,7 @@ func openIdle(b *testing.B, mode softgpu.IdleMode, budget uint64) *softgpu.GPU {
 	b.Helper()
 	withCanary(b)
 	g, err := softgpu.Open(softgpu.Config{Idle: mode, IdleBudget: budget})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	return g
 }
 
@@ -123,9 +122,7 @@ func BenchmarkIdleWake(b *testing.B) {
 					sleepFor(gap.d)
 					start := g.Now()
 					pending, err := g.FillAsync(p, 64, 1)
-					if err != nil {
-						b.Fatal(err)
-					}
+					require.NoError(b, err)
 					f := pending.Fence()
 					for polls := 1; !f.Signaled(); polls++ {
 						if waker == "yield" && polls%64 == 0 {
@@ -142,9 +139,7 @@ func BenchmarkIdleWake(b *testing.B) {
 						signaledAt = f.SignaledAt()
 					}
 					lat = append(lat, time.Duration(signaledAt-start))
-					if err := pending.Wait(); err != nil {
-						b.Fatal(err)
-					}
+					require.NoError(b, pending.Wait())
 				}
 				m.report(b)
 				lat.report(b)
@@ -203,9 +198,7 @@ func BenchmarkIdleMix(b *testing.B) {
 				for i := 0; b.Loop(); i++ {
 					sleepFor(mix.gap(i, rng))
 					start := time.Now()
-					if err := g.Fill(p, 64, 1); err != nil {
-						b.Fatal(err)
-					}
+					require.NoError(b, g.Fill(p, 64, 1))
 					lat = append(lat, time.Since(start))
 				}
 				m.report(b)
@@ -283,9 +276,7 @@ func BenchmarkIdleMixPaired(b *testing.B) {
 				sleepFor(mix.gap(s.i, s.rng))
 				s.i++
 				start := time.Now()
-				if err := s.g.Fill(s.p, 64, 1); err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, s.g.Fill(s.p, 64, 1))
 				// A block's first fill woke a device that slept through
 				// the other's block — except the very first, whose gap
 				// is the mix's own.

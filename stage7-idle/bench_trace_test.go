@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage7-idle"
 )
 
@@ -28,9 +29,7 @@ func BenchmarkTrace(b *testing.B) {
 			b.ReportAllocs()
 			m := startMeter()
 			for b.Loop() {
-				if err := g.Nop(softgpu.Copy); err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, g.Nop(softgpu.Copy))
 			}
 			m.report(b)
 		})

@@ -77,17 +77,14 @@ func TestConcurrentCopies(t *testing.T) {
 				copy(host, src)
 			}
 			for round := range 20 {
-				if err := d.CopyToDevice(dst, host); err != nil {
-					t.Errorf("worker %d round %d: CopyToDevice = %v", w, round, err)
+				if !assert.NoError(t, d.CopyToDevice(dst, host), "worker %d round %d: CopyToDevice", w, round) {
 					return
 				}
 				got := make([]byte, size)
-				if err := d.CopyFromDevice(got, dst); err != nil {
-					t.Errorf("worker %d round %d: CopyFromDevice = %v", w, round, err)
+				if !assert.NoError(t, d.CopyFromDevice(got, dst), "worker %d round %d: CopyFromDevice", w, round) {
 					return
 				}
-				if !bytes.Equal(got, src) {
-					t.Errorf("worker %d round %d: read back differs at byte %d", w, round, firstDifference(got, src))
+				if !assert.Equal(t, src, got, "worker %d round %d: read back differs at byte %d", w, round, firstDifference(got, src)) {
 					return
 				}
 			}
