@@ -79,9 +79,8 @@ func BenchmarkHostProcess(b *testing.B) {
 		out, err := cmd.Output()
 		require.NoError(b, err, "the host worker")
 		var ns int64
-		if _, err := fmt.Sscanf(string(out), "host-worker-ns %d", &ns); err != nil {
-			b.Fatalf("the host worker said %q: %v", out, err)
-		}
+		_, err = fmt.Sscanf(string(out), "host-worker-ns %d", &ns)
+		require.NoError(b, err, "the host worker said %q", out)
 		m.report(b)
 		b.ReportMetric(float64(ns)/float64(b.N), "ns/op")
 	})

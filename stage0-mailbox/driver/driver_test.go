@@ -328,9 +328,8 @@ func TestNewRefusesWhatItCannotDrive(t *testing.T) {
 		first, err := New(dev, Config{})
 		require.NoError(t, err)
 		first.Close()
-		if _, err := New(dev, Config{}); !errors.Is(err, ErrClosed) {
-			t.Errorf("New on a stopped device = %v; want ErrClosed", err)
-		}
+		_, err = New(dev, Config{})
+		assert.ErrorIs(t, err, ErrClosed, "New on a stopped device")
 	})
 	t.Run("faulted", func(t *testing.T) {
 		dev := openBare(t)

@@ -292,9 +292,8 @@ func TestNewChecksTheRingSize(t *testing.T) {
 			require.NoError(t, err)
 			defer dev.Close()
 			dev.Registers().Store(abi.RegRingSize, size)
-			if _, err := New(dev, Config{}); !errors.Is(err, ErrNoDevice) {
-				t.Errorf("New with RegRingSize %d and rings of 8 = %v; want ErrNoDevice", size, err)
-			}
+			_, err = New(dev, Config{})
+			assert.ErrorIs(t, err, ErrNoDevice, "New with RegRingSize %d and rings of 8", size)
 		})
 	}
 }
@@ -369,9 +368,8 @@ func TestNewRefusesWhatItCannotDrive(t *testing.T) {
 		first, err := New(dev, Config{})
 		require.NoError(t, err)
 		first.Close()
-		if _, err := New(dev, Config{}); !errors.Is(err, ErrClosed) {
-			t.Errorf("New on a stopped device = %v; want ErrClosed", err)
-		}
+		_, err = New(dev, Config{})
+		assert.ErrorIs(t, err, ErrClosed, "New on a stopped device")
 	})
 	t.Run("faulted", func(t *testing.T) {
 		dev := openBare(t)

@@ -2,7 +2,6 @@ package driver
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -137,9 +136,8 @@ func TestBounceConfig(t *testing.T) {
 			dev, err := device.Open(device.Config{MemorySize: 1 << 20})
 			require.NoError(t, err)
 			defer dev.Close()
-			if _, err := New(dev, cfg); !errors.Is(err, ErrConfig) {
-				t.Errorf("New(%+v) = %v; want ErrConfig", cfg, err)
-			}
+			_, err = New(dev, cfg)
+			assert.ErrorIs(t, err, ErrConfig, "New(%+v)", cfg)
 		})
 	}
 }

@@ -73,9 +73,8 @@ func TestRunUsage(t *testing.T) {
 				}
 			}
 			if tt.wantCode == cli.ExitUsage {
-				if _, err := os.Stat(out); err == nil {
-					t.Errorf("run(%q) built the site; misuse must stop before building", tt.args)
-				}
+				_, err := os.Stat(out)
+				assert.Error(t, err, "run(%q) built the site; misuse must stop before building", tt.args)
 			}
 		})
 	}

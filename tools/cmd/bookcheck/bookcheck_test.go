@@ -246,9 +246,8 @@ func TestInChromium(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"index-390.png", "stage1-1280-dark.png", "src__stage0-mailbox__device__engine.go-390.png", "index.html"} {
-		if _, err := os.Stat(filepath.Join(out, name)); err != nil {
-			t.Errorf("no %s in the screenshot folder: %v", name, err)
-		}
+		_, err := os.Stat(filepath.Join(out, name))
+		assert.NoError(t, err, "no %s in the screenshot folder", name)
 	}
 }
 

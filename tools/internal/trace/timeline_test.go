@@ -311,9 +311,8 @@ func TestTimelineWindow(t *testing.T) {
 				if !errors.Is(err, ErrWindow) || !strings.Contains(err.Error(), tt.err) {
 					t.Errorf("window(%+v) = %v; want ErrWindow saying %q", tt.opt, err, tt.err)
 				}
-				if _, err := RenderSVG(tr, tt.opt); !errors.Is(err, ErrWindow) {
-					t.Errorf("RenderSVG(%+v) = %v; want ErrWindow", tt.opt, err)
-				}
+				_, err := RenderSVG(tr, tt.opt)
+				assert.ErrorIs(t, err, ErrWindow, "RenderSVG(%+v)", tt.opt)
 				return
 			}
 			if err != nil || from != tt.from || to != tt.to {
