@@ -216,12 +216,8 @@ func TestHostFreeWaitsForHolders(t *testing.T) {
 	freed := make(chan error, 1)
 	go func() { freed <- d.HostFree(p) }()
 	enable := abi.WindowRegs(p.slot) + abi.RegWinEnable
-	for deadline := time.Now().Add(10 * time.Second); d.regs.Load(enable) != 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("HostFree did not disable the entry in 10 s")
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
+	require.Eventually(t, func() bool { return d.regs.Load(enable) == 0 }, 10*time.Second, 100*time.Microsecond,
+		"HostFree did not disable the entry in 10 s")
 	assert.ErrorIs(t, d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpCopy, Src: p.Bus(), Dst: 8192, Size: 64}), abi.StatusNoDMA, "COPY from a region being freed")
 	// Not a timing assertion: HostFree cannot return while the bit is
 	// set, however long we look; 20 ms just gives a wrong one the chance.
