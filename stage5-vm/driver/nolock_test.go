@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage5-vm/abi"
 	"softgpu/stage5-vm/device"
 )
@@ -239,12 +240,9 @@ func TestStalledSubmitter(t *testing.T) {
 			// first, which cannot run: both SubmitBatch calls must return.
 			// (10 s is slack for a loaded machine, not a speed requirement:
 			// a submitter that waited for the stalled one would never return.)
-			for deadline := time.Now().Add(10 * time.Second); submitted.Load() < 2*others; {
-				if time.Now().After(deadline) {
-					t.Fatalf("only %d of %d submissions returned while one submitter was stalled", submitted.Load(), 2*others)
-				}
-				time.Sleep(100 * time.Microsecond)
-			}
+			require.EventuallyWithT(t, func(c *assert.CollectT) {
+				assert.GreaterOrEqual(c, submitted.Load(), int64(2*others), "submissions returned while one submitter was stalled")
+			}, 10*time.Second, 100*time.Microsecond)
 			time.Sleep(2 * time.Millisecond) // let a wrongly rung doorbell reach the engine
 			first := stalledAt.Load()
 			if tail := d.regs.Load(ch.doorbell + abi.RegDoorbell); int64(tail-first) > 0 {
