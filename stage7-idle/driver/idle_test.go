@@ -38,13 +38,9 @@ var idleConfigs = []struct {
 // never wakes) fails it.
 func asleep(t testing.TB, d *Driver, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for sleeping(d) != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d engines asleep after 5 s; want %d", sleeping(d), n)
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, n, sleeping(d), "engines asleep")
+	}, 5*time.Second, 100*time.Microsecond)
 }
 
 // sleeping counts the engines that say they are asleep.
@@ -309,19 +305,11 @@ func TestAFullRingDoesNotSpin(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- d.Submit(abi.EngineCompute, abi.Command{Op: abi.OpNop}) }() // needs the DELAY's slot
 	ch := d.channels[abi.DefaultChannel(abi.EngineCompute)]
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	require.Eventually(t, func() bool {
 		ch.timeline.mu.Lock()
-		n := len(ch.timeline.waiters)
-		ch.timeline.mu.Unlock()
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the submitter waiting for room never went to sleep on the timeline")
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
+		defer ch.timeline.mu.Unlock()
+		return len(ch.timeline.waiters) > 0
+	}, 5*time.Second, 100*time.Microsecond, "the submitter waiting for room never went to sleep on the timeline")
 	select {
 	case err := <-done:
 		t.Fatalf("Submit returned (%v) while the ring was full", err)
