@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage0-mailbox"
 )
 
@@ -21,7 +20,9 @@ func openBench(b *testing.B, cfg softgpu.Config) *softgpu.GPU {
 	b.Helper()
 	withCanary(b)
 	g, err := softgpu.Open(cfg)
-	require.NoError(b, err)
+	if err != nil {
+		b.Fatal(err)
+	}
 	return g
 }
 

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage1-ring"
 )
 
@@ -58,7 +57,9 @@ func benchPageable(b *testing.B, n int, dir direction) {
 // zero page that untouched memory maps to, which reads at the speed of a
 // cache hit.
 func writeDevice(b *testing.B, g *softgpu.GPU, p softgpu.Ptr, n int) {
-	require.NoError(b, g.Fill(p, uint64(n), 0x5a))
+	if err := g.Fill(p, uint64(n), 0x5a); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // measureCopies times copies of host's bytes, one per iteration, as an
@@ -78,7 +79,9 @@ func measureCopies(b *testing.B, host []byte, dir direction, copyFn func() error
 			produce(host, byte(copies))
 		}
 		start := time.Now()
-		require.NoError(b, copyFn())
+		if err := copyFn(); err != nil {
+			b.Fatal(err)
+		}
 		copying += time.Since(start)
 		if dir == fromDevice {
 			sink += consume(host)

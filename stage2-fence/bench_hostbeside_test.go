@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage2-fence"
 )
 
@@ -77,10 +76,13 @@ func BenchmarkHostProcess(b *testing.B) {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), hostWorkerEnv+"="+strconv.Itoa(b.N))
 		out, err := cmd.Output()
-		require.NoError(b, err, "the host worker")
+		if err != nil {
+			b.Fatalf("the host worker: %v", err)
+		}
 		var ns int64
-		_, err = fmt.Sscanf(string(out), "host-worker-ns %d", &ns)
-		require.NoError(b, err, "the host worker said %q", out)
+		if _, err := fmt.Sscanf(string(out), "host-worker-ns %d", &ns); err != nil {
+			b.Fatalf("the host worker said %q: %v", out, err)
+		}
 		m.report(b)
 		b.ReportMetric(float64(ns)/float64(b.N), "ns/op")
 	})

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage2-fence"
 	"softgpu/stage2-fence/abi"
 	"softgpu/stage2-fence/driver"
@@ -33,7 +31,8 @@ func BenchmarkSubmit(b *testing.B) {
 			for i := range n {
 				wg.Go(func() {
 					for next.Add(1) <= int64(b.N) {
-						if !assert.NoError(b, g.Fill(bufs[i], 64, byte(i))) {
+						if err := g.Fill(bufs[i], 64, byte(i)); err != nil {
+							b.Error(err)
 							return
 						}
 					}
@@ -66,7 +65,8 @@ func BenchmarkSubmitLatency(b *testing.B) {
 				wg.Go(func() {
 					for next.Add(1) <= int64(b.N) {
 						start := time.Now()
-						if !assert.NoError(b, g.Fill(p, 64, byte(i))) {
+						if err := g.Fill(p, 64, byte(i)); err != nil {
+							b.Error(err)
 							return
 						}
 						perSubmitter[i] = append(perSubmitter[i], time.Since(start))
@@ -120,9 +120,13 @@ func BenchmarkSubmitStall(b *testing.B) {
 				<-stalled
 				time.AfterFunc(stall, func() { release <- struct{}{} })
 				start := time.Now()
-				require.NoError(b, fill(g, other.engine, p))
+				if err := fill(g, other.engine, p); err != nil {
+					b.Fatal(err)
+				}
 				lat = append(lat, time.Since(start))
-				require.NoError(b, <-done)
+				if err := <-done; err != nil {
+					b.Fatal(err)
+				}
 			}
 			m.report(b)
 			lat.report(b)

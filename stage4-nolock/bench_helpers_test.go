@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage4-nolock"
 )
 
@@ -25,7 +24,9 @@ func openBench(b *testing.B, cfg softgpu.Config) *softgpu.GPU {
 	pollBudgetFromEnv(b, &cfg)
 	withCanary(b)
 	g, err := softgpu.Open(cfg)
-	require.NoError(b, err)
+	if err != nil {
+		b.Fatal(err)
+	}
 	return g
 }
 

@@ -4,7 +4,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage5-vm"
 )
 
@@ -34,7 +33,9 @@ func BenchmarkChannels(b *testing.B) {
 			if err == nil {
 				err = p.Wait()
 			}
-			require.NoError(b, err)
+			if err != nil {
+				b.Fatal(err)
+			}
 		}
 		b.StopTimer()
 		m.report(b)

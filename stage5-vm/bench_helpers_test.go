@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage5-vm"
 )
 
@@ -26,7 +25,9 @@ func openBench(b *testing.B, cfg softgpu.Config) *softgpu.GPU {
 	idleFromEnv(b, &cfg) // SOFTGPU_IDLE, SOFTGPU_IDLE_BUDGET (bench_idle_test.go)
 	withCanary(b)
 	g, err := softgpu.Open(cfg)
-	require.NoError(b, err)
+	if err != nil {
+		b.Fatal(err)
+	}
 	return g
 }
 

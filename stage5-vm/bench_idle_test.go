@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage5-vm"
 )
 
@@ -65,7 +64,9 @@ func openIdle(b *testing.B, mode softgpu.IdleMode, budget uint64) *softgpu.GPU {
 	b.Helper()
 	withCanary(b)
 	g, err := softgpu.Open(softgpu.Config{Idle: mode, IdleBudget: budget})
-	require.NoError(b, err)
+	if err != nil {
+		b.Fatal(err)
+	}
 	return g
 }
 
@@ -122,7 +123,9 @@ func BenchmarkIdleWake(b *testing.B) {
 					sleepFor(gap.d)
 					start := g.Now()
 					pending, err := g.FillAsync(p, 64, 1)
-					require.NoError(b, err)
+					if err != nil {
+						b.Fatal(err)
+					}
 					f := pending.Fence()
 					for polls := 1; !f.Signaled(); polls++ {
 						if waker == "yield" && polls%64 == 0 {
@@ -139,7 +142,9 @@ func BenchmarkIdleWake(b *testing.B) {
 						signaledAt = f.SignaledAt()
 					}
 					lat = append(lat, time.Duration(signaledAt-start))
-					require.NoError(b, pending.Wait())
+					if err := pending.Wait(); err != nil {
+						b.Fatal(err)
+					}
 				}
 				m.report(b)
 				lat.report(b)
@@ -198,7 +203,9 @@ func BenchmarkIdleMix(b *testing.B) {
 				for i := 0; b.Loop(); i++ {
 					sleepFor(mix.gap(i, rng))
 					start := time.Now()
-					require.NoError(b, g.Fill(p, 64, 1))
+					if err := g.Fill(p, 64, 1); err != nil {
+						b.Fatal(err)
+					}
 					lat = append(lat, time.Since(start))
 				}
 				m.report(b)
@@ -276,7 +283,9 @@ func BenchmarkIdleMixPaired(b *testing.B) {
 				sleepFor(mix.gap(s.i, s.rng))
 				s.i++
 				start := time.Now()
-				require.NoError(b, s.g.Fill(s.p, 64, 1))
+				if err := s.g.Fill(s.p, 64, 1); err != nil {
+					b.Fatal(err)
+				}
 				// A block's first fill woke a device that slept through
 				// the other's block — except the very first, whose gap
 				// is the mix's own.

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage5-vm"
 )
 
@@ -20,7 +19,9 @@ func BenchmarkRoundTrip(b *testing.B) {
 			b.ReportAllocs()
 			m := startMeter()
 			for b.Loop() {
-				require.NoError(b, g.Nop(e))
+				if err := g.Nop(e); err != nil {
+					b.Fatal(err)
+				}
 			}
 			m.report(b)
 		})
@@ -37,7 +38,9 @@ func BenchmarkFill(b *testing.B) {
 		b.ReportAllocs()
 		m := startMeter()
 		for b.Loop() {
-			require.NoError(b, g.Fill(p, 64, 0xab))
+			if err := g.Fill(p, 64, 0xab); err != nil {
+				b.Fatal(err)
+			}
 		}
 		m.report(b)
 	})
@@ -67,7 +70,9 @@ func BenchmarkSpinYield(b *testing.B) {
 			start := time.Now()
 			done := 0
 			for done < b.N {
-				require.NoError(b, g.Nop(softgpu.Copy))
+				if err := g.Nop(softgpu.Copy); err != nil {
+					b.Fatal(err)
+				}
 				done++
 				if done%16 == 0 && time.Since(start) > spinYieldDeadline {
 					break

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage5-vm"
 )
 
@@ -70,19 +69,27 @@ func benchVM(b *testing.B, w softgpu.Walker, page softgpu.PageSize, n int, dir d
 	g := openBench(b, softgpu.Config{MemorySize: 128 << 20, Walker: w})
 	defer g.Close()
 	ctx, err := g.NewContext()
-	require.NoError(b, err)
+	if err != nil {
+		b.Fatal(err)
+	}
 	defer ctx.Close()
 	alloc := (uint64(n) + uint64(page) - 1) &^ (uint64(page) - 1)
 	dev, err := ctx.AllocPages(alloc, page)
-	require.NoError(b, err)
+	if err != nil {
+		b.Fatal(err)
+	}
 	buf, err := g.HostAlloc(alloc)
 	if errors.Is(err, softgpu.ErrPinLimit) {
 		b.Skip(err)
 	}
-	require.NoError(b, err)
+	if err != nil {
+		b.Fatal(err)
+	}
 	defer g.HostFree(buf)
 	host, err := ctx.Map(buf, page)
-	require.NoError(b, err)
+	if err != nil {
+		b.Fatal(err)
+	}
 	if err := ctx.Fill(dev, uint64(n), 0x5a); err != nil { // written device memory, not the zero page
 		b.Fatal(err)
 	}
@@ -110,11 +117,15 @@ func BenchmarkTLB(b *testing.B) {
 			g := openBench(b, softgpu.Config{MemorySize: 64 << 20, Walker: softgpu.WalkerNone})
 			defer g.Close()
 			ctx, err := g.NewContext()
-			require.NoError(b, err)
+			if err != nil {
+				b.Fatal(err)
+			}
 			defer ctx.Close()
 			const size, pages = 16 << 20, 16 << 20 >> 12
 			buf, err := ctx.AllocPages(size, softgpu.Page4K)
-			require.NoError(b, err)
+			if err != nil {
+				b.Fatal(err)
+			}
 			rng := rand.New(rand.NewPCG(1, 1))
 			batch := ctx.NewBatch(softgpu.Copy)
 			tlb := g.TLBStats()
@@ -132,7 +143,9 @@ func BenchmarkTLB(b *testing.B) {
 					if err == nil {
 						err = p.Wait()
 					}
-					require.NoError(b, err)
+					if err != nil {
+						b.Fatal(err)
+					}
 				}
 			}
 			if batch.Len() > 0 {
@@ -161,7 +174,9 @@ func BenchmarkUnmap(b *testing.B) {
 			g := openBench(b, cfg)
 			defer g.Close()
 			ctx, err := g.NewContext()
-			require.NoError(b, err)
+			if err != nil {
+				b.Fatal(err)
+			}
 			defer ctx.Close()
 			var stop chan struct{}
 			if state == "busy" {
@@ -183,12 +198,16 @@ func BenchmarkUnmap(b *testing.B) {
 			m := startMeter()
 			for b.Loop() {
 				p, err := ctx.AllocPages(64<<10, softgpu.Page4K)
-				require.NoError(b, err)
+				if err != nil {
+					b.Fatal(err)
+				}
 				if state == "asleep" {
 					time.Sleep(200 * time.Microsecond) // let the engines fall asleep
 				}
 				start := time.Now()
-				require.NoError(b, ctx.Free(p))
+				if err := ctx.Free(p); err != nil {
+					b.Fatal(err)
+				}
 				lat = append(lat, time.Since(start))
 			}
 			m.report(b)

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage6-runlist"
 )
 
@@ -66,9 +64,13 @@ func benchRunlist(b *testing.B, slice time.Duration, probePrio softgpu.Priority,
 	g := openBench(b, softgpu.Config{MemorySize: 64 << 20, ContextSize: ctx})
 	defer g.Close()
 	bulk, err := g.NewChannel(softgpu.Copy, softgpu.ChannelOptions{Priority: softgpu.PriorityNormal, Timeslice: slice})
-	require.NoError(b, err)
+	if err != nil {
+		b.Fatal(err)
+	}
 	probe, err := g.NewChannel(softgpu.Copy, softgpu.ChannelOptions{Priority: probePrio, Timeslice: slice})
-	require.NoError(b, err)
+	if err != nil {
+		b.Fatal(err)
+	}
 	const chunk = 8 << 20
 	src, dst := mustAllocB(b, g, chunk), mustAllocB(b, g, chunk)
 	flag := mustAllocB(b, g, 64)
@@ -80,12 +82,14 @@ func benchRunlist(b *testing.B, slice time.Duration, probePrio softgpu.Priority,
 		var inflight []*softgpu.Pending
 		for !stop.Load() {
 			p, err := bulk.CopyAsync(dst, src, chunk)
-			if !assert.NoError(b, err) {
+			if err != nil {
+				b.Error(err)
 				return
 			}
 			inflight = append(inflight, p)
 			if len(inflight) == 2 {
-				if !assert.NoError(b, inflight[0].Wait()) {
+				if err := inflight[0].Wait(); err != nil {
+					b.Error(err)
 					return
 				}
 				moved.Add(chunk)
@@ -104,7 +108,9 @@ func benchRunlist(b *testing.B, slice time.Duration, probePrio softgpu.Priority,
 	for b.Loop() {
 		sleepFor(50 * time.Microsecond)
 		t0 := time.Now()
-		require.NoError(b, probe.Fill(flag, 64, 1))
+		if err := probe.Fill(flag, 64, 1); err != nil {
+			b.Fatal(err)
+		}
 		lat = append(lat, time.Since(t0))
 	}
 	m.report(b)
@@ -116,7 +122,9 @@ func benchRunlist(b *testing.B, slice time.Duration, probePrio softgpu.Priority,
 	// counted, until the stream has completed two copies since start.
 	for moved.Load()-base < 2*chunk && !b.Failed() {
 		sleepFor(50 * time.Microsecond)
-		require.NoError(b, probe.Fill(flag, 64, 1))
+		if err := probe.Fill(flag, 64, 1); err != nil {
+			b.Fatal(err)
+		}
 	}
 	elapsed, bytes := time.Since(start), moved.Load()-base
 	stop.Store(true)
@@ -130,7 +138,9 @@ func benchRunlist(b *testing.B, slice time.Duration, probePrio softgpu.Priority,
 func mustAllocB(b *testing.B, g *softgpu.GPU, n uint64) softgpu.Ptr {
 	b.Helper()
 	p, err := g.Alloc(n)
-	require.NoError(b, err)
+	if err != nil {
+		b.Fatal(err)
+	}
 	return p
 }
 
@@ -159,7 +169,9 @@ func BenchmarkChannels(b *testing.B) {
 					continue
 				}
 				ch, err := g.NewChannel(softgpu.Copy, softgpu.ChannelOptions{Priority: softgpu.PriorityNormal})
-				require.NoError(b, err)
+				if err != nil {
+					b.Fatal(err)
+				}
 				lanes[i].batch = ch.NewBatch()
 			}
 			var next atomic.Int64
@@ -179,7 +191,8 @@ func BenchmarkChannels(b *testing.B) {
 						if err == nil {
 							err = p.Wait()
 						}
-						if !assert.NoError(b, err) {
+						if err != nil {
+							b.Error(err)
 							return
 						}
 					}

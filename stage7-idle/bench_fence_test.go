@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage7-idle"
 )
 
@@ -54,7 +53,9 @@ func benchFenceWake(b *testing.B, g *softgpu.GPU, fences int) {
 				b.Fatal(err)
 			}
 		}
-		require.NoError(b, p.Wait())
+		if err := p.Wait(); err != nil {
+			b.Fatal(err)
+		}
 		lat = append(lat, time.Duration(g.Now()-p.Fence().SignaledAt()))
 	}
 	m.report(b)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage7-idle"
 )
 
@@ -42,10 +41,14 @@ func measureFillStream(b *testing.B, g *softgpu.GPU, depth int) {
 				batch.Fill(buf+softgpu.Ptr(64*(submitted%depth)), 64, byte(submitted))
 			}
 			p, err := batch.Submit()
-			require.NoError(b, err)
+			if err != nil {
+				b.Fatal(err)
+			}
 			inFlight = append(inFlight, p)
 		}
-		require.NoError(b, inFlight[0].Wait())
+		if err := inFlight[0].Wait(); err != nil {
+			b.Fatal(err)
+		}
 		inFlight = inFlight[1:]
 	}
 	b.StopTimer()
