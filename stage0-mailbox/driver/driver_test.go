@@ -81,9 +81,7 @@ func TestSubmitReportsTheDevicesStatus(t *testing.T) {
 			t.Errorf("%s: Submit = %#v; want a *CommandError naming %v on %v", tt.name, err, tt.cmd.Op, tt.e)
 		}
 	}
-	if err := d.Submit(abi.NumEngines, abi.Command{Op: abi.OpNop}); err == nil {
-		t.Errorf("Submit to engine %d = nil; want an error", abi.NumEngines)
-	}
+	assert.Error(t, d.Submit(abi.NumEngines, abi.Command{Op: abi.OpNop}), "Submit to engine %d", abi.NumEngines)
 }
 
 // TestConcurrentSubmitters has several goroutines fill their own regions on
@@ -275,18 +273,16 @@ func TestEngineAndChannelIDsAreChecked(t *testing.T) {
 		assert.ErrorIs(t, d.Submit(e, abi.Command{Op: abi.OpNop}), ErrNoEngine, "Submit(engine %d)", e)
 	}
 	for _, c := range []abi.Channel{abi.NumChannels, 1<<16 - 1} {
-		if _, err := d.Channel(c); !errors.Is(err, ErrNoChannel) {
-			t.Errorf("Channel(%d) = %v; want ErrNoChannel", c, err)
-		}
+		_, err := d.Channel(c)
+		assert.ErrorIs(t, err, ErrNoChannel, "Channel(%d)", c)
 	}
 }
 
 func TestNewRejectsANonDevice(t *testing.T) {
 	dev := openBare(t)
 	dev.Registers().Store(abi.RegID, 0xdead)
-	if _, err := New(dev, Config{}); !errors.Is(err, ErrNoDevice) {
-		t.Errorf("New on registers reading 0xdead = %v; want ErrNoDevice", err)
-	}
+	_, err := New(dev, Config{})
+	assert.ErrorIs(t, err, ErrNoDevice, "New on registers reading 0xdead")
 }
 
 // TestSequenceComparisonIsWrapSafe starts the mailbox just below 2^64 and
@@ -332,9 +328,8 @@ func TestNewRefusesWhatItCannotDrive(t *testing.T) {
 		first, err := New(dev, Config{})
 		require.NoError(t, err)
 		first.Close()
-		if _, err := New(dev, Config{}); !errors.Is(err, ErrClosed) {
-			t.Errorf("New on a stopped device = %v; want ErrClosed", err)
-		}
+		_, err = New(dev, Config{})
+		assert.ErrorIs(t, err, ErrClosed, "New on a stopped device")
 	})
 	t.Run("faulted", func(t *testing.T) {
 		dev := openBare(t)

@@ -26,9 +26,8 @@ func TestRun(t *testing.T) {
 	if got := strings.TrimSpace(stdout.String()); got != index {
 		t.Errorf("run printed %q; want the index path %q", got, index)
 	}
-	if _, err := os.Stat(index); err != nil {
-		t.Errorf("no index.html: %v", err)
-	}
+	_, err := os.Stat(index)
+	assert.NoError(t, err, "no index.html")
 }
 
 // TestRunUsage checks -h and every misuse: -h prints the usage on stdout
@@ -74,9 +73,8 @@ func TestRunUsage(t *testing.T) {
 				}
 			}
 			if tt.wantCode == cli.ExitUsage {
-				if _, err := os.Stat(out); err == nil {
-					t.Errorf("run(%q) built the site; misuse must stop before building", tt.args)
-				}
+				_, err := os.Stat(out)
+				assert.Error(t, err, "run(%q) built the site; misuse must stop before building", tt.args)
 			}
 		})
 	}

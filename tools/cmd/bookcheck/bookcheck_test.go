@@ -198,9 +198,8 @@ func TestInChromium(t *testing.T) {
 	fixture, err := filepath.Abs(filepath.Join("..", "..", "internal", "book", "testdata", "repo"))
 	require.NoError(t, err)
 	site := filepath.Join(t.TempDir(), "site")
-	if _, err := book.Build(book.Config{Root: fixture, BookDir: filepath.Join(fixture, "book"), OutDir: site, Title: "fixture", Differ: &book.StagesDiffer{Root: fixture}}); err != nil {
-		t.Fatalf("building the fixture book: %v", err)
-	}
+	_, err = book.Build(book.Config{Root: fixture, BookDir: filepath.Join(fixture, "book"), OutDir: site, Title: "fixture", Differ: &book.StagesDiffer{Root: fixture}})
+	require.NoError(t, err, "building the fixture book")
 	spoiled := `<!DOCTYPE html><html><head><meta name="viewport" content="width=device-width"></head><body>
 <h1>Spoiled</h1><h3>A level down too far</h3>
 <div style="width: 900px">too wide</div><img src="nosuch.png"><script>console.error("spoiled"); undefinedFunction();</script></body></html>`
@@ -247,9 +246,8 @@ func TestInChromium(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"index-390.png", "stage1-1280-dark.png", "src__stage0-mailbox__device__engine.go-390.png", "index.html"} {
-		if _, err := os.Stat(filepath.Join(out, name)); err != nil {
-			t.Errorf("no %s in the screenshot folder: %v", name, err)
-		}
+		_, err := os.Stat(filepath.Join(out, name))
+		assert.NoError(t, err, "no %s in the screenshot folder", name)
 	}
 }
 

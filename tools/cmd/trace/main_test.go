@@ -241,9 +241,8 @@ func TestMake(t *testing.T) {
 			}
 			traceFile := filepath.Join(out, name+".json")
 			if tt.wantCode != cli.ExitOK {
-				if _, err := os.Stat(traceFile); err == nil {
-					t.Errorf("make %s failed but wrote %s", tt.name, traceFile)
-				}
+				_, err := os.Stat(traceFile)
+				assert.Error(t, err, "make %s failed but wrote %s", tt.name, traceFile)
 				return
 			}
 			if _, err := trace.Load(traceFile); err != nil {

@@ -71,9 +71,7 @@ func TestParseLine(t *testing.T) {
 			if tt.want.Kind == Result {
 				tt.want.Text = tt.text
 			}
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("ParseLine(%q) = %+v (bench %+v); want %+v (bench %+v)", tt.text, got, got.Bench, tt.want, tt.want.Bench)
-			}
+			assert.Equal(t, tt.want, got, "ParseLine(%q) = %+v (bench %+v); want %+v (bench %+v)", tt.text, got, got.Bench, tt.want, tt.want.Bench)
 		})
 	}
 }
@@ -107,9 +105,7 @@ func TestParseFile(t *testing.T) {
 		"FillStream/size=64B/depth=16",
 		"Quiet",
 	}
-	if got := out.Names(); !reflect.DeepEqual(got, wantNames) {
-		t.Errorf("Names() = %q; want %q", got, wantNames)
-	}
+	assert.Equal(t, wantNames, out.Names(), "Names()")
 	assert.Equal(t, 6, len(out.Results()), "len(Results()); want 6 (RoundTrip counted twice)")
 	results := out.Results()
 	if v, ok := results[1].Value("MB/s"); !ok || v != 26005.12 {
@@ -135,9 +131,7 @@ func TestTidy(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Tidy(tt.in); got != tt.want {
-				t.Errorf("Tidy(%v) = %v; want %v", tt.in, got, tt.want)
-			}
+			assert.Equal(t, tt.want, Tidy(tt.in), "Tidy(%v)", tt.in)
 		})
 	}
 }

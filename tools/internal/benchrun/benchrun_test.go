@@ -2,12 +2,11 @@ package benchrun
 
 import (
 	"context"
-	"errors"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"softgpu/tools/internal/fixture"
 )
@@ -49,9 +48,7 @@ func TestBuildAndRun(t *testing.T) {
 				return
 			}
 			require.NoError(t, err, "Run(%v)", tt.opts.Args())
-			if got := out.Names(); !reflect.DeepEqual(got, tt.wantNames) {
-				t.Errorf("Run(%v) names = %q; want %q", tt.opts.Args(), got, tt.wantNames)
-			}
+			assert.Equal(t, tt.wantNames, out.Names(), "Run(%v) names", tt.opts.Args())
 			if got := len(out.Results()); got != tt.wantN {
 				t.Errorf("Run(%v) gave %d results; want %d", tt.opts.Args(), got, tt.wantN)
 			}
@@ -68,9 +65,8 @@ func TestRunCancelled(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := bin.Run(ctx, Options{Bench: ".", Benchtime: "1x"}); !errors.Is(err, context.Canceled) {
-		t.Errorf("Run(cancelled) error = %v; want context.Canceled", err)
-	}
+	_, err = bin.Run(ctx, Options{Bench: ".", Benchtime: "1x"})
+	assert.ErrorIs(t, err, context.Canceled, "Run(cancelled) error")
 }
 
 func TestBuildError(t *testing.T) {

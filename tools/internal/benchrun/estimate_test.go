@@ -100,9 +100,8 @@ func TestSurveyAndEstimate(t *testing.T) {
 		assert.Equal(t, tt.want, s.Estimate(tt.bt), "Estimate(%v)", tt.bt)
 	}
 	failing := func(context.Context, string, Options) (*benchfmt.Output, error) { return nil, errors.New("boom") }
-	if _, err := SurveyStage(context.Background(), failing, "stage0-mailbox", Options{}); err == nil {
-		t.Errorf("SurveyStage of a failing run = nil error")
-	}
+	_, err = SurveyStage(context.Background(), failing, "stage0-mailbox", Options{})
+	assert.Error(t, err, "SurveyStage of a failing run")
 }
 
 func TestETA(t *testing.T) {

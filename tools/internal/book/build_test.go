@@ -206,9 +206,8 @@ func TestBuildReportsEveryError(t *testing.T) {
 			t.Errorf("Build error lacks %q:\n%s", want, msg)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(cfg.OutDir, "index.html")); err == nil {
-		t.Errorf("a failed build wrote %s", cfg.OutDir)
-	}
+	_, err = os.Stat(filepath.Join(cfg.OutDir, "index.html"))
+	assert.Error(t, err, "a failed build wrote %s", cfg.OutDir)
 }
 
 func TestWriteSite(t *testing.T) {
@@ -227,7 +226,6 @@ func TestWriteSite(t *testing.T) {
 	if err := WriteSite(foreign, files); err == nil || !strings.Contains(err.Error(), "refusing") {
 		t.Errorf("WriteSite(foreign dir) = %v; want a refusal", err)
 	}
-	if _, err := os.Stat(filepath.Join(foreign, "precious.txt")); err != nil {
-		t.Errorf("WriteSite touched a foreign directory: %v", err)
-	}
+	_, err := os.Stat(filepath.Join(foreign, "precious.txt"))
+	assert.NoError(t, err, "WriteSite touched a foreign directory")
 }

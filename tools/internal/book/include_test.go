@@ -40,9 +40,7 @@ func TestReadSnippet(t *testing.T) {
 			sn, err := readSnippet(fixtureRoot, tt.file, tt.anchor)
 			require.NoError(t, err, "readSnippet(%s:%s)", tt.file, tt.anchor)
 			assert.Equal(t, tt.wantCode, sn.Code, "readSnippet(%s:%s) code", tt.file, tt.anchor)
-			if got := [2]int{sn.FirstLine, sn.LastLine}; got != tt.wantLines {
-				t.Errorf("readSnippet(%s:%s) lines = %v; want %v", tt.file, tt.anchor, got, tt.wantLines)
-			}
+			assert.Equal(t, tt.wantLines, [2]int{sn.FirstLine, sn.LastLine}, "readSnippet(%s:%s) lines", tt.file, tt.anchor)
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -48,8 +49,7 @@ func TestCheckLinks(t *testing.T) {
 			files[tt.page] = page(tt.body)
 			var got []string
 			for _, l := range CheckLinks(files) {
-				if l.Page != tt.page {
-					t.Errorf("unexpected broken link on %s: %s", l.Page, l)
+				if !assert.Equal(t, tt.page, l.Page, "unexpected broken link on %s: %s", l.Page, l) {
 					continue
 				}
 				got = append(got, l.Href+": "+l.Reason)

@@ -1,7 +1,6 @@
 package book
 
 import (
-	"reflect"
 	"strings"
 	"testing"
 
@@ -80,9 +79,7 @@ func TestParseSummary(t *testing.T) {
 			for _, it := range s.Items {
 				got = append(got, entry{it.Kind, it.Title, it.Path, it.NumberString()})
 			}
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("items:\n got %v\nwant %v", got, tt.want)
-			}
+			assert.Equal(t, tt.want, got, "items")
 		})
 	}
 }

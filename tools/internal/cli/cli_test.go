@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"os"
-	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -36,13 +35,9 @@ func TestEnvFlag(t *testing.T) {
 		assert.NoError(t, e.Set(kv), "Set(%q)", kv)
 	}
 	for _, bad := range []string{"NOEQUALS", "=x", "A B=1"} {
-		if err := e.Set(bad); err == nil {
-			t.Errorf("Set(%q) = nil; want an error", bad)
-		}
+		assert.Error(t, e.Set(bad), "Set(%q)", bad)
 	}
-	if want := (EnvFlag{"SOFTGPU_IDLE=spin", "EMPTY="}); !reflect.DeepEqual(e, want) {
-		t.Errorf("after Set: %q; want %q", e, want)
-	}
+	assert.Equal(t, (EnvFlag{"SOFTGPU_IDLE=spin", "EMPTY="}), e, "after Set")
 }
 
 // TestSignalContext sends each stopping signal to the test process itself

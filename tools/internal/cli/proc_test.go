@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -71,9 +72,7 @@ func TestExecGroupKillsGrandchildren(t *testing.T) {
 	sleepPid := startForPid(t, cmd)
 	start := time.Now()
 	cancel()
-	if err := cmd.Wait(); err == nil {
-		t.Errorf("Wait after cancel = nil; want the kill reported")
-	}
+	assert.Error(t, cmd.Wait(), "Wait after cancel = nil; want the kill reported")
 	waitGone(t, sleepPid, "the shell's sleep")
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("the group took %v to stop; want it prompt", d)

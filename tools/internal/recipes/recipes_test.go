@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"softgpu/tools/internal/stages"
 )
@@ -62,9 +63,7 @@ func TestParse(t *testing.T) {
 			require.NoError(t, err, "Parse")
 			require.Equal(t, len(tt.want), len(got), "Parse found %d recipes (%+v)", len(got), got)
 			for i := range got {
-				if got[i] != tt.want[i] {
-					t.Errorf("recipe %d = %+v; want %+v", i, got[i], tt.want[i])
-				}
+				assert.Equal(t, tt.want[i], got[i], "recipe %d", i)
 			}
 		})
 	}

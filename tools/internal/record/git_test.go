@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -52,7 +53,5 @@ func TestGit(t *testing.T) {
 		t.Errorf("dirty tree: Head %q, Commit %q; want %s and %s+dirty", h, c, head, head)
 	}
 	tracked := Tracked(ctx, filepath.Join(root, "a.json"), filepath.Join(root, "new.txt"), filepath.Join(root, "none.json"), filepath.Join(root, "nodir", "x.json"))
-	if want := []string{filepath.Join(root, "a.json")}; !reflect.DeepEqual(tracked, want) {
-		t.Errorf("Tracked = %q; want %q", tracked, want)
-	}
+	assert.Equal(t, []string{filepath.Join(root, "a.json")}, tracked, "Tracked")
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -37,22 +36,16 @@ func TestMeasureSteady(t *testing.T) {
 		"canary", "stage0-mailbox", "stage1-ring", "canary",
 		"canary", "stage1-ring", "stage0-mailbox", "canary",
 	}
-	if !reflect.DeepEqual(fake.calls, want) {
-		t.Errorf("Measure() ran %q; want %q", fake.calls, want)
-	}
+	assert.Equal(t, want, fake.calls, "Measure() ran %q", fake.calls)
 	for _, env := range fake.envs {
-		if !reflect.DeepEqual(env, []string{CanaryEnv, "SOFTGPU_IDLE=spin"}) {
-			t.Errorf("a benchmark ran with env %q; want %q, then -env", env, CanaryEnv)
-		}
+		assert.Equal(t, []string{CanaryEnv, "SOFTGPU_IDLE=spin"}, env, "a benchmark ran with env %q; want %q, then -env", env, CanaryEnv)
 	}
 	if len(res.Passes) != 2 || len(res.Canary) != 2 || res.Reruns != 0 {
 		t.Fatalf("Measure() = %d passes, %d pass canaries, %d re-runs; want 2, 2, 0", len(res.Passes), len(res.Canary), res.Reruns)
 	}
 	for _, p := range res.Passes {
 		for _, run := range p.Runs {
-			if got, want := run.Rows["Fill/size=64B"], (RowRun{HasCanary: true, Canary: records.RowCanary{Pass: p.Number, Before: 100, After: 100}}); got != want {
-				t.Errorf("pass %d %s Fill row = %+v; want %+v", p.Number, run.Stage, got, want)
-			}
+			assert.Equal(t, (RowRun{HasCanary: true, Canary: records.RowCanary{Pass: p.Number, Before: 100, After: 100}}), run.Rows["Fill/size=64B"], "pass %d %s Fill row", p.Number, run.Stage)
 			if got := run.Rows["Baseline/pingpong"]; got.HasCanary {
 				t.Errorf("pass %d %s Baseline row has a canary: %+v", p.Number, run.Stage, got)
 			}
@@ -93,9 +86,7 @@ func TestMeasureReruns(t *testing.T) {
 			row := res.Passes[0].Runs[0].Rows["Fill/size=64B"]
 			want := RowRun{HasCanary: true, Reruns: tt.wantReruns, Unsteady: tt.wantUnsteady,
 				Canary: records.RowCanary{Pass: 1, Before: tt.wantCanary[0], After: tt.wantCanary[1]}}
-			if row != want {
-				t.Errorf("Fill row = %+v; want %+v", row, want)
-			}
+			assert.Equal(t, want, row, "Fill row")
 			assert.Equal(t, tt.wantReruns, res.Reruns, "Result.Reruns")
 			rerun := "rerun stage0-mailbox ^BenchmarkFill$/^size=64B$"
 			if n := count(fake.calls, rerun); n != tt.wantReruns {
@@ -161,9 +152,8 @@ func TestMeasureProgress(t *testing.T) {
 	cfg.MaxReruns = 1
 	cfg.Progress = func(format string, a ...any) { fmt.Fprintf(&progress, format+"\n", a...) }
 	fake := &fakeBencher{t: t, rowCanary: map[string][][2]float64{"stage1-ring H2D/mem=pinned/size=1MiB": {{55, 330}, {330, 55}}}}
-	if _, err := Measure(context.Background(), cfg, fake); err != nil {
-		t.Fatal(err)
-	}
+	_, err := Measure(context.Background(), cfg, fake)
+	require.NoError(t, err)
 	for _, want := range []string{
 		"surveying: every selected benchmark once in each stage",
 		"2 stages, 6 benchmarks, 2 passes of -benchtime 1ms: about ",

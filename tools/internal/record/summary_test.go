@@ -156,9 +156,7 @@ func TestNewRecord(t *testing.T) {
 	}
 	want := records.Settings{Stages: []string{"stage0-mailbox"}, Bench: ".", Benchtime: "1ms", Passes: 2,
 		CanaryTolerance: 1.3, MaxReruns: 3, Env: []string{"SOFTGPU_IDLE=spin"}}
-	if !reflect.DeepEqual(rec.Settings, want) {
-		t.Errorf("NewRecord().Settings = %+v; want %+v", rec.Settings, want)
-	}
+	assert.Equal(t, want, rec.Settings, "NewRecord().Settings")
 	if !strings.Contains(rec.Notes, "SOFTGPU_CANARY=1") || !strings.Contains(rec.Notes, "×1.3") {
 		t.Errorf("NewRecord().Notes does not explain the canary: %q", rec.Notes)
 	}

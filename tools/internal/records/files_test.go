@@ -45,7 +45,7 @@ func TestWriteFilesFailure(t *testing.T) {
 			}
 			require.NoError(t, os.MkdirAll(filepath.Join(js, "blocker"), 0o755))
 			err := WriteFiles(File{txt, []byte("text 1")}, File{js, []byte("json 1")})
-			require.Error(t, err, "WriteFiles over a directory = nil error")
+			require.Error(t, err, "WriteFiles over a directory")
 			got, readErr := os.ReadFile(txt)
 			switch {
 			case tt.oldTxt == "" && !os.IsNotExist(readErr):

@@ -5,7 +5,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 
@@ -59,9 +58,7 @@ func TestNewMetricAndSpread(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got := NewMetric(tt.unit, tt.values)
 			tt.want.Values = tt.values
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("NewMetric(%s, %v) = %+v; want %+v", tt.unit, tt.values, got, tt.want)
-			}
+			assert.Equal(t, tt.want, got, "NewMetric(%s, %v)", tt.unit, tt.values)
 			if s := got.Spread(); math.Abs(s-tt.wantSpread) > 1e-12 && s != tt.wantSpread {
 				t.Errorf("NewMetric(%s, %v).Spread() = %v; want %v", tt.unit, tt.values, s, tt.wantSpread)
 			}
@@ -99,9 +96,7 @@ func TestRowCanary(t *testing.T) {
 	if _, ok := row.CanaryOf(5); ok {
 		t.Errorf("CanaryOf(5) found a canary; the row ran in 4 passes")
 	}
-	if got, want := row.SteadyPasses(DefaultCanaryTolerance), []int{1, 3}; !reflect.DeepEqual(got, want) {
-		t.Errorf("SteadyPasses(1.3) = %v; want %v", got, want)
-	}
+	assert.Equal(t, []int{1, 3}, row.SteadyPasses(DefaultCanaryTolerance), "SteadyPasses(1.3)")
 	if got := (Row{}).SteadyPasses(DefaultCanaryTolerance); got != nil {
 		t.Errorf("SteadyPasses of a row without canaries = %v; want nil", got)
 	}
@@ -127,9 +122,7 @@ func TestLoadSchema1(t *testing.T) {
 	rec, err := Load(path)
 	require.NoError(t, err, "Load(schema 1)")
 	want := Metric{Unit: "ns/op", Best: 100, Median: 150, Min: 100, Max: 200, Values: []float64{200, 100}}
-	if got := rec.Rows[0].Metrics[0]; !reflect.DeepEqual(got, want) {
-		t.Errorf("schema-1 metric = %+v; want %+v (min and max filled, median as stored)", got, want)
-	}
+	assert.Equal(t, want, rec.Rows[0].Metrics[0], "schema-1 metric; want %+v (min and max filled, median as stored)", want)
 	if rec.Schema != 1 || !rec.Dirty || rec.Commit != "f7bc03a38c108858cceb2f74bcac0fcc970d8813+dirty" {
 		t.Errorf("schema-1 record: schema %d, dirty %v, commit %q; want 1, true, the commit as written", rec.Schema, rec.Dirty, rec.Commit)
 	}
@@ -155,9 +148,7 @@ func TestSaveLoad(t *testing.T) {
 	require.NoError(t, Save(path, rec))
 	got, err := Load(path)
 	require.NoError(t, err)
-	if !reflect.DeepEqual(got, rec) {
-		t.Errorf("Load(Save(rec)) = %+v; want %+v", got, rec)
-	}
+	assert.Equal(t, rec, got, "Load(Save(rec))")
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
 	for _, key := range []string{`"schema": 2`, `"dirty": true`, `"rows_rerun": 1`, `"min": 100`, `"max": 120`,

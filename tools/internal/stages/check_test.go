@@ -4,10 +4,10 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"softgpu/tools/internal/fixture"
 )
@@ -64,9 +64,7 @@ func TestCheck(t *testing.T) {
 					got[i] = abbreviate(got[i], tt.want[i], root)
 				}
 			}
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("Check() =\n%q\nwant\n%q", got, tt.want)
-			}
+			assert.Equal(t, tt.want, got, "Check()")
 		})
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 
@@ -53,9 +52,7 @@ func TestDiffStagesFiles(t *testing.T) {
 		{Path: "driver/ring.go", Status: "added", Added: 11},
 		{Path: "old.go", Status: "removed", Removed: 4},
 	}
-	if !reflect.DeepEqual(d.Files, want) {
-		t.Errorf("DiffStages(stage0-mailbox, stage1-ring).Files = %+v; want %+v", d.Files, want)
-	}
+	assert.Equal(t, want, d.Files, "DiffStages(stage0-mailbox, stage1-ring).Files")
 	for _, leak := range []string{"stage0-mailbox/driver", "stage1-ring/driver", "softgpu.test", "exercise_1"} {
 		if strings.Contains(d.Unified, leak) {
 			t.Errorf("Unified contains %q; module paths must be normalised and ignored files skipped", leak)
@@ -77,9 +74,8 @@ func TestDiffStagesIdentical(t *testing.T) {
 
 func TestDiffStagesMissing(t *testing.T) {
 	root := fixture.CopyTree(t, "testdata/tree")
-	if _, err := DiffStages(root, "stage0-mailbox", "stage2-fence"); err == nil {
-		t.Errorf("DiffStages(stage0-mailbox, stage2-fence) = nil error; want one for the missing directory")
-	}
+	_, err := DiffStages(root, "stage0-mailbox", "stage2-fence")
+	assert.Error(t, err, "DiffStages(stage0-mailbox, stage2-fence) = nil error; want one for the missing directory")
 }
 
 // TestDiffStagesApplies checks that Unified is a real patch: git apply puts
@@ -170,9 +166,7 @@ func TestDiffPaths(t *testing.T) {
 			for _, f := range d.Files {
 				got = append(got, f.Path)
 			}
-			if !reflect.DeepEqual(got, tt.wantFiles) {
-				t.Errorf("DiffPaths(%q) files = %q; want %q", tt.paths, got, tt.wantFiles)
-			}
+			assert.Equal(t, tt.wantFiles, got, "DiffPaths(%q) files", tt.paths)
 			for _, f := range got {
 				if !strings.Contains(d.Unified, "diff --git a/"+f+" ") {
 					t.Errorf("DiffPaths(%q).Unified lacks %s", tt.paths, f)

@@ -91,13 +91,10 @@ func TestForward(t *testing.T) {
 	// stage2-fence differs at the top: that hunk is rejected and reported,
 	// the bottom one still applies.
 	want := []string{"stage2-fence/notes.go: hunk #1 does not apply (left in stage2-fence/notes.go.rej)"}
-	if !reflect.DeepEqual(results[1].Problems, want) {
-		t.Errorf("stage2-fence problems = %q; want %q\ngit said:\n%s", results[1].Problems, want, results[1].Output)
-	}
+	assert.Equal(t, want, results[1].Problems, "stage2-fence problems\ngit said:\n%s", results[1].Output)
 	assert.Equal(t, notes("softgpu/stage2-fence", "100", "27"), readFile(t, root, "stage2-fence/notes.go"), "stage2-fence/notes.go")
-	if _, err := os.Stat(filepath.Join(root, "stage2-fence/notes.go.rej")); err != nil {
-		t.Errorf("no .rej file for the rejected hunk: %v", err)
-	}
+	_, err = os.Stat(filepath.Join(root, "stage2-fence/notes.go.rej"))
+	assert.NoError(t, err, "no .rej file for the rejected hunk")
 }
 
 func TestForwardCheck(t *testing.T) {
@@ -125,9 +122,8 @@ func TestForwardErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := Forward(context.Background(), root, tt.dir, false); err == nil {
-				t.Errorf("Forward(%s) = nil error; want one", tt.dir)
-			}
+			_, err := Forward(context.Background(), root, tt.dir, false)
+			assert.Error(t, err, "Forward(%s)", tt.dir)
 		})
 	}
 }

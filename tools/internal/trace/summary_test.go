@@ -1,7 +1,6 @@
 package trace
 
 import (
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -42,18 +41,14 @@ func TestSummarise(t *testing.T) {
 	}
 	require.Equal(t, len(want), len(s.Tracks), "Summarise: %d tracks", len(s.Tracks))
 	for i := range want {
-		if !reflect.DeepEqual(s.Tracks[i], want[i]) {
-			t.Errorf("track %d:\n got %+v\nwant %+v", i, s.Tracks[i], want[i])
-		}
+		assert.Equal(t, want[i], s.Tracks[i], "track %d", i)
 	}
 	wantCounts := []Count{
 		{"command", "COPY", 1}, {"command", "DISPATCH", 1}, {"command", "FILL", 4},
 		{"doorbell", "doorbell", 3}, {"idle", "sleep", 4},
 		{"irq", "irq handled", 1}, {"irq", "irq raise", 1},
 	}
-	if !reflect.DeepEqual(s.Counts, wantCounts) {
-		t.Errorf("Counts = %v; want %v", s.Counts, wantCounts)
-	}
+	assert.Equal(t, wantCounts, s.Counts, "Counts")
 }
 
 func TestLatency(t *testing.T) {
@@ -74,9 +69,7 @@ func TestLatency(t *testing.T) {
 		}(), Latency{100, 50, 99, 100}},
 	}
 	for _, tt := range tests {
-		if got := latency(tt.values); got != tt.want {
-			t.Errorf("latency(%s) = %+v; want %+v", tt.name, got, tt.want)
-		}
+		assert.Equal(t, tt.want, latency(tt.values), "latency(%s)", tt.name)
 	}
 }
 

@@ -311,9 +311,8 @@ func TestTimelineWindow(t *testing.T) {
 				if !errors.Is(err, ErrWindow) || !strings.Contains(err.Error(), tt.err) {
 					t.Errorf("window(%+v) = %v; want ErrWindow saying %q", tt.opt, err, tt.err)
 				}
-				if _, err := RenderSVG(tr, tt.opt); !errors.Is(err, ErrWindow) {
-					t.Errorf("RenderSVG(%+v) = %v; want ErrWindow", tt.opt, err)
-				}
+				_, err := RenderSVG(tr, tt.opt)
+				assert.ErrorIs(t, err, ErrWindow, "RenderSVG(%+v)", tt.opt)
 				return
 			}
 			if err != nil || from != tt.from || to != tt.to {
@@ -323,12 +322,10 @@ func TestTimelineWindow(t *testing.T) {
 	}
 	empty, err := Parse([]byte(`{"traceEvents":[]}`))
 	require.NoError(t, err)
-	if _, err := RenderSVG(empty, TimelineOptions{}); !errors.Is(err, ErrWindow) {
-		t.Errorf("RenderSVG(no events) = %v; want ErrWindow", err)
-	}
-	if _, err := RenderSVG(empty, TimelineOptions{From: 1, To: 2}); err != nil {
-		t.Errorf("RenderSVG(no events, From 1, To 2) = %v; want an empty timeline", err)
-	}
+	_, err = RenderSVG(empty, TimelineOptions{})
+	assert.ErrorIs(t, err, ErrWindow, "RenderSVG(no events)")
+	_, err = RenderSVG(empty, TimelineOptions{From: 1, To: 2})
+	assert.NoError(t, err, "RenderSVG(no events, From 1, To 2); want an empty timeline")
 }
 
 func TestAxisTicks(t *testing.T) {

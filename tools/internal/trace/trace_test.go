@@ -189,9 +189,8 @@ func TestParseGoodEdges(t *testing.T) {
 		{"no otherData", `{"traceEvents":[]}`},
 	}
 	for _, tt := range tests {
-		if _, err := Parse([]byte(tt.json)); err != nil {
-			t.Errorf("Parse(%s: %s) = %v; want nil", tt.name, tt.json, err)
-		}
+		_, err := Parse([]byte(tt.json))
+		assert.NoError(t, err, "Parse(%s: %s)", tt.name, tt.json)
 	}
 }
 
