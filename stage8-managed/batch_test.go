@@ -2,7 +2,6 @@ package softgpu_test
 
 import (
 	"bytes"
-	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -87,10 +86,8 @@ func TestBatchAfterClose(t *testing.T) {
 	bt := g.NewBatch(softgpu.Copy)
 	bt.Nop()
 	must(t, g.Close())
-	if _, err := bt.Submit(); !errors.Is(err, driver.ErrClosed) {
-		t.Errorf("Submit after Close = %v; want ErrClosed", err)
-	}
-	if _, err := g.FillAsync(0, 0, 0); !errors.Is(err, driver.ErrClosed) {
-		t.Errorf("FillAsync after Close = %v; want ErrClosed", err)
-	}
+	_, err := bt.Submit()
+	assert.ErrorIs(t, err, driver.ErrClosed, "Submit after Close")
+	_, err = g.FillAsync(0, 0, 0)
+	assert.ErrorIs(t, err, driver.ErrClosed, "FillAsync after Close")
 }

@@ -1,7 +1,6 @@
 package softgpu_test
 
 import (
-	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -43,9 +42,8 @@ func TestEveryIdleModeRuns(t *testing.T) {
 func TestSetIdleRejectsAnUnknownMode(t *testing.T) {
 	g := openTest(t)
 	assert.ErrorIs(t, g.SetIdle(softgpu.Copy, softgpu.IdleAdaptive+1, 0), softgpu.ErrConfig, "SetIdle(mode %d)", softgpu.IdleAdaptive+1)
-	if _, err := softgpu.Open(softgpu.Config{Idle: 7}); !errors.Is(err, softgpu.ErrConfig) {
-		t.Errorf("Open with idle mode 7 = %v; want ErrConfig", err)
-	}
+	_, err := softgpu.Open(softgpu.Config{Idle: 7})
+	assert.ErrorIs(t, err, softgpu.ErrConfig, "Open with idle mode 7")
 }
 
 // TestTraceShowsTheSleepAndTheWake traces a fill after a gap an engine in

@@ -3,7 +3,6 @@ package softgpu_test
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -82,9 +81,7 @@ func TestTraceIsWrittenOnClose(t *testing.T) {
 	require.NoError(t, err)
 	p := mustAlloc(t, g, 64)
 	must(t, g.Fill(p, 64, 1))
-	if err := g.WriteTrace(io.Discard); err == nil {
-		t.Error("WriteTrace before Close = nil; want an error")
-	}
+	assert.Error(t, g.WriteTrace(io.Discard), "WriteTrace before Close")
 	must(t, g.Close())
 	events := readTrace(t, path)
 	found := false
@@ -100,13 +97,11 @@ func TestTraceIsWrittenOnClose(t *testing.T) {
 // a bad SOFTGPU_TRACE_EVENTS, are ErrConfig at Open, not a lost trace at
 // Close.
 func TestBadTraceConfig(t *testing.T) {
-	if _, err := softgpu.Open(softgpu.Config{Trace: "/nonexistent/dir/trace.json"}); !errors.Is(err, softgpu.ErrConfig) {
-		t.Errorf("Open with Trace in a missing directory = %v; want ErrConfig", err)
-	}
+	_, err := softgpu.Open(softgpu.Config{Trace: "/nonexistent/dir/trace.json"})
+	assert.ErrorIs(t, err, softgpu.ErrConfig, "Open with Trace in a missing directory")
 	t.Setenv("SOFTGPU_TRACE_EVENTS", "many")
-	if _, err := softgpu.Open(softgpu.Config{}); !errors.Is(err, softgpu.ErrConfig) {
-		t.Errorf("Open with SOFTGPU_TRACE_EVENTS=many = %v; want ErrConfig", err)
-	}
+	_, err = softgpu.Open(softgpu.Config{})
+	assert.ErrorIs(t, err, softgpu.ErrConfig, "Open with SOFTGPU_TRACE_EVENTS=many")
 }
 
 // TestErrorsNeedNoOtherImport: the errors a caller checks are all in this
@@ -115,12 +110,10 @@ func TestErrorsNeedNoOtherImport(t *testing.T) {
 	g := openTest(t)
 	assert.ErrorIs(t, g.Nop(softgpu.Engine(7)), softgpu.ErrNoEngine, "Nop on engine 7")
 	assert.ErrorIs(t, g.Fill(0, 1<<40, 0), softgpu.StatusOutOfRange, "Fill of 1 TiB")
-	if _, err := g.Alloc(0); !errors.Is(err, softgpu.ErrZeroSize) {
-		t.Errorf("Alloc(0) = %v; want ErrZeroSize", err)
-	}
-	if _, err := softgpu.Open(softgpu.Config{MemorySize: 1 << 40}); !errors.Is(err, softgpu.ErrConfig) {
-		t.Errorf("Open with 1 TiB = %v; want ErrConfig", err)
-	}
+	_, err := g.Alloc(0)
+	assert.ErrorIs(t, err, softgpu.ErrZeroSize, "Alloc(0)")
+	_, err = softgpu.Open(softgpu.Config{MemorySize: 1 << 40})
+	assert.ErrorIs(t, err, softgpu.ErrConfig, "Open with 1 TiB")
 }
 
 // traceEvent is one event of a trace file (trace/json.go), with the fields

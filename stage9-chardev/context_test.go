@@ -104,9 +104,7 @@ func TestTraceShowsWalksAndFaults(t *testing.T) {
 	p, err := ctx.AllocPages(64<<10, softgpu.Page4K)
 	must(t, err)
 	must(t, ctx.Fill(p, 64<<10, 1))
-	if err := ctx.Fill(p+1<<20, 8, 1); err == nil {
-		t.Fatal("a fill of an unmapped VA succeeded")
-	}
+	require.Error(t, ctx.Fill(p+1<<20, 8, 1), "a fill of an unmapped VA succeeded")
 	must(t, ctx.Close())
 	must(t, g.Close())
 	events := readTrace(t, path)

@@ -70,9 +70,7 @@ func TestCommandRoundTrip(t *testing.T) {
 	for _, c := range tests {
 		b := make([]byte, CommandSize)
 		c.Encode(b)
-		if got := Decode(b); got != c {
-			t.Errorf("Decode(Encode(%+v)) = %+v", c, got)
-		}
+		assert.Equal(t, c, Decode(b), "Decode(Encode(%+v))", c)
 	}
 }
 

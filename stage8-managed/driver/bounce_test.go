@@ -2,7 +2,6 @@ package driver
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -77,17 +76,14 @@ func TestConcurrentCopies(t *testing.T) {
 				copy(host, src)
 			}
 			for round := range 20 {
-				if err := d.CopyToDevice(dst, host); err != nil {
-					t.Errorf("worker %d round %d: CopyToDevice = %v", w, round, err)
+				if !assert.NoError(t, d.CopyToDevice(dst, host), "worker %d round %d: CopyToDevice", w, round) {
 					return
 				}
 				got := make([]byte, size)
-				if err := d.CopyFromDevice(got, dst); err != nil {
-					t.Errorf("worker %d round %d: CopyFromDevice = %v", w, round, err)
+				if !assert.NoError(t, d.CopyFromDevice(got, dst), "worker %d round %d: CopyFromDevice", w, round) {
 					return
 				}
-				if !bytes.Equal(got, src) {
-					t.Errorf("worker %d round %d: read back differs at byte %d", w, round, firstDifference(got, src))
+				if !assert.Equal(t, src, got, "worker %d round %d: read back differs at byte %d", w, round, firstDifference(got, src)) {
 					return
 				}
 			}
@@ -140,9 +136,8 @@ func TestBounceConfig(t *testing.T) {
 			dev, err := device.Open(device.Config{MemorySize: 1 << 20})
 			require.NoError(t, err)
 			defer dev.Close()
-			if _, err := New(dev, cfg); !errors.Is(err, ErrConfig) {
-				t.Errorf("New(%+v) = %v; want ErrConfig", cfg, err)
-			}
+			_, err = New(dev, cfg)
+			assert.ErrorIs(t, err, ErrConfig, "New(%+v)", cfg)
 		})
 	}
 }

@@ -89,9 +89,7 @@ func TestFreedVAsComeBackLast(t *testing.T) {
 	if next == first {
 		t.Fatalf("Alloc after Free(%#x) = %#x; want another VA (a freed VA comes back last)", first, next)
 	}
-	if err := in(d, c, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: first, Size: 8, Value: 1}); err == nil {
-		t.Errorf("a FILL through the freed VA %#x succeeded; want a fault", first)
-	}
+	assert.Error(t, in(d, c, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: first, Size: 8, Value: 1}), "a FILL through the freed VA %#x succeeded; want a fault", first)
 }
 
 // TestPageTablesComeBack: 244 cycles of alloc 4 KiB / free / alloc 2 MiB /

@@ -116,9 +116,7 @@ func TestClockSparesAUsedBlock(t *testing.T) {
 			if pol == EvictClock {
 				wantRes = [2]int{blockPages, 0}
 			}
-			if res != wantRes {
-				t.Errorf("after one eviction, pages resident per block = %v; want %v", res, wantRes)
-			}
+			assert.Equal(t, wantRes, res, "after one eviction, pages resident per block")
 			if invals != 1 || s.Evictions-before.Evictions != 1 || s.Evicted-before.Evicted != blockPages {
 				t.Errorf("one eviction: %d invalidations, %d blocks, %d pages; want 1, 1, %d",
 					invals, s.Evictions-before.Evictions, s.Evicted-before.Evicted, blockPages)

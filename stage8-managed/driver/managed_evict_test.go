@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"softgpu/stage8-managed/abi"
 	"softgpu/stage8-managed/device"
@@ -115,18 +116,15 @@ func evictSourceStress(t *testing.T) {
 				return
 			default:
 			}
-			if err := s.Sync(); err != nil {
-				t.Error(err)
+			if !assert.NoError(t, s.Sync()) {
 				return
 			}
 			fillPattern(s.Bytes(), rng.Uint64())
 			off := uint64(rng.IntN(blockPages/2)) << abi.PageShift
-			if err := do(cc, c, abi.Command{Op: abi.OpCopy, Src: s.VA() + off, Dst: tt.VA() + off, Size: size - off}); err != nil {
-				t.Error(err)
+			if !assert.NoError(t, do(cc, c, abi.Command{Op: abi.OpCopy, Src: s.VA() + off, Dst: tt.VA() + off, Size: size - off})) {
 				return
 			}
-			if err := tt.Sync(); err != nil {
-				t.Error(err)
+			if !assert.NoError(t, tt.Sync()) {
 				return
 			}
 			if i := managedDiff(tt.Bytes()[off:], s.Bytes()[off:]); i >= 0 {
@@ -145,8 +143,7 @@ func evictSourceStress(t *testing.T) {
 				return
 			default:
 			}
-			if err := e.Sync(); err != nil {
-				t.Error(err)
+			if !assert.NoError(t, e.Sync()) {
 				return
 			}
 			select {

@@ -744,13 +744,11 @@ func managedStress(t *testing.T, dcfg device.Config, cfg Config, pages int, dela
 			off, length := uint64(first)<<abi.PageShift+uint64(rng.IntN(4096)), uint64(n)<<abi.PageShift
 			length = min(length, uint64(size)-off)
 			v := byte(rng.Uint32())
-			if err := do(cp, c, abi.Command{Op: abi.OpFill, Dst: a.VA() + off, Size: length, Value: uint64(v)}); err != nil {
-				t.Error(err)
+			if !assert.NoError(t, do(cp, c, abi.Command{Op: abi.OpFill, Dst: a.VA() + off, Size: length, Value: uint64(v)})) {
 				return
 			}
 			copy(shadow[off:off+length], bytes.Repeat([]byte{v}, int(length)))
-			if err := a.Sync(); err != nil {
-				t.Error(err)
+			if !assert.NoError(t, a.Sync()) {
 				return
 			}
 			if i := managedDiff(a.Bytes(), shadow); i >= 0 {
@@ -768,8 +766,7 @@ func managedStress(t *testing.T, dcfg device.Config, cfg Config, pages int, dela
 				return
 			default:
 			}
-			if err := b.Sync(); err != nil {
-				t.Error(err)
+			if !assert.NoError(t, b.Sync()) {
 				return
 			}
 			first := rng.IntN(pages)
@@ -779,13 +776,11 @@ func managedStress(t *testing.T, dcfg device.Config, cfg Config, pages int, dela
 			off := uint64(rng.IntN(size/4)) * 4
 			length := (uint64(rng.IntN(size-int(off))) + 4) &^ 3
 			length = min(length, uint64(size)-off)
-			if err := do(cm, c, abi.Command{Op: abi.OpSum32, Src: b.VA() + off, Dst: sumAt, Size: length}); err != nil {
-				t.Error(err)
+			if !assert.NoError(t, do(cm, c, abi.Command{Op: abi.OpSum32, Src: b.VA() + off, Dst: sumAt, Size: length})) {
 				return
 			}
 			got := binary.LittleEndian.Uint64(readPA(d, sumPA, 8))
-			if want := sum32(b.Bytes()[off : off+length]); got != want {
-				t.Errorf("round %d: SUM32 of b[%d, +%d) = %#x; want %#x, the host's", rounds[1], off, length, got, want)
+			if !assert.Equal(t, sum32(b.Bytes()[off:off+length]), got, "round %d: SUM32 of b[%d, +%d), the host's", rounds[1], off, length) {
 				return
 			}
 		}
@@ -801,16 +796,14 @@ func managedStress(t *testing.T, dcfg device.Config, cfg Config, pages int, dela
 			}
 			first := rng.IntN(pages)
 			mg, err := a.Prefetch(uint64(first)<<abi.PageShift, uint64(1+rng.IntN(pages-first))<<abi.PageShift, ToDevice)
-			if err != nil {
-				t.Error(err)
+			if !assert.NoError(t, err) {
 				return
 			}
 			done := make(chan error, 1)
 			go func() { done <- mg.Wait() }()
 			select {
 			case err := <-done:
-				if err != nil {
-					t.Error(err)
+				if !assert.NoError(t, err) {
 					return
 				}
 			case <-time.After(managedWait):
@@ -829,19 +822,16 @@ func managedStress(t *testing.T, dcfg device.Config, cfg Config, pages int, dela
 				return
 			default:
 			}
-			if err := s.Sync(); err != nil {
-				t.Error(err)
+			if !assert.NoError(t, s.Sync()) {
 				return
 			}
 			fillPattern(s.Bytes(), rng.Uint64())
 			off := uint64(rng.IntN(2*pages)) << abi.PageShift
 			length := uint64(2*size) - off
-			if err := do(cc, c, abi.Command{Op: abi.OpCopy, Src: s.VA() + off, Dst: tt.VA() + off, Size: length}); err != nil {
-				t.Error(err)
+			if !assert.NoError(t, do(cc, c, abi.Command{Op: abi.OpCopy, Src: s.VA() + off, Dst: tt.VA() + off, Size: length})) {
 				return
 			}
-			if err := tt.Sync(); err != nil {
-				t.Error(err)
+			if !assert.NoError(t, tt.Sync()) {
 				return
 			}
 			if i := managedDiff(tt.Bytes()[off:], s.Bytes()[off:]); i >= 0 {

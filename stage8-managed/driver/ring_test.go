@@ -44,9 +44,7 @@ func TestOrderIsPreserved(t *testing.T) {
 	got := make([]byte, 64*pairs)
 	d.CopyFromDevice(got, out)
 	for k := range pairs {
-		if want := bytes.Repeat([]byte{byte(k)}, 64); !bytes.Equal(got[64*k:64*k+64], want) {
-			t.Fatalf("copy %d found %#x...; want %#x: the engine ran commands out of order", k, got[64*k], byte(k))
-		}
+		require.Equal(t, bytes.Repeat([]byte{byte(k)}, 64), got[64*k:64*k+64], "copy %d found %#x...; want %#x: the engine ran commands out of order", k, got[64*k], byte(k))
 	}
 }
 
@@ -300,9 +298,8 @@ func TestEmptyBatch(t *testing.T) {
 		t.Errorf("empty batch: err %v, Wait %v, Len %d, doorbells %d; want nil, nil, 0, 0", err, p.Wait(), p.Len(), d.Doorbells())
 	}
 	d.Close()
-	if _, err := d.SubmitBatch(abi.EngineCopy, nil); !errors.Is(err, ErrClosed) {
-		t.Errorf("empty batch after Close = %v; want ErrClosed", err)
-	}
+	_, err = d.SubmitBatch(abi.EngineCopy, nil)
+	assert.ErrorIs(t, err, ErrClosed, "empty batch after Close")
 }
 
 // TestErrOutsideTheBatch: Pending.Err with an index the batch does not have
@@ -313,8 +310,6 @@ func TestErrOutsideTheBatch(t *testing.T) {
 	require.NoError(t, err)
 	p.Wait()
 	for _, i := range []int{-1, 1, 5} {
-		if err := p.Err(i); err == nil {
-			t.Errorf("Err(%d) on a batch of one = nil; want an error", i)
-		}
+		assert.Error(t, p.Err(i), "Err(%d) on a batch of one", i)
 	}
 }

@@ -164,12 +164,10 @@ func TestRunlistChangesWhileChannelsStream(t *testing.T) {
 				{Op: abi.OpDelay, Value: 2_000}}
 			for !stop.Load() {
 				p, err := s.ch.SubmitBatch(batch)
-				if err != nil {
-					t.Errorf("%v: %v", s.ch.ID(), err)
+				if !assert.NoError(t, err, "%v", s.ch.ID()) {
 					return
 				}
-				if err := p.Wait(); err != nil {
-					t.Errorf("%v: %v", s.ch.ID(), err)
+				if !assert.NoError(t, p.Wait(), "%v", s.ch.ID()) {
 					return
 				}
 				s.ok.Add(2)
@@ -180,9 +178,8 @@ func TestRunlistChangesWhileChannelsStream(t *testing.T) {
 		e := abi.Engine(i % abi.NumEngines)
 		ch, err := d.NewChannel(e, ctx, ChannelOptions{Priority: uint8(i % (abi.MaxPriority + 1))})
 		require.NoError(t, err)
-		if _, err := ch.SubmitBatch([]abi.Command{{Op: abi.OpDelay, Value: 20_000}, {Op: abi.OpNop}}); err != nil {
-			t.Fatal(err)
-		}
+		_, err = ch.SubmitBatch([]abi.Command{{Op: abi.OpDelay, Value: 20_000}, {Op: abi.OpNop}})
+		require.NoError(t, err)
 		require.NoError(t, ch.Close())
 	}
 	stop.Store(true)

@@ -87,19 +87,13 @@ func TestACopyAcrossApertures(t *testing.T) {
 	const va = 64 << 20 // a VA of the test's choosing, out of the allocator's way
 	devPA, err := d.alloc.AllocAligned(8192, 4096)
 	require.NoError(t, err)
-	if _, err := d.mapRange(c.root, va, devPA, 8192, abi.Page4K, true, false); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.mapRange(c.root, va+8192, host.Bus(), 8192, abi.Page4K, true, true); err != nil {
-		t.Fatal(err)
-	}
+	_, err = d.mapRange(c.root, va, devPA, 8192, abi.Page4K, true, false)
+	require.NoError(t, err)
+	_, err = d.mapRange(c.root, va+8192, host.Bus(), 8192, abi.Page4K, true, true)
+	require.NoError(t, err)
 	require.NoError(t, in(d, c, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: va + 4096, Size: 8192, Value: 0x5c}))
-	if got := readPA(d, devPA+4096, 4096); !bytes.Equal(got, bytes.Repeat([]byte{0x5c}, 4096)) {
-		t.Errorf("the device half of the fill did not land")
-	}
-	if got := host.Bytes()[:4096]; !bytes.Equal(got, bytes.Repeat([]byte{0x5c}, 4096)) {
-		t.Errorf("the host half of the fill did not land")
-	}
+	assert.Equal(t, bytes.Repeat([]byte{0x5c}, 4096), readPA(d, devPA+4096, 4096), "the device half of the fill did not land")
+	assert.Equal(t, bytes.Repeat([]byte{0x5c}, 4096), host.Bytes()[:4096], "the host half of the fill did not land")
 	assert.Equal(t, byte(0), host.Bytes()[4096], "the fill ran past its end into host memory")
 }
 
@@ -160,9 +154,7 @@ func TestIsolation(t *testing.T) {
 			})
 		}
 	}
-	if got := readPA(d, aPA, 64<<10); !bytes.Equal(got, bytes.Repeat([]byte{0xaa}, 64<<10)) {
-		t.Errorf("context A's memory changed")
-	}
+	assert.Equal(t, bytes.Repeat([]byte{0xaa}, 64<<10), readPA(d, aPA, 64<<10), "context A's memory changed")
 	assert.NoError(t, a.Err(), "context A has a fault")
 	for _, x := range pinned.Bytes() {
 		require.Equal(t, byte(0), x, "a pinned region B never mapped was written")
@@ -225,9 +217,7 @@ func TestFaultKinds(t *testing.T) {
 		})
 	}
 	assert.NoError(t, in(d, other, abi.EngineCopy, abi.Command{Op: abi.OpNop}), "the other context after all that")
-	if got := readPA(d, paOf(t, other, ova), 4096); !bytes.Equal(got, bytes.Repeat([]byte{0x11}, 4096)) {
-		t.Errorf("the other context's memory changed")
-	}
+	assert.Equal(t, bytes.Repeat([]byte{0x11}, 4096), readPA(d, paOf(t, other, ova), 4096), "the other context's memory changed")
 }
 
 // TestContextsRunOut: the device has MaxContexts; the driver's own is one

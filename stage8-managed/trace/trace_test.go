@@ -35,8 +35,7 @@ func TestRingKeepsTheNewest(t *testing.T) {
 			b.Record(Event{Kind: KindDoorbell, Start: uint64(i), Arg: uint64(i)})
 		}
 		got := b.Events()
-		if want := min(tt.capacity, tt.recorded); len(got) != want {
-			t.Errorf("cap %d, %d recorded: %d events; want %d", tt.capacity, tt.recorded, len(got), want)
+		if !assert.Equal(t, min(tt.capacity, tt.recorded), len(got), "cap %d, %d recorded: %d events", tt.capacity, tt.recorded, len(got)) {
 			continue
 		}
 		if len(got) > 0 && got[0].Arg != tt.wantFirst {

@@ -83,9 +83,8 @@ func TestManagedMemoryAcrossTheBoundary(t *testing.T) {
 	if device, _ := src.Resident(); device != 0 {
 		t.Errorf("after Prefetch to the host %d pages of src are on the device", device)
 	}
-	if _, err := src.Prefetch(size, 1, client.ToDevice); err == nil {
-		t.Errorf("Prefetch past the end succeeded")
-	}
+	_, err = src.Prefetch(size, 1, client.ToDevice)
+	assert.Error(t, err, "Prefetch past the end succeeded")
 	for _, m := range []*client.Managed{src, dst} {
 		require.NoError(t, m.Free())
 	}
@@ -104,13 +103,11 @@ func TestClientsOpenAndCloseChannelsAtOnce(t *testing.T) {
 		wg.Go(func() {
 			for i := range 150 {
 				ch, err := g.NewChannel(client.Copy, client.ChannelOptions{})
-				if err != nil {
-					t.Errorf("open %d: %v", i, err)
+				if !assert.NoError(t, err, "open %d", i) {
 					return
 				}
 				assert.NoError(t, ch.Nop(), "NOP on channel %d", i)
-				if err := ch.Close(); err != nil {
-					t.Errorf("close %d: %v", i, err)
+				if !assert.NoError(t, ch.Close(), "close %d", i) {
 					return
 				}
 			}

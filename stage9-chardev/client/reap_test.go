@@ -4,6 +4,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/client"
 	"softgpu/stage9-chardev/device"
@@ -40,8 +41,7 @@ func TestBatchesNobodyWaitsForAreReapedAcrossTheBoundary(t *testing.T) {
 				b.Nop()
 				b.Nop()
 				p, err := b.Submit()
-				if err != nil {
-					t.Error(err)
+				if !assert.NoError(t, err) {
 					return
 				}
 				pendings[k] = append(pendings[k], p)
@@ -51,8 +51,7 @@ func TestBatchesNobodyWaitsForAreReapedAcrossTheBoundary(t *testing.T) {
 	for range 2 {
 		wg.Go(func() {
 			for range rounds {
-				if err := ch.Nop(); err != nil {
-					t.Error(err)
+				if !assert.NoError(t, ch.Nop()) {
 					return
 				}
 			}

@@ -36,25 +36,15 @@ func asleep(d *Device, e abi.Engine) bool {
 // sleeps (or never wakes) fails it.
 func waitAsleep(t testing.TB, d *Device, want ...abi.Engine) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		ok := true
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		for e := range abi.Engine(abi.NumEngines) {
 			wanted := false
 			for _, w := range want {
 				wanted = wanted || w == e
 			}
-			ok = ok && asleep(d, e) == wanted
+			assert.Equal(c, wanted, asleep(d, e), "%v asleep (want asleep: %v)", e, want)
 		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 5 s: compute asleep %v, copy asleep %v; want asleep: %v",
-				asleep(d, abi.EngineCompute), asleep(d, abi.EngineCopy), want)
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
+	}, 5*time.Second, 100*time.Microsecond)
 }
 
 func TestIdleRegistersResetToHybrid(t *testing.T) {

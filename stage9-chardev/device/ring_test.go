@@ -33,8 +33,7 @@ func TestRingConfig(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil {
-			t.Errorf("Open(RingSize=%d) = %v", tt.size, err)
+		if !assert.NoError(t, err, "Open(RingSize=%d)", tt.size) {
 			continue
 		}
 		regs := d.Registers()
@@ -83,9 +82,7 @@ func TestEngineRunsEverythingUpToTheTail(t *testing.T) {
 		assert.Equal(t, want[i], statusOf(d, c, uint64(i)), "command %d (%v)", i, cmds[i].Op)
 	}
 	image := append(bytes.Repeat([]byte{2}, 32), bytes.Repeat([]byte{1}, 32)...)
-	if got := data(d)[:128]; !bytes.Equal(got, append(image, image...)) {
-		t.Errorf("memory after the batch = % x; want % x twice", got, image)
-	}
+	assert.Equal(t, append(image, image...), data(d)[:128], "memory after the batch; want % x twice", image)
 }
 
 // TestEngineFollowsTheWrap starts the ring just below 2^64 and runs commands

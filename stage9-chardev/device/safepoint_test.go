@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/abi"
 )
@@ -60,13 +61,9 @@ func TestNothingIsReadAfterUnmap(t *testing.T) {
 		require.Equal(t, byte(0xaa), b, "destination byte %d = %#x after the COPY; want 0xaa (the source's owner before the unmap), never 0xbb (the next owner's)", i, b)
 	}
 	// The engine still answers, at its next safe point (the idle poll).
-	deadline := time.Now().Add(10 * time.Second)
-	for d.regs.Load(ack) != gen {
-		if time.Now().After(deadline) {
-			t.Fatalf("invalidation %d not acknowledged in 10 s after the COPY (ack %d)", gen, d.regs.Load(ack))
-		}
-		time.Sleep(time.Millisecond)
-	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, gen, d.regs.Load(ack), "invalidation acknowledged after the COPY")
+	}, 10*time.Second, time.Millisecond)
 }
 
 func fillBytes(b []byte, v byte) {

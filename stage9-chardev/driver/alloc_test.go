@@ -81,16 +81,13 @@ func TestAllocExhaustion(t *testing.T) {
 	a := NewAllocator(size)
 	addr, err := a.Alloc(size - AllocBase)
 	require.NoError(t, err, "Alloc(all of the heap)")
-	if _, err := a.Alloc(1); !errors.Is(err, ErrOutOfMemory) {
-		t.Errorf("Alloc(1) on a full heap = %v; want ErrOutOfMemory", err)
-	}
+	_, err = a.Alloc(1)
+	assert.ErrorIs(t, err, ErrOutOfMemory, "Alloc(1) on a full heap")
 	require.NoError(t, a.Free(addr))
-	if _, err := a.Alloc(size); !errors.Is(err, ErrOutOfMemory) {
-		t.Errorf("Alloc(more than the heap) = %v; want ErrOutOfMemory", err)
-	}
-	if _, err := a.Alloc(1<<64 - 1); !errors.Is(err, ErrOutOfMemory) {
-		t.Errorf("Alloc(2^64-1) = %v; want ErrOutOfMemory", err)
-	}
+	_, err = a.Alloc(size)
+	assert.ErrorIs(t, err, ErrOutOfMemory, "Alloc(more than the heap)")
+	_, err = a.Alloc(1<<64 - 1)
+	assert.ErrorIs(t, err, ErrOutOfMemory, "Alloc(2^64-1)")
 	checkInvariants(t, a)
 }
 
@@ -112,9 +109,8 @@ func TestFreeErrors(t *testing.T) {
 	for _, tt := range tests {
 		assert.ErrorIs(t, a.Free(tt.addr), tt.want, "%s: Free(%#x)", tt.name, tt.addr)
 	}
-	if _, err := a.Alloc(0); !errors.Is(err, ErrZeroSize) {
-		t.Errorf("Alloc(0) = %v; want ErrZeroSize", err)
-	}
+	_, err := a.Alloc(0)
+	assert.ErrorIs(t, err, ErrZeroSize, "Alloc(0)")
 	checkInvariants(t, a)
 }
 

@@ -81,9 +81,7 @@ func TestSubmitReportsTheDevicesStatus(t *testing.T) {
 			t.Errorf("%s: Submit = %#v; want a *CommandError naming %v on %v", tt.name, err, tt.cmd.Op, tt.e)
 		}
 	}
-	if err := d.Submit(abi.NumEngines, abi.Command{Op: abi.OpNop}); err == nil {
-		t.Errorf("Submit to engine %d = nil; want an error", abi.NumEngines)
-	}
+	assert.Error(t, d.Submit(abi.NumEngines, abi.Command{Op: abi.OpNop}), "Submit to engine %d", abi.NumEngines)
 }
 
 // TestConcurrentSubmitters has several goroutines fill their own regions on
@@ -273,14 +271,12 @@ func TestEngineAndChannelIDsAreChecked(t *testing.T) {
 	d := openTest(t)
 	for _, e := range []abi.Engine{abi.NumEngines, 255} {
 		assert.ErrorIs(t, d.Submit(e, abi.Command{Op: abi.OpNop}), ErrNoEngine, "Submit(engine %d)", e)
-		if _, err := d.SubmitBatch(e, []abi.Command{{Op: abi.OpNop}}); !errors.Is(err, ErrNoEngine) {
-			t.Errorf("SubmitBatch(engine %d) = %v; want ErrNoEngine", e, err)
-		}
+		_, err := d.SubmitBatch(e, []abi.Command{{Op: abi.OpNop}})
+		assert.ErrorIs(t, err, ErrNoEngine, "SubmitBatch(engine %d)", e)
 	}
 	for _, c := range []abi.Channel{abi.NumChannels, 1<<16 - 1} {
-		if _, err := d.Channel(c); !errors.Is(err, ErrNoChannel) {
-			t.Errorf("Channel(%d) = %v; want ErrNoChannel", c, err)
-		}
+		_, err := d.Channel(c)
+		assert.ErrorIs(t, err, ErrNoChannel, "Channel(%d)", c)
 	}
 }
 
@@ -296,9 +292,8 @@ func TestNewChecksTheRingSize(t *testing.T) {
 			require.NoError(t, err)
 			defer dev.Close()
 			dev.Registers().Store(abi.RegRingSize, size)
-			if _, err := New(dev, Config{}); !errors.Is(err, ErrNoDevice) {
-				t.Errorf("New with RegRingSize %d and rings of 8 = %v; want ErrNoDevice", size, err)
-			}
+			_, err = New(dev, Config{})
+			assert.ErrorIs(t, err, ErrNoDevice, "New with RegRingSize %d and rings of 8", size)
 		})
 	}
 }
@@ -306,9 +301,8 @@ func TestNewChecksTheRingSize(t *testing.T) {
 func TestNewRejectsANonDevice(t *testing.T) {
 	dev := openBare(t)
 	dev.Registers().Store(abi.RegID, 0xdead)
-	if _, err := New(dev, Config{}); !errors.Is(err, ErrNoDevice) {
-		t.Errorf("New on registers reading 0xdead = %v; want ErrNoDevice", err)
-	}
+	_, err := New(dev, Config{})
+	assert.ErrorIs(t, err, ErrNoDevice, "New on registers reading 0xdead")
 }
 
 // TestSequenceComparisonIsWrapSafe starts the rings just below 2^64 and
@@ -374,9 +368,8 @@ func TestNewRefusesWhatItCannotDrive(t *testing.T) {
 		first, err := New(dev, Config{})
 		require.NoError(t, err)
 		first.Close()
-		if _, err := New(dev, Config{}); !errors.Is(err, ErrClosed) {
-			t.Errorf("New on a stopped device = %v; want ErrClosed", err)
-		}
+		_, err = New(dev, Config{})
+		assert.ErrorIs(t, err, ErrClosed, "New on a stopped device")
 	})
 	t.Run("faulted", func(t *testing.T) {
 		dev := openBare(t)

@@ -73,14 +73,10 @@ func TestEstimateQueuesCopies(t *testing.T) {
 		op   abi.Opcode
 		size uint64
 	}{{abi.OpFill, mib}, {abi.OpCopy, MinEstimatedCopy - 1}, {abi.OpNop, 0}} {
-		if exp := ch.expect(tt.op, tt.size); exp != (expectation{}) {
-			t.Errorf("expect(%v, %d) = %+v; want no estimate", tt.op, tt.size, exp)
-		}
+		assert.Equal(t, (expectation{}), ch.expect(tt.op, tt.size), "expect(%v, %d); want no estimate", tt.op, tt.size)
 	}
 	ch.estimate.enabled = false // an explicit PollBudget
-	if exp := ch.expect(abi.OpCopy, mib); exp != (expectation{}) {
-		t.Errorf("expect with the estimate off = %+v; want no estimate", exp)
-	}
+	assert.Equal(t, (expectation{}), ch.expect(abi.OpCopy, mib), "expect with the estimate off; want no estimate")
 }
 
 // TestBudgetForAnEstimate: no estimate keeps PollBudget; an estimate
@@ -178,9 +174,8 @@ func TestLongEstimateBlocksAtOnce(t *testing.T) {
 	d := openWith(t, device.Config{MemorySize: 4 << 20}, Config{})
 	ch := copyChannel(t, d)
 	ch.estimate.rate.Store(maxRate)
-	if _, err := d.SubmitBatch(abi.EngineCopy, []abi.Command{{Op: abi.OpDelay, Value: 200_000_000}}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := d.SubmitBatch(abi.EngineCopy, []abi.Command{{Op: abi.OpDelay, Value: 200_000_000}})
+	require.NoError(t, err)
 	wakeups := d.Stats().Wakeups
 	require.NoError(t, d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpCopy, Src: 0, Dst: 1 << 20, Size: 1 << 19}))
 	if got := d.Stats().Wakeups - wakeups; got != 1 {
@@ -218,8 +213,8 @@ func TestWrongEstimatesLoseNoWakeup(t *testing.T) {
 								ch.estimate.rate.Store(maxRate) // far too slow
 							}
 							if k%4 == 0 {
-								if _, err := d.SubmitBatch(abi.EngineCopy, []abi.Command{{Op: abi.OpDelay, Value: uint64(rng.IntN(300_000))}}); err != nil {
-									t.Error(err)
+								_, err := d.SubmitBatch(abi.EngineCopy, []abi.Command{{Op: abi.OpDelay, Value: uint64(rng.IntN(300_000))}})
+								if !assert.NoError(t, err) {
 									return
 								}
 							}
@@ -231,8 +226,7 @@ func TestWrongEstimatesLoseNoWakeup(t *testing.T) {
 							}()
 							select {
 							case err := <-done:
-								if err != nil {
-									t.Error(err)
+								if !assert.NoError(t, err) {
 									return
 								}
 							case <-time.After(5 * time.Second):

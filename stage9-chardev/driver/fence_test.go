@@ -307,8 +307,7 @@ func stress(t testing.TB, d *Driver, total int) {
 					batch[i] = abi.Command{Op: abi.OpDelay, Value: uint64(rng.IntN(20_000))}
 				}
 				p, err := d.SubmitBatch(abi.Engine(rng.IntN(abi.NumEngines)), batch)
-				if err != nil {
-					t.Error(err)
+				if !assert.NoError(t, err) {
 					return
 				}
 				pendings <- p

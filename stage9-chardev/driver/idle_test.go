@@ -261,8 +261,7 @@ func stressIdle(t testing.TB, d *Driver, perEngine int, meddle func(*rand.Rand))
 		for i := range perEngine {
 			waitUntil(last + gap(rng))
 			p, err := d.SubmitBatch(e, []abi.Command{{Op: abi.OpFill, Dst: 64 * uint64(e), Size: 64, Value: uint64(i)}})
-			if err != nil {
-				t.Error(err)
+			if !assert.NoError(t, err) {
 				return
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -273,8 +272,7 @@ func stressIdle(t testing.TB, d *Driver, perEngine int, meddle func(*rand.Rand))
 					i, e, d.regs.Load(abi.EngineStatusPage(e)+abi.RegNeedWakeup))
 				return
 			}
-			if err != nil {
-				t.Errorf("command %d on %v: %v", i, e, err)
+			if !assert.NoError(t, err, "command %d on %v", i, e) {
 				return
 			}
 			last = p.Fence().SignaledAt()
@@ -306,25 +304,16 @@ func stressIdle(t testing.TB, d *Driver, perEngine int, meddle func(*rand.Rand))
 // finds it among the waiters, and it is woken when room appears.
 func TestAFullRingDoesNotSpin(t *testing.T) {
 	d := openWith(t, device.Config{RingSize: 2}, Config{PollBudget: 10_000})
-	if _, err := d.SubmitBatch(abi.EngineCompute, []abi.Command{{Op: abi.OpDelay, Value: 200_000_000}, {Op: abi.OpNop}}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := d.SubmitBatch(abi.EngineCompute, []abi.Command{{Op: abi.OpDelay, Value: 200_000_000}, {Op: abi.OpNop}})
+	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- d.Submit(abi.EngineCompute, abi.Command{Op: abi.OpNop}) }() // needs the DELAY's slot
 	ch := d.channels[abi.DefaultChannel(abi.EngineCompute)].Load()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	require.Eventually(t, func() bool {
 		ch.timeline.mu.Lock()
-		n := len(ch.timeline.waiters)
-		ch.timeline.mu.Unlock()
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the submitter waiting for room never went to sleep on the timeline")
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
+		defer ch.timeline.mu.Unlock()
+		return len(ch.timeline.waiters) > 0
+	}, 5*time.Second, 100*time.Microsecond, "the submitter waiting for room never went to sleep on the timeline")
 	select {
 	case err := <-done:
 		t.Fatalf("Submit returned (%v) while the ring was full", err)

@@ -175,9 +175,7 @@ func TestAFaultRecordOfAClosedChannelMovesNothingAfterSync(t *testing.T) {
 	go func() { errs <- do(ch, c, abi.Command{Op: abi.OpSum32, Src: m.VA(), Dst: sumAt, Size: m.Size()}) }()
 	await(t, read, "the handler reading the record")
 	require.NoError(t, ch.Close())
-	if err := awaitErr(t, errs); err == nil {
-		t.Fatal("the SUM32 of a channel closed while it was stalled succeeded; want an error")
-	}
+	require.Error(t, awaitErr(t, errs), "the SUM32 of a channel closed while it was stalled succeeded")
 	mustSync(t, m)
 	releaseAndServe(t, d, release)
 	if dev, remote := m.Resident(); dev != 0 || remote != 0 {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/abi"
 	"softgpu/stage9-chardev/device"
 )
@@ -120,8 +121,7 @@ func submitChains(t testing.TB, d *Driver, w, perSubmitter int) {
 			adds++
 		}
 		p, err := d.SubmitBatch(e, batch)
-		if err != nil {
-			t.Errorf("submitter %d: SubmitBatch = %v", w, err)
+		if !assert.NoError(t, err, "submitter %d: SubmitBatch", w) {
 			return
 		}
 		queues[e] = append(queues[e], inFlight{p, bad})
@@ -167,8 +167,7 @@ func checkChains(t testing.TB, d *Driver, w, perSubmitter int) {
 	log := make([]byte, 8*(chain/2))
 	d.CopyFromDevice(log, logOf(w))
 	for k := range chain / 2 {
-		if want := bytes.Repeat([]byte{byte(k)}, 8); !bytes.Equal(log[8*k:8*k+8], want) {
-			t.Errorf("submitter %d's log entry %d = % x; want % x: its commands ran out of order, or one was lost", w, k, log[8*k:8*k+8], want)
+		if !assert.Equal(t, bytes.Repeat([]byte{byte(k)}, 8), log[8*k:8*k+8], "submitter %d's log entry %d: its commands ran out of order, or one was lost", w, k) {
 			return
 		}
 	}
@@ -241,12 +240,9 @@ func TestStalledSubmitter(t *testing.T) {
 			// first, which cannot run: both SubmitBatch calls must return.
 			// (10 s is slack for a loaded machine, not a speed requirement:
 			// a submitter that waited for the stalled one would never return.)
-			for deadline := time.Now().Add(10 * time.Second); submitted.Load() < 2*others; {
-				if time.Now().After(deadline) {
-					t.Fatalf("only %d of %d submissions returned while one submitter was stalled", submitted.Load(), 2*others)
-				}
-				time.Sleep(100 * time.Microsecond)
-			}
+			require.EventuallyWithT(t, func(c *assert.CollectT) {
+				assert.GreaterOrEqual(c, submitted.Load(), int64(2*others), "submissions returned while one submitter was stalled")
+			}, 10*time.Second, 100*time.Microsecond)
 			time.Sleep(2 * time.Millisecond) // let a wrongly rung doorbell reach the engine
 			first := stalledAt.Load()
 			if tail := d.regs.Load(ch.doorbell + abi.RegDoorbell); int64(tail-first) > 0 {
@@ -308,12 +304,10 @@ func TestFencesFollowReservations(t *testing.T) {
 					batch[k].Op = abi.OpNop
 				}
 				p, err := d.SubmitBatch(abi.EngineCopy, batch)
-				if err != nil {
-					t.Error(err)
+				if !assert.NoError(t, err) {
 					return
 				}
-				if err := p.Wait(); err != nil {
-					t.Error(err)
+				if !assert.NoError(t, p.Wait()) {
 					return
 				}
 				got <- issued{p.Fence().Value(), uint64(n)}
@@ -362,8 +356,7 @@ func TestNoLostPublish(t *testing.T) {
 			wg.Go(func() {
 				<-start
 				p, err := d.SubmitBatch(abi.EngineCopy, []abi.Command{{Op: abi.OpNop}})
-				if err != nil {
-					t.Error(err)
+				if !assert.NoError(t, err) {
 					return
 				}
 				// 5 s is slack for a loaded machine under -race; a lost
@@ -407,12 +400,10 @@ func TestPinnedLookupWhileRegionsChange(t *testing.T) {
 			default:
 			}
 			p, err := d.HostAlloc(size)
-			if err != nil {
-				t.Error(err)
+			if !assert.NoError(t, err) {
 				return
 			}
-			if err := d.HostFree(p); err != nil {
-				t.Error(err)
+			if !assert.NoError(t, d.HostFree(p)) {
 				return
 			}
 		}
@@ -429,17 +420,14 @@ func TestPinnedLookupWhileRegionsChange(t *testing.T) {
 					t.Errorf("worker %d round %d: its pinned region is missing from the snapshot", w, round)
 					return
 				}
-				if err := d.CopyToDevice(dst, region.Bytes()); err != nil {
-					t.Errorf("worker %d round %d: CopyToDevice = %v", w, round, err)
+				if !assert.NoError(t, d.CopyToDevice(dst, region.Bytes()), "worker %d round %d: CopyToDevice", w, round) {
 					return
 				}
 				clear(region.Bytes())
-				if err := d.CopyFromDevice(region.Bytes(), dst); err != nil {
-					t.Errorf("worker %d round %d: CopyFromDevice = %v", w, round, err)
+				if !assert.NoError(t, d.CopyFromDevice(region.Bytes(), dst), "worker %d round %d: CopyFromDevice", w, round) {
 					return
 				}
-				if !bytes.Equal(region.Bytes(), want) {
-					t.Errorf("worker %d round %d: read back differs at byte %d", w, round, firstDifference(region.Bytes(), want))
+				if !assert.Equal(t, want, region.Bytes(), "worker %d round %d: read back differs at byte %d", w, round, firstDifference(region.Bytes(), want)) {
 					return
 				}
 			}

@@ -96,9 +96,8 @@ func TestHostFaultDuplicateRewritesNothing(t *testing.T) {
 	if s := m.d.ManagedStats(); s.HostFaults != 1 || s.HostDuplicates != 1 {
 		t.Errorf("HostFaults, HostDuplicates = %d, %d; want 1, 1", s.HostFaults, s.HostDuplicates)
 	}
-	if _, err := m.HostFault(4); !errors.Is(err, ErrManaged) {
-		t.Errorf("HostFault(4) of a 4-page allocation = %v; want ErrManaged", err)
-	}
+	_, err = m.HostFault(4)
+	assert.ErrorIs(t, err, ErrManaged, "HostFault(4) of a 4-page allocation")
 }
 
 // TestPagerRefusalKeepsThePageOnTheHost: a page whose protection or

@@ -79,9 +79,8 @@ func TestHostAlloc(t *testing.T) {
 		}
 		assert.ErrorIs(t, d.HostFree(p), ErrBadHostFree, "second HostFree")
 	}
-	if _, err := d.HostAlloc(0); !errors.Is(err, ErrZeroSize) {
-		t.Errorf("HostAlloc(0) = %v; want ErrZeroSize", err)
-	}
+	_, err := d.HostAlloc(0)
+	assert.ErrorIs(t, err, ErrZeroSize, "HostAlloc(0)")
 	assert.ErrorIs(t, d.HostFree(&Pinned{}), ErrBadHostFree, "HostFree of a Pinned HostAlloc did not return")
 }
 
@@ -90,9 +89,8 @@ func TestHostAllocAfterClose(t *testing.T) {
 	p, err := d.HostAlloc(4096)
 	require.NoError(t, err)
 	d.Close()
-	if _, err := d.HostAlloc(4096); !errors.Is(err, ErrClosed) {
-		t.Errorf("HostAlloc after Close = %v; want ErrClosed", err)
-	}
+	_, err = d.HostAlloc(4096)
+	assert.ErrorIs(t, err, ErrClosed, "HostAlloc after Close")
 	p.Bytes()[0] = 1 // Close leaves the caller's regions mapped
 	assert.NoError(t, d.HostFree(p), "HostFree after Close")
 }
@@ -136,9 +134,8 @@ func TestWindowFills(t *testing.T) {
 	for range abi.WindowSlots - 1 {
 		regions = append(regions, hostAlloc(t, d, 256))
 	}
-	if _, err := d.HostAlloc(256); !errors.Is(err, ErrNoWindow) {
-		t.Fatalf("HostAlloc with every entry taken = %v; want ErrNoWindow", err)
-	}
+	_, err := d.HostAlloc(256)
+	require.ErrorIs(t, err, ErrNoWindow, "HostAlloc with every entry taken")
 	slot := regions[10].slot
 	require.NoError(t, d.HostFree(regions[10]))
 	if p := hostAlloc(t, d, 256); p.slot != slot {
@@ -219,12 +216,8 @@ func TestHostFreeWaitsForHolders(t *testing.T) {
 	freed := make(chan error, 1)
 	go func() { freed <- d.HostFree(p) }()
 	enable := abi.WindowRegs(p.slot) + abi.RegWinEnable
-	for deadline := time.Now().Add(10 * time.Second); d.regs.Load(enable) != 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("HostFree did not disable the entry in 10 s")
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
+	require.Eventually(t, func() bool { return d.regs.Load(enable) == 0 }, 10*time.Second, 100*time.Microsecond,
+		"HostFree did not disable the entry in 10 s")
 	assert.ErrorIs(t, d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpCopy, Src: p.Bus(), Dst: 8192, Size: 64}), abi.StatusNoDMA, "COPY from a region being freed")
 	// Not a timing assertion: HostFree cannot return while the bit is
 	// set, however long we look; 20 ms just gives a wrong one the chance.

@@ -99,12 +99,10 @@ func TestHostileClientsLeaveNothingBehind(t *testing.T) {
 		require.NoError(t, err)
 		h, err := g.HostAlloc(1 << 20)
 		require.NoError(t, err)
-		if _, err := g.CopyAsync(p, h.Ptr(), 1<<20); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := g.NewChannel(client.Copy, client.ChannelOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		_, err = g.CopyAsync(p, h.Ptr(), 1<<20)
+		require.NoError(t, err)
+		_, err = g.NewChannel(client.Copy, client.ChannelOptions{})
+		require.NoError(t, err)
 		g.Close()
 	})
 	t.Run("killed process", func(t *testing.T) {

@@ -123,9 +123,8 @@ func runScript(t *testing.T, node string, b []byte) {
 				r.kick = got[uapi.AttachFDKick]
 			case uapi.IoctlChannelOpen:
 				var open uapi.ChannelOpen
-				if _, err := uapi.DecodeReply(reply, len(got), &open); err != nil {
-					t.Fatalf("CHANNEL_OPEN's reply does not decode: %v", err)
-				}
+				_, err := uapi.DecodeReply(reply, len(got), &open)
+				require.NoError(t, err, "CHANNEL_OPEN's reply does not decode")
 				chans = append(chans, mapRawChannel(t, r, &open, got))
 			}
 		case actStore:

@@ -27,9 +27,8 @@ func TestALongCommandHoldsUpNoOtherClientsChannels(t *testing.T) {
 	b := a.NewBatch(client.Copy)
 	b.Fill(h.Ptr(), 4096, 0xab)
 	b.Delay(uint64(hog))
-	if _, err := b.Submit(); err != nil {
-		t.Fatal(err)
-	}
+	_, err = b.Submit()
+	require.NoError(t, err)
 	waitFor(t, "the hog's FILL landing", func() (bool, string) { return h.Bytes()[4095] == 0xab, "" })
 
 	dialed := make(chan error, 1)

@@ -70,9 +70,8 @@ func served(t *testing.T, s *stranger) int {
 	lines := s.until(t, "holding")
 	var n int
 	require.Equal(t, 1, len(lines), "the hostile process printed %q", lines)
-	if _, err := fmt.Sscanf(lines[0], "served %d", &n); err != nil {
-		t.Fatalf("the hostile process printed %q", lines[0])
-	}
+	_, err := fmt.Sscanf(lines[0], "served %d", &n)
+	require.NoError(t, err, "the hostile process printed %q", lines[0])
 	return n
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
@@ -100,9 +101,8 @@ func TestServingThatStopsWithoutASignalExitsNonZero(t *testing.T) {
 		defer unix.Close(ln)
 		require.NoError(t, unix.Shutdown(ln, unix.SHUT_RDWR), "shutting down softgpud's listener")
 		d.exitsNonZero(t, "its listener shut down under it", "was shut down")
-		if _, err := os.Lstat(d.node); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("softgpud left its node behind: %v", err)
-		}
+		_, err = os.Lstat(d.node)
+		assert.ErrorIs(t, err, os.ErrNotExist, "softgpud left its node behind")
 	})
 	t.Run("node removed", func(t *testing.T) {
 		d := startDaemon(t)

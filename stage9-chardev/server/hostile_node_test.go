@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/server"
 )
@@ -98,9 +99,8 @@ func TestTheDefaultNodeAStrangerPrecreatedIsRefused(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() == 0 {
 		t.Fatalf("softgpud with its default node in a directory a stranger made: %v; want a non-zero exit\n%s", err, out)
 	}
-	if _, err := os.Lstat(filepath.Join(dir, "card0")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("softgpud left a node in the stranger's directory: %v\n%s", err, out)
-	}
+	_, err = os.Lstat(filepath.Join(dir, "card0"))
+	assert.ErrorIs(t, err, os.ErrNotExist, "softgpud left a node in the stranger's directory\n%s", out)
 }
 
 func TestANodeDirectoryOthersMayWriteIsRefused(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/abi"
 	"softgpu/stage9-chardev/client"
@@ -104,10 +105,7 @@ func TestPageTablesComeBackAcrossTheBoundary(t *testing.T) {
 	waitClients(t, ctl, clients) // the stranger's context is torn down
 
 	after, why := contextsLeft(t, d.node, ctl, clients)
-	if after != fresh {
-		t.Errorf("after a stranger's %d cycles of alloc 4 KiB / free / alloc 2 MiB / free, and its exit: %d contexts (then %v); a fresh daemon had %d",
-			pageTableCycles, after, why, fresh)
-	}
+	assert.Equal(t, fresh, after, "after a stranger's %d cycles of alloc 4 KiB / free / alloc 2 MiB / free, and its exit: %d contexts (then %v); a fresh daemon had %d", pageTableCycles, after, why, fresh)
 	d.live(t, "after the stranger's cycles")
 	d.stop(t)
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage9-chardev"
 	"softgpu/stage9-chardev/client"
@@ -105,9 +106,8 @@ func TestAStrangerGetsItsQuotaAndNoMore(t *testing.T) {
 
 	// The well-behaved client, another uid, gets its own share in full.
 	for i := range 4 {
-		if _, err := w.g.Alloc(1 << 20); err != nil {
-			t.Fatalf("the well-behaved client's Alloc %d of 1 MiB beside the strangers: %v", i, err)
-		}
+		_, err := w.g.Alloc(1 << 20)
+		require.NoError(t, err, "the well-behaved client's Alloc %d of 1 MiB beside the strangers", i)
 	}
 	if _, err := w.g.HostAlloc(64 << 10); err != nil {
 		t.Fatalf("the well-behaved client's HostAlloc beside the strangers: %v", err)
@@ -134,9 +134,7 @@ func TestAStrangerGetsItsQuotaAndNoMore(t *testing.T) {
 			Limit:    uapi.Pools{DeviceMemory: 4 << 20, PinnedBytes: 4 << 20, WindowEntries: 3, Contexts: 1, Channels: 4},
 			UidUse:   uapi.Pools{DeviceMemory: 6 << 20, PinnedBytes: 5 * 64 << 10, WindowEntries: 5, Contexts: 2, Channels: 6},
 			UidLimit: uapi.Pools{DeviceMemory: 6 << 20, PinnedBytes: 8 << 20, WindowEntries: 5, Contexts: 2, Channels: 6}}
-		if q != want {
-			t.Errorf("CLIENT_QUOTA of the first stranger:\n got %+v\nwant %+v", q, want)
-		}
+		assert.Equal(t, want, q, "CLIENT_QUOTA of the first stranger")
 	}
 	if !found {
 		t.Errorf("CLIENT_QUOTA does not list the first stranger (pid %d)", first.cmd.Process.Pid)

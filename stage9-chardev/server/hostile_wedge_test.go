@@ -95,9 +95,8 @@ func TestAFullWindowWaitsOnlyForItsOwnersChannels(t *testing.T) {
 	for _, e := range []client.Engine{client.Copy, client.Compute} {
 		b := hog.NewBatch(e)
 		b.Delay(1 << 62)
-		if _, err := b.Submit(); err != nil {
-			t.Fatal(err)
-		}
+		_, err := b.Submit()
+		require.NoError(t, err)
 	}
 	v, err := client.Dial(d.node)
 	require.NoError(t, err)
@@ -169,15 +168,13 @@ func TestSIGTERMStopsTheDaemonWithACallInFlight(t *testing.T) {
 		b := hog.NewBatch(e)
 		b.Fill(held[len(held)-1].Ptr(), 4096, 1)
 		b.Delay(1 << 62)
-		if _, err := b.Submit(); err != nil {
-			t.Fatal(err)
-		}
+		_, err := b.Submit()
+		require.NoError(t, err)
 	}
 	b := hog.NewBatch(client.Copy)
 	b.Fill(held[0].Ptr(), 4096, 2) // queued behind the DELAY: it names the entry freed next
-	if _, err := b.Submit(); err != nil {
-		t.Fatal(err)
-	}
+	_, err = b.Submit()
+	require.NoError(t, err)
 	require.NoError(t, hog.HostFree(held[0]))
 	ctl := control(t, d.node)
 	calls := func() uint64 { return callsMade(t, ctl) }

@@ -62,9 +62,7 @@ func TestNoStrangerTakesTheWholeWindowByDefault(t *testing.T) {
 	require.NoError(t, err, "the victim's Dial beside the stranger")
 	defer w.Close()
 	h, err := w.HostAlloc(4096)
-	if err != nil {
-		t.Fatalf("the victim's HostAlloc of 4 KiB beside a stranger that registered all it could (%q): %v; want an entry of its own", got, err)
-	}
+	require.NoError(t, err, "the victim's HostAlloc of 4 KiB beside a stranger that registered all it could (%q); want an entry of its own", got)
 	require.NoError(t, w.Fill(h.Ptr(), 4096, 0x3c), "the victim's Fill of its host page")
 	for i, b := range h.Bytes() {
 		require.Equal(t, byte(0x3c), b, "the victim's byte %d", i)

@@ -80,15 +80,9 @@ func TestAClientsCommandsCannotReachAnotherClientsMemory(t *testing.T) {
 	}
 	checkBytes(t, "A's first buffer after B's FILL of its address", a, a1, want1)
 	// A's second address is not mapped in B's context: the copies fault.
-	if err := b.Copy(b1, a2, size); err == nil {
-		t.Errorf("B's COPY from A's address %#x, unmapped in B's context, succeeded", a2)
-	}
-	if err := b.Fill(a2, size, 0xbb); err == nil {
-		t.Errorf("B's FILL of A's address %#x, unmapped in B's context, succeeded", a2)
-	}
-	if err := b.Copy(a2, b1, size); err == nil {
-		t.Errorf("B's COPY to A's address %#x, unmapped in B's context, succeeded", a2)
-	}
+	assert.Error(t, b.Copy(b1, a2, size), "B's COPY from A's address %#x, unmapped in B's context, succeeded", a2)
+	assert.Error(t, b.Fill(a2, size, 0xbb), "B's FILL of A's address %#x, unmapped in B's context, succeeded", a2)
+	assert.Error(t, b.Copy(a2, b1, size), "B's COPY to A's address %#x, unmapped in B's context, succeeded", a2)
 	checkBytes(t, "A's second buffer after B's commands", a, a2, want2)
 	checkBytes(t, "A's first buffer after B's commands", a, a1, want1)
 	// B's fault is B's: A goes on.

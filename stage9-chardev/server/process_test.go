@@ -3,7 +3,6 @@ package server_test
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -264,9 +263,7 @@ func TestAClientKilledMidStream(t *testing.T) {
 		t.Fatalf("the victim (pid %d) is not among the daemon's clients", v.cmd.Process.Pid)
 	}
 	require.NoError(t, v.cmd.Process.Signal(syscall.SIGKILL))
-	if err := v.cmd.Wait(); err == nil {
-		t.Fatalf("the victim exited cleanly; it was to be killed")
-	}
+	require.Error(t, v.cmd.Wait(), "the victim exited cleanly; it was to be killed")
 	for _, c := range others {
 		c.succeed(t)
 	}
@@ -310,12 +307,10 @@ func TestTheRealDaemon(t *testing.T) {
 	}
 
 	d.stop(t)
-	if _, err := os.Stat(node); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the node after softgpud exited: %v; want it removed", err)
-	}
-	if _, err := g.Alloc(size); !errors.Is(err, client.ErrGone) {
-		t.Errorf("Alloc after softgpud exited: %v; want ErrGone", err)
-	}
+	_, err = os.Stat(node)
+	assert.ErrorIs(t, err, os.ErrNotExist, "the node after softgpud exited; want it removed")
+	_, err = g.Alloc(size)
+	assert.ErrorIs(t, err, client.ErrGone, "Alloc after softgpud exited")
 	assert.ErrorIs(t, g.Fill(p, size, 1), client.ErrGone, "Fill after softgpud exited")
 	if !strings.Contains(d.log(), "device closed") {
 		t.Errorf("softgpud's log does not say the device closed:\n%s", d.log())

@@ -169,9 +169,8 @@ func newMemfd(t testing.TB, size uint64, seals int) int {
 	require.NoError(t, err, "memfd_create")
 	require.NoError(t, unix.Ftruncate(fd, int64(size)), "sizing a memfd")
 	if seals != 0 {
-		if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
-			t.Fatalf("sealing a memfd: %v", err)
-		}
+		_, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals)
+		require.NoError(t, err, "sealing a memfd")
 	}
 	return fd
 }

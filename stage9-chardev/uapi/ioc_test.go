@@ -93,8 +93,7 @@ func TestRequestNumbers(t *testing.T) {
 		assert.Equal(t, tt.want, tt.req, "%s", tt.name)
 		assert.Equal(t, tt.req, IOC(tt.dir, Magic, tt.nr, tt.size), "%s; IOC(dir %d, 'G', %#02x, %d)", tt.name, tt.dir, tt.nr, tt.size)
 		c, err := Lookup(tt.req)
-		if err != nil {
-			t.Errorf("Lookup(%s) = %v", tt.name, err)
+		if !assert.NoError(t, err, "Lookup(%s)", tt.name) {
 			continue
 		}
 		assert.Equal(t, tt.name, c.Name, "Lookup(%#08x).Name", tt.req)

@@ -23,13 +23,10 @@ func TestCallRoundTrip(t *testing.T) {
 		msg, arg := validCall(c)
 		assert.Equal(t, HeaderSize+c.CallSize(), len(msg), "%s: call of %d bytes", c.Name, len(msg))
 		h, got, err := DecodeCall(msg, c.FDsIn)
-		if err != nil {
-			t.Errorf("DecodeCall(%s) = %v", c.Name, err)
+		if !assert.NoError(t, err, "DecodeCall(%s)", c.Name) {
 			continue
 		}
-		if h != (Header{Request: c.Request, Seq: 7}) {
-			t.Errorf("DecodeCall(%s) header = %+v", c.Name, h)
-		}
+		assert.Equal(t, (Header{Request: c.Request, Seq: 7}), h, "DecodeCall(%s) header", c.Name)
 		if c.CallSize() == 0 {
 			arg = c.New() // the call carries nothing: the daemon starts from zero
 		}
@@ -170,9 +167,8 @@ func TestDecodeReplyRejects(t *testing.T) {
 		{"error with a nonzero payload", dirty, 0, new(Attach), ErrInval},
 	}
 	for _, tt := range tests {
-		if _, err := DecodeReply(tt.msg, tt.nfds, tt.arg); !errors.Is(err, tt.want) {
-			t.Errorf("DecodeReply(%s) = %v; want %v", tt.name, err, tt.want)
-		}
+		_, err := DecodeReply(tt.msg, tt.nfds, tt.arg)
+		assert.ErrorIs(t, err, tt.want, "DecodeReply(%s)", tt.name)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/internal/leakcheck"
 	"softgpu/stage9-chardev/server"
@@ -54,7 +55,5 @@ func TestShowsEachClientsUseAgainstItsQuotas(t *testing.T) {
 		Contexts:     poolReport{1, 1, 1, 3},
 		Channels:     poolReport{2, 6, 2, 9},
 	}
-	if got := r.Clients[0].Quota; got != want {
-		t.Errorf("JSON quota = %+v; want %+v", got, want)
-	}
+	assert.Equal(t, want, r.Clients[0].Quota, "JSON quota")
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -83,9 +83,8 @@ func TestTheReadmesStartAndStopLeaveNothingRunning(t *testing.T) {
 		waitUntil(t, fmt.Sprintf("round %d: nothing left running after kill $!", round), token, out, func() bool {
 			return len(marked(token)) == 0
 		})
-		if _, err := os.Stat(node); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("round %d: the node after the daemon stopped: %v; want it removed", round, err)
-		}
+		_, err = os.Stat(node)
+		assert.ErrorIs(t, err, os.ErrNotExist, "round %d: the node after the daemon stopped; want it removed", round)
 	}
 }
 

@@ -1,13 +1,13 @@
 package main
 
 import (
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -57,9 +57,8 @@ func TestStopStopsTheDaemon(t *testing.T) {
 		t.Fatalf("-stop returned with the daemon still running")
 	}
 	for _, p := range []string{node, pidFile(node)} {
-		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("%s after -stop: %v; want it removed", p, err)
-		}
+		_, err := os.Stat(p)
+		assert.ErrorIs(t, err, os.ErrNotExist, "%s after -stop; want it removed", p)
 	}
 	if out, err := exec.Command(bin, "-node", node, "-stop").CombinedOutput(); err == nil {
 		t.Errorf("a second -stop succeeded (%s); want an error: no daemon", out)

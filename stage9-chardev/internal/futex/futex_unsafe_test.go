@@ -125,8 +125,7 @@ func TestWaitAny(t *testing.T) {
 		}
 	})
 	t.Run("too many words", func(t *testing.T) {
-		if _, err := WaitAny(ws, NewScratch(1), time.Second); err == nil {
-			t.Fatal("WaitAny with scratch for 1 of 2 words succeeded")
-		}
+		_, err := WaitAny(ws, NewScratch(1), time.Second)
+		require.Error(t, err, "WaitAny with scratch for 1 of 2 words succeeded")
 	})
 }
