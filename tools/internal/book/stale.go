@@ -15,7 +15,8 @@ import (
 // This file tells a reader when a record is older than the code it
 // measured. A record names its commit and the stages it measured; the
 // build asks git which later commits changed the non-test code of those
-// stages (not *_test.go, not testdata, not Markdown; merges left out, since
+// stages (not *_test.go, not testdata, not Markdown, not internal/leakcheck,
+// which only tests import; merges left out, since
 // the commits they bring are listed themselves), and prints that list
 // — short hash and subject, computed, never typed — under every table and
 // chart fed by such a stale record, at the end of a page whose inline
@@ -58,8 +59,10 @@ type staleChecker struct {
 	cache map[string]staleness
 }
 
-// nonTestExcludes are the pathspecs that leave only a stage's non-test code.
-var nonTestExcludes = []string{":(exclude,glob)**/*_test.go", ":(exclude,glob)**/testdata/**", ":(exclude,glob)**/*.md"}
+// nonTestExcludes are the pathspecs that leave only a stage's non-test
+// code. internal/leakcheck is test code in a plain file: only tests import
+// it (a package's _test.go files cannot be imported by another package's).
+var nonTestExcludes = []string{":(exclude,glob)**/*_test.go", ":(exclude,glob)**/testdata/**", ":(exclude,glob)**/*.md", ":(exclude,glob)**/internal/leakcheck/**"}
 
 // recordStageDirs is the stages a record measured: its settings' list, or
 // the stages of its rows.
