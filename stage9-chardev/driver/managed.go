@@ -429,16 +429,30 @@ func (d *Driver) toHost(m *Managed, first, n int, all bool) int {
 	hung := d.invalidate(m.ctx.id, m.va+uint64(lo)<<abi.PageShift, uint64(hi-lo)<<abi.PageShift) != nil
 	mem := d.hw.Memory()
 	moved := 0
-	// Highest page first: the frames go back on the pool's stack in
-	// descending order, so the next window pops them in ascending order,
-	// consecutive as they were — and the engine moves the window as one
-	// run again (the MMU's contiguous4K, device/mmu.go), not as a walk per
-	// page.
+	// The bytes first, a run of consecutive pages on the device at a
+	// time: through a pager that is one Fill, one system call, per run
+	// (pager.go).
+	for k := 0; k < len(back); {
+		n := 0
+		for k+n < len(back) && back[k+n] == back[k]+n && m.pages[back[k+n]].where == pageDevice {
+			n++
+		}
+		if n == 0 {
+			k++ // a remote page: its bytes never left the host
+			continue
+		}
+		m.fillHost(back[k], n, mem)
+		k += n
+	}
+	// Then the frames, highest page first: they go back on the pool's
+	// stack in descending order, so the next window pops them in ascending
+	// order, consecutive as they were — and the engine moves the window as
+	// one run again (the MMU's contiguous4K, device/mmu.go), not as a walk
+	// per page.
 	for k := len(back) - 1; k >= 0; k-- {
 		i := back[k]
 		p := &m.pages[i]
 		if p.where == pageDevice {
-			m.fillHost(i, mem[p.frame:p.frame+1<<abi.PageShift]) // pager.go
 			if !hung {
 				d.freeFrame(p.frame)
 			}

@@ -41,12 +41,12 @@ type Pager interface {
 	// Remove punches page i out of the host side, after its bytes are in
 	// device memory, and lifts the write protection Protect set.
 	Remove(i int) error
-	// Fill puts page i back, with the bytes of src, whole: the program
-	// never sees the page before its bytes are in (so not by copying
-	// through the daemon's own mapping, which makes the page visible,
-	// zeroed, before the copy — and a program thread that re-runs its
-	// access after a signal reads those zeros). It wakes the threads
-	// waiting on the page.
+	// Fill puts the len(src)/PageSize pages from page i back, with the
+	// bytes of src, each whole: the program never sees a page before its
+	// bytes are in (so not by copying through the daemon's own mapping,
+	// which makes the page visible, zeroed, before the copy — and a
+	// program thread that re-runs its access after a signal reads those
+	// zeros). It wakes the threads waiting on the pages.
 	Fill(i int, src []byte) error
 }
 
@@ -108,19 +108,30 @@ func (m *Managed) pagerProtect(i int) error {
 	return m.pager.Protect(i)
 }
 
-// fillHost copies a frame back into page i of the host region: through
-// the pager, if m has one, so that the program sees the page only whole.
-// If the pager cannot (the program has gone, and with it its address
-// space), the copy goes through the daemon's mapping, where nothing is
-// watching. The caller holds um.mu.
-func (m *Managed) fillHost(i int, src []byte) {
+// fillHost copies the frames of the n consecutive pages from first, all
+// on the device, back into the host region: through the pager, if m has
+// one, in one Fill of the whole run, so that the program sees each page
+// only whole and the pager makes one system call, not n. If the pager
+// cannot (the program has gone, and with it its address space), the copy
+// goes through the daemon's mapping, where nothing is watching. The
+// caller holds um.mu.
+func (m *Managed) fillHost(first, n int, mem []byte) {
+	const page = 1 << abi.PageShift
 	if m.pager != nil {
-		if m.pager.Fill(i, src) == nil {
+		run := make([]byte, n*page) // the frames are not consecutive; the pages are
+		for k := range n {
+			f := m.pages[first+k].frame
+			copy(run[k*page:], mem[f:f+page])
+		}
+		if m.pager.Fill(first, run) == nil {
 			return
 		}
 		m.d.um.stats.PagerErrors++
 	}
-	copy(m.host.bytes[uint64(i)<<abi.PageShift:], src)
+	for k := range n {
+		f := m.pages[first+k].frame
+		copy(m.host.bytes[uint64(first+k)<<abi.PageShift:], mem[f:f+page])
+	}
 }
 
 // pagerRemove is Remove, if m has a pager, and reports whether the page

@@ -18,7 +18,8 @@ type fakePager struct {
 	protectErr    error
 	protected     []int
 	removed       []int
-	filled        []int
+	filled        []int // pages, in the order they were filled
+	fills         int   // Fill calls
 	removeErr     error
 	protectedLive map[int]bool
 }
@@ -47,7 +48,10 @@ func (f *fakePager) Remove(i int) error {
 
 func (f *fakePager) Fill(i int, src []byte) error {
 	copy(f.host[i<<abi.PageShift:], src)
-	f.filled = append(f.filled, i)
+	for k := range len(src) >> abi.PageShift {
+		f.filled = append(f.filled, i+k)
+	}
+	f.fills++
 	return nil
 }
 
@@ -122,5 +126,35 @@ func TestPagerRefusalKeepsThePageOnTheHost(t *testing.T) {
 			}
 			assert.Equal(t, byte(5), f.host[0], "host byte 0; want the device's 5, written in place")
 		})
+	}
+}
+
+// TestAWindowComesHomeInOneFill: the pages of a host fault's window that
+// are on the device come back through one Fill of the whole run — for the
+// daemon's pager, one UFFDIO_COPY — not one per page: each copy into the
+// client is a system call and a page-table update in another process,
+// and at one per page a window of 16 cost more than the whole range's Sync
+// would per page (the ManagedPager benchmark's sparse row).
+func TestAWindowComesHomeInOneFill(t *testing.T) {
+	d := openWith(t, device.Config{}, Config{Prefetch: PrefetchWindow, PrefetchPages: 8, ThrashThreshold: -1})
+	ctx, err := d.NewContext()
+	require.NoError(t, err)
+	ch, err := d.NewChannel(abi.EngineCopy, ctx, ChannelOptions{})
+	require.NoError(t, err)
+	m, err := ctx.AllocManaged(8 << abi.PageShift)
+	require.NoError(t, err)
+	f := &fakePager{host: m.Bytes(), protectedLive: map[int]bool{}}
+	require.NoError(t, m.SetPager(f))
+	require.NoError(t, ch.Submit(abi.Command{Op: abi.OpFill, Ctx: m.ctx.ID(), Dst: m.VA(), Size: 8 << abi.PageShift, Value: 5}))
+	require.Len(t, f.removed, 8, "pages the device took")
+	moved, err := m.HostFault(0)
+	require.NoError(t, err)
+	require.True(t, moved, "HostFault(0) moved nothing")
+	assert.Equal(t, []int{0, 1, 2, 3, 4, 5, 6, 7}, f.filled, "pages filled")
+	assert.Equal(t, 1, f.fills, "Fill calls for a window of 8 consecutive pages")
+	for i, b := range f.host {
+		if b != 5 {
+			t.Fatalf("host byte %d = %d after the window came home; want 5, the device's", i, b)
+		}
 	}
 }

@@ -339,17 +339,20 @@ func (p *pager) Protect(i int) error {
 	return err
 }
 
-// Fill puts page i back into the memfd, whole, with UFFDIO_COPY into the
-// client's mapping, which wakes the client's waiting threads
-// (driver.Pager). EAGAIN is tried again a few times, as in Protect.
+// Fill puts the pages from i back into the memfd, whole, with one
+// UFFDIO_COPY of the run into the client's mapping, which wakes the
+// client's waiting threads (driver.Pager). EAGAIN is tried again a few
+// times for the pages not yet filled, as in Protect.
 func (p *pager) Fill(i int, src []byte) error {
 	addr := p.base + uint64(i)<<abi.PageShift
 	var err error
 	for range 8 {
-		cerr := p.conn.Control(func(fd uintptr) { err = uffd.Copy(int(fd), addr, src) })
+		var filled uint64
+		cerr := p.conn.Control(func(fd uintptr) { filled, err = uffd.Copy(int(fd), addr, src) })
 		if cerr != nil {
 			return cerr
 		}
+		addr, src = addr+filled, src[filled:]
 		if !errors.Is(err, syscall.EAGAIN) {
 			break
 		}

@@ -54,13 +54,22 @@ func WriteProtect(fd int, start, length uint64, protect bool) error {
 	return ioctl(fd, ioctlWriteProtect, unsafe.Pointer(&wp))
 }
 
-// Copy fills the missing page(s) at dst of fd's address space with src,
-// atomically — the page appears whole, or not at all — and wakes the
-// threads waiting on them. It fails with EEXIST if a page is there
-// already, and EAGAIN while the address space is changing.
-func Copy(fd int, dst uint64, src []byte) error {
+// Copy fills the missing pages at dst of fd's address space with src,
+// each atomically — a page appears whole, or not at all — and wakes the
+// threads waiting on them. It returns how many bytes it filled: all of
+// src, or, with an error, the pages before the one it stopped at (EEXIST:
+// a page is there already; EAGAIN: the address space is changing, or a
+// signal came — try the rest again).
+func Copy(fd int, dst uint64, src []byte) (filled uint64, err error) {
 	cp := [5]uint64{dst, Address(src), uint64(len(src)), 0, 0} // struct uffdio_copy: dst, src, len, mode, copy (out)
-	return ioctl(fd, ioctlCopy, unsafe.Pointer(&cp))
+	err = ioctl(fd, ioctlCopy, unsafe.Pointer(&cp))
+	if err == nil {
+		return uint64(len(src)), nil
+	}
+	if done := int64(cp[4]); done > 0 { // copy: bytes filled, or a negative errno
+		filled = uint64(done)
+	}
+	return filled, err
 }
 
 // Wake wakes the threads waiting on a fault in [start, start+length).
