@@ -19,7 +19,8 @@
 // and closes from the keyboard (Space, then Enter, on its toggle), and that
 // search finds, for every chapter, a word of that chapter (the word fewest
 // other chapters use), both through the search function and by typing into
-// the box. A screenshot of every page at every width (and in the dark theme
+// the box, and that it matches words by their start only (no section is
+// found for a word it holds only inside a longer word). A screenshot of every page at every width (and in the dark theme
 // with -dark) is written to -out (default book/_site/_screenshots), with an
 // index.html to look through them.
 //
