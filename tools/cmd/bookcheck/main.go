@@ -264,6 +264,10 @@ func check(ctx context.Context, cfg config, cmd *cli.Command) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
+	allPages, err := sitePages(cfg.site, nil)
+	if err != nil {
+		return nil, err
+	}
 	pages = samplePages(pages, cfg.sample, func(p string) int64 {
 		fi, err := os.Stat(filepath.Join(cfg.site, filepath.FromSlash(p)))
 		if err != nil {
@@ -394,6 +398,24 @@ func check(ctx context.Context, cfg config, cmd *cli.Command) (*report, error) {
 			return nil, fmt.Errorf("interaction checks at %d px: %w", w, err)
 		}
 		rep.interactions = append(rep.interactions, found...)
+	}
+	// Paper: the print pages' tables against the printed width, and the
+	// contents numbered (print.go).
+	if pp := printPages(pages); len(pp) > 0 {
+		start := time.Now()
+		pr, err := t.printCheck(ctx, base, pp)
+		if err != nil {
+			return nil, fmt.Errorf("print check: %w", err)
+		}
+		rep.interactions = append(rep.interactions, pr.problems...)
+		// Numbers only from the whole book: a -pages run that leaves out a
+		// volume would count its chapters wrong.
+		if pp[0] == "print.html" && len(pp) == len(printPages(allPages)) {
+			if err := pr.number(cfg.site, pp); err != nil {
+				return nil, err
+			}
+		}
+		cmd.Printf("printed %d pages for paper (A4) to PDF: %d sheets; numbered in print.html's contents unless -pages left a volume out (%s)", len(pp), pr.sheets, time.Since(start).Round(time.Second))
 	}
 	if cfg.shots {
 		if err := writeGallery(cfg.out, rep.results); err != nil {

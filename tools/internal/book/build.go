@@ -71,7 +71,7 @@ type builder struct {
 	// diffParts maps a diff's first page to which of its pages holds each
 	// file's hunks (file path → site path); written by diffPages.
 	diffParts map[string]map[string]string
-	included map[string]bool     // files {{#include}} showed, each of which gets a source page
+	included  map[string]bool // files {{#include}} showed, each of which gets a source page
 }
 
 // chapter is one chapter being built.
