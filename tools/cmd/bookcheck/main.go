@@ -12,8 +12,15 @@
 //     (document.documentElement.scrollWidth > innerWidth);
 //   - logs an error to the console, or throws;
 //   - has a request that fails or answers 400 or more;
-//   - draws chart text smaller than -min-text CSS px once the chart is
-//     scaled to its column.
+//   - draws chart text smaller than -min-text CSS px, or diagram text
+//     smaller than 10 px, once the drawing is scaled to its column;
+//   - at a phone's width (under 700 px), has a table that scrolls sideways
+//     with its label column scrolling away, or taking over half its frame.
+//
+// The print pages (print.html and its volumes) are also laid out as print
+// media at A4's printable width: a table wider than the page fails, named.
+// Each chapter is printed to PDF alone and its sheets counted, and the page
+// numbers are written into print.html's contents (print.go).
 //
 // On the first page it also checks, at each width, that the sidebar opens
 // and closes from the keyboard (Space, then Enter, on its toggle), and that

@@ -171,12 +171,12 @@ func (b *builder) diffPages(page, from, to string, diff *stages.Diff, files []st
 			partOf[files[i].Path] = names[k]
 		}
 	}
-	partsNav := func(k int) string {
+	partsNav := func(k int, where string) string {
 		if len(parts) == 1 {
 			return ""
 		}
 		var nav strings.Builder
-		fmt.Fprintf(&nav, "<nav class=\"diff-parts\" aria-label=\"Parts of this diff\"><p>This diff is long, so it is cut into %d pages, each under 1 MB:", len(parts))
+		fmt.Fprintf(&nav, "<nav class=\"diff-parts\" aria-label=\"Parts of this diff, %s\"><p>This diff is long, so it is cut into %d pages, each under 1 MB:", where, len(parts))
 		for j := range parts {
 			label := fmt.Sprintf("part %d", j+1)
 			if j == k {
@@ -205,7 +205,7 @@ func (b *builder) diffPages(page, from, to string, diff *stages.Diff, files []st
 			fmt.Fprintf(&dp, "<h1>The diff from <code>%s</code> to <code>%s</code></h1>\n", escapeHTML(from), escapeHTML(to))
 		}
 		fmt.Fprintf(&dp, "<p>%d files changed, +%d −%d lines (module paths normalised); the mechanism's files first and open, tests and READMEs folded.</p>\n", len(diff.Files), added, removed)
-		dp.WriteString(partsNav(k))
+		dp.WriteString(partsNav(k, "above"))
 		dp.WriteString(diffTable(files, func(p string) string {
 			if partOf[p] == names[k] {
 				return "#" + id(p)
@@ -215,7 +215,7 @@ func (b *builder) diffPages(page, from, to string, diff *stages.Diff, files []st
 		for _, i := range part {
 			dp.WriteString(blocks[i])
 		}
-		dp.WriteString(partsNav(k))
+		dp.WriteString(partsNav(k, "below"))
 		b.diffs[names[k]] = diffPage{title: title, content: dp.String()}
 	}
 }
