@@ -211,7 +211,7 @@ func TestInChromium(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	args := []string{"-site", site, "-out", out, "-chromium", exe, "-widths", "390,1280", "-dark",
-		"-pages", `^(index|stage0|stage1|records|spoiled|diff/stage1-ring|src/stage0-mailbox/device/engine\.go)\.html$`}
+		"-pages", `^(index|stage0|stage1|records|print|spoiled|diff/stage1-ring|src/stage0-mailbox/device/engine\.go)\.html$`}
 	// AXE=path/to/axe.min.js (.ci/a11y-tools prints it) runs axe-core too.
 	axe := os.Getenv("AXE")
 	if axe != "" {
@@ -236,6 +236,13 @@ func TestInChromium(t *testing.T) {
 	}
 	if axe != "" && !strings.Contains(report, "axe image-alt (critical)") {
 		t.Errorf("with -axe, report lacks axe's image-alt on the spoiled page:\n%s", report)
+	}
+	// Paper: the contents of print.html are numbered, the first chapter
+	// after the cover and the contents.
+	printed, err := os.ReadFile(filepath.Join(site, "print.html"))
+	require.NoError(t, err)
+	if !regexp.MustCompile(`<span class="toc-page" data-print-id="intro">[1-9][0-9]*</span>`).Match(printed) {
+		t.Errorf("print.html's contents give no page for the introduction:\n%s", regexp.MustCompile(`<span class="toc-page"[^>]*>[^<]*</span>`).FindAll(printed, -1))
 	}
 	// Every page of the book passes: only the spoiled page fails.
 	if failed := regexp.MustCompile(`(?m)^FAIL (\S+)`).FindAllStringSubmatch(report, -1); len(failed) != 4 {

@@ -11,7 +11,9 @@ import (
 // This file checks what a reader does with the keyboard on the first page:
 // the sidebar toggle (Space, then Enter), the theme toggle (Enter, then
 // Space) and the search box ("/", typing, ↓), and that search finds every
-// chapter by a word of its own.
+// chapter by a word of its own, and that it matches words by their start
+// only (a search for "fault" does not find a section whose only "fault" is
+// inside "default").
 
 // press sends one key to the focused element.
 func (t *tab) press(ctx context.Context, key, code string, keyCode int, text string) error {
@@ -57,6 +59,48 @@ const searchCheck = `new Promise((resolve) => {
         if (--left === 0) resolve(out);
       });
     });
+  });
+})`
+
+// wordStartCheck finds up to 40 pairs of a word of the index (five letters
+// or more) and a section where that word appears only inside a longer word,
+// never at the start of one ("fault" in a section that says "default" but
+// never "fault"), and asks the search for the word: that section must not
+// be among everything it finds. A word starts after a character that is not
+// a letter or digit, or at a lower-to-upper case change (devHead's "Head").
+const wordStartCheck = `new Promise((resolve) => {
+  window.softgpuSearch('', () => {
+    const idx = window.softgpuSearchIndex;
+    const vocab = new Set();
+    for (const s of idx.sections) for (const w of ((s.t + ' ' + s.x).toLowerCase().match(/[a-z]{5,}/g) || [])) vocab.add(w);
+    const startsWord = (text, w) => {
+      const lower = text.toLowerCase();
+      for (let at = lower.indexOf(w); at >= 0; at = lower.indexOf(w, at + 1)) {
+        if (at === 0 || !/[A-Za-z0-9]/.test(text[at - 1]) || (/[a-z]/.test(text[at - 1]) && /[A-Z]/.test(text[at]))) return true;
+      }
+      return false;
+    };
+    const pairs = [], seen = new Set();
+    idx.sections.forEach((s, i) => {
+      const text = idx.pages[s.p].t + ' ' + s.t + ' ' + s.x;
+      for (const m of text.matchAll(/[a-z]{7,}/g)) {
+        const word = m[0];
+        for (let k = 2; k + 5 <= word.length && pairs.length < 40; k++) {
+          const inner = word.slice(k);
+          const key = inner + ' ' + i;
+          if (seen.has(key) || !vocab.has(inner)) continue;
+          seen.add(key);
+          if (!startsWord(text, inner)) pairs.push({ word: inner, inside: word, href: idx.pages[s.p].p + (s.i ? '#' + s.i : '') });
+        }
+      }
+    });
+    if (!pairs.length) { resolve([]); return; }
+    const out = [];
+    let left = pairs.length;
+    pairs.forEach((p) => window.softgpuSearch(p.word, (hrefs) => {
+      if (hrefs.includes(p.href)) out.push(p);
+      if (--left === 0) resolve(out);
+    }));
   });
 })`
 
@@ -150,6 +194,21 @@ func (t *tab) interact(ctx context.Context, j job) ([]string, error) {
 		} else if typed == "" {
 			typed = f.Word
 		}
+	}
+	raw, err = t.eval(ctx, wordStartCheck)
+	if err != nil {
+		return nil, err
+	}
+	var inside []struct {
+		Word   string `json:"word"`
+		Inside string `json:"inside"`
+		Href   string `json:"href"`
+	}
+	if err := json.Unmarshal(raw, &inside); err != nil {
+		return nil, err
+	}
+	for _, f := range inside {
+		problems = append(problems, fmt.Sprintf("%s: search for %q finds %s, whose only %q is inside %q: search must match the start of a word", j, f.Word, f.Href, f.Word, f.Inside))
 	}
 	// The same through the box: "/" focuses it, typing lists results, ↓
 	// moves to the first.

@@ -12,14 +12,22 @@
 //     (document.documentElement.scrollWidth > innerWidth);
 //   - logs an error to the console, or throws;
 //   - has a request that fails or answers 400 or more;
-//   - draws chart text smaller than -min-text CSS px once the chart is
-//     scaled to its column.
+//   - draws chart text smaller than -min-text CSS px, or diagram text
+//     smaller than 10 px, once the drawing is scaled to its column;
+//   - at a phone's width (under 700 px), has a table that scrolls sideways
+//     with its label column scrolling away, or taking over half its frame.
+//
+// The print pages (print.html and its volumes) are also laid out as print
+// media at A4's printable width: a table wider than the page fails, named.
+// Each chapter is printed to PDF alone and its sheets counted, and the page
+// numbers are written into print.html's contents (print.go).
 //
 // On the first page it also checks, at each width, that the sidebar opens
 // and closes from the keyboard (Space, then Enter, on its toggle), and that
 // search finds, for every chapter, a word of that chapter (the word fewest
 // other chapters use), both through the search function and by typing into
-// the box. A screenshot of every page at every width (and in the dark theme
+// the box, and that it matches words by their start only (no section is
+// found for a word it holds only inside a longer word). A screenshot of every page at every width (and in the dark theme
 // with -dark) is written to -out (default book/_site/_screenshots), with an
 // index.html to look through them.
 //
@@ -263,6 +271,10 @@ func check(ctx context.Context, cfg config, cmd *cli.Command) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
+	allPages, err := sitePages(cfg.site, nil)
+	if err != nil {
+		return nil, err
+	}
 	pages = samplePages(pages, cfg.sample, func(p string) int64 {
 		fi, err := os.Stat(filepath.Join(cfg.site, filepath.FromSlash(p)))
 		if err != nil {
@@ -393,6 +405,24 @@ func check(ctx context.Context, cfg config, cmd *cli.Command) (*report, error) {
 			return nil, fmt.Errorf("interaction checks at %d px: %w", w, err)
 		}
 		rep.interactions = append(rep.interactions, found...)
+	}
+	// Paper: the print pages' tables against the printed width, and the
+	// contents numbered (print.go).
+	if pp := printPages(pages); len(pp) > 0 {
+		start := time.Now()
+		pr, err := t.printCheck(ctx, base, pp)
+		if err != nil {
+			return nil, fmt.Errorf("print check: %w", err)
+		}
+		rep.interactions = append(rep.interactions, pr.problems...)
+		// Numbers only from the whole book: a -pages run that leaves out a
+		// volume would count its chapters wrong.
+		if pp[0] == "print.html" && len(pp) == len(printPages(allPages)) {
+			if err := pr.number(cfg.site, pp); err != nil {
+				return nil, err
+			}
+		}
+		cmd.Printf("printed %d pages for paper (A4) to PDF: %d sheets; numbered in print.html's contents unless -pages left a volume out (%s)", len(pp), pr.sheets, time.Since(start).Round(time.Second))
 	}
 	if cfg.shots {
 		if err := writeGallery(cfg.out, rep.results); err != nil {

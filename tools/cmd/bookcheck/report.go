@@ -42,7 +42,7 @@ func (r *report) String() string {
 		fmt.Fprintf(&b, "FAIL %s\n", p)
 	}
 	if bad == 0 && len(r.interactions) == 0 {
-		fmt.Fprintf(&b, "ok: %d checks: no page pans sideways, logs an error, fails a request, draws chart text too small or fails an accessibility check; the sidebar and theme toggles work from the keyboard and search finds every chapter\n", len(r.results))
+		fmt.Fprintf(&b, "ok: %d checks: no page pans sideways, logs an error, fails a request, draws chart or diagram text too small, has a table whose numbers a phone hides or that is wider than the printed page, or fails an accessibility check; the sidebar and theme toggles work from the keyboard and search finds every chapter\n", len(r.results))
 	} else {
 		fmt.Fprintf(&b, "%d of %d loads failed; %d interaction problems\n", bad, len(r.results), len(r.interactions))
 	}

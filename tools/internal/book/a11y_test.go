@@ -75,3 +75,20 @@ func TestDiagramIsANamedImage(t *testing.T) {
 		t.Errorf("a diagram without a <title>: err = %v; want one asking for a <title>", err)
 	}
 }
+
+func TestDiagramMinWidth(t *testing.T) {
+	tests := []struct {
+		svg  string
+		want int
+	}{
+		{`<svg viewBox="0 0 360 446"><g font-size="11"><text font-size="10">x</text></g></svg>`, 360},
+		{`<svg viewBox="0 0 480 736"><g font-size="12"><text font-size="11">x</text></g></svg>`, 437}, // 436.4, rounded up
+		{`<svg viewBox="0 0 480 736"><text>no size</text></svg>`, 0},
+		{`<svg width="10"><text font-size="11">no viewBox</text></svg>`, 0},
+	}
+	for _, tt := range tests {
+		if got := diagramMinWidth([]byte(tt.svg)); got != tt.want {
+			t.Errorf("diagramMinWidth(%s) = %d; want %d", tt.svg, got, tt.want)
+		}
+	}
+}

@@ -32,6 +32,7 @@ type Site struct {
 	Files  map[string][]byte // slash path relative to the site root → contents
 	Index  string            // "index.html"
 	Broken []BrokenLink      // internal links that do not resolve
+	Heavy  []error           // pages over maxPageBytes (weight.go), each wrapping ErrPageTooHeavy
 }
 
 // BuildError is every error a build found, one per line.
@@ -69,9 +70,12 @@ type builder struct {
 	md       *markdown
 	records  *recordSet
 	diagrams int                 // diagrams inlined so far: each use's ids get their own prefix
-	diffs    map[string]diffPage // site path → a stage diff's own page, written by diffHTML
-	included map[string]bool     // files {{#include}} showed, each of which gets a source page
-	stale    *staleChecker       // which records predate changes to the code they measured
+	diffs    map[string]diffPage // site path → a stage diff's own page (or part of one), written by diffPages
+	// diffParts maps a diff's first page to which of its pages holds each
+	// file's hunks (file path → site path); written by diffPages.
+	diffParts map[string]map[string]string
+	included  map[string]bool // files {{#include}} showed, each of which gets a source page
+	stale     *staleChecker   // which records predate changes to the code they measured
 	// printedStale names the stale records whose commit list the page being
 	// rendered has printed so far (stale.go).
 	printedStale  map[string]bool
@@ -178,7 +182,9 @@ func (b *builder) render() (*Site, error) {
 			site.Files[indexPage] = redirectPage(first.Page)
 		}
 	}
-	site.Files[printPage] = pg.printPage()
+	for page, data := range pg.printPages() {
+		site.Files[page] = data
+	}
 	if err := b.sourcePages(pg, site.Files); err != nil {
 		return nil, fmt.Errorf("book: source pages: %w", err)
 	}
@@ -194,6 +200,7 @@ func (b *builder) render() (*Site, error) {
 		return nil, err
 	}
 	site.Broken = reportedLinks(CheckLinks(site.Files), site.Files, first.Page)
+	site.Heavy = checkWeight(site.Files)
 	return site, nil
 }
 
@@ -387,8 +394,8 @@ func (b *builder) copyBookFiles(files map[string][]byte) error {
 }
 
 // Build renders the site and writes it to cfg.OutDir, returning the path of
-// its index.html. Broken links fail the build after the site is written, so
-// they can be looked at.
+// its index.html. Broken links and pages over 1 MB fail the build after the
+// site is written, so they can be looked at.
 func Build(cfg Config) (string, error) {
 	site, err := Render(cfg)
 	if err != nil {
@@ -398,12 +405,14 @@ func Build(cfg Config) (string, error) {
 		return "", err
 	}
 	index := filepath.Join(cfg.OutDir, site.Index)
+	errs := site.Heavy
 	if len(site.Broken) > 0 {
-		var errs []error
 		for _, l := range site.Broken {
 			errs = append(errs, errors.New(l.String()))
 		}
 		errs = append(errs, fmt.Errorf("book: %d broken internal links (site written to %s)", len(site.Broken), cfg.OutDir))
+	}
+	if len(errs) > 0 {
 		return index, &BuildError{Errs: errs}
 	}
 	return index, nil

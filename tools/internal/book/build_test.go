@@ -80,7 +80,7 @@ func TestRenderFixture(t *testing.T) {
 			`<a href="../../index.html">Source</a> / <a href="../index.html">stage0-mailbox</a> / device / engine.go</nav>`,
 		}},
 		{"a diagram inlined, its ids its own", "stage0.html", []string{
-			`<figure class="diagram">`, `<svg class="diagram" role="img" xmlns="http://www.w3.org/2000/svg"`,
+			`<figure class="diagram">`, `<svg style="min-width: 229px" class="diagram" role="img" xmlns="http://www.w3.org/2000/svg"`,
 			`<marker id="dg1-arrow"`, `marker-end="url(#dg1-arrow)"`, `<figcaption>The ring: the engine owns the head, the host the tail.</figcaption>`,
 		}},
 		{"a timeline with how it was made", "stage1.html", []string{

@@ -123,23 +123,26 @@ func (b *builder) diffHTML(d directive, prefix string, print bool) (string, erro
 		out.WriteString(`<p class="diff-print-note">The diff itself is on its own page of the book's site, and <code>go run ./tools/cmd/stages diff ` + escapeHTML(to) + "</code> prints it.</p>\n</figure>")
 		return out.String(), nil
 	}
-	out.WriteString(diffTable(files, func(p string) string { return prefix + page + "#" + id(p) }))
+	if _, done := b.diffParts[page]; !done {
+		b.diffPages(page, from, to, diff, files, id, added, removed)
+	}
+	partOf := b.diffParts[page]
+	out.WriteString(diffTable(files, func(p string) string { return prefix + partOf[p] + "#" + id(p) }))
 	fmt.Fprintf(&out, "<p class=\"diff-link\"><a class=\"diff-page\" href=\"%s\">The whole diff, %s → %s, file by file</a>: the mechanism's files open, tests and READMEs folded.</p>\n</figure>",
 		escapeHTML(prefix+page), escapeHTML(from), escapeHTML(to))
+	return out.String(), nil
+}
 
-	// The diff's own page, once per pair of stages.
-	if _, done := b.diffs[page]; done {
-		return out.String(), nil
-	}
+// diffPages writes the diff's own page, once per pair of stages: the table
+// of files and each file's hunks, in as many parts (page, page-2, …) as
+// keep every part under diffPartBudget (weight.go), a file's hunks never
+// split. It records which part holds each file in b.diffParts[page].
+func (b *builder) diffPages(page, from, to string, diff *stages.Diff, files []stages.FileDiff, id func(string) string, added, removed int) {
 	pp := rootPrefix(page)
-	var dp strings.Builder
-	fmt.Fprintf(&dp, "<nav class=\"breadcrumbs\" aria-label=\"Breadcrumbs\"><a href=\"%s\">Source</a> / <a href=\"%s\">%s</a> / the diff from %s</nav>\n",
-		escapeHTML(pp+srcDir+"/index.html"), escapeHTML(pp+srcDir+"/"+to+"/index.html"), escapeHTML(to), escapeHTML(from))
-	fmt.Fprintf(&dp, "<h1>The diff from <code>%s</code> to <code>%s</code></h1>\n", escapeHTML(from), escapeHTML(to))
-	fmt.Fprintf(&dp, "<p>%d files changed, +%d −%d lines (module paths normalised); the mechanism's files first and open, tests and READMEs folded.</p>\n", len(diff.Files), added, removed)
-	dp.WriteString(diffTable(files, func(p string) string { return "#" + id(p) }))
 	hunks := splitUnified(diff.Unified)
+	var blocks []string
 	for _, f := range files {
+		var blk strings.Builder
 		open := ""
 		if diffRank(f.Path) < 2 {
 			open = " open"
@@ -149,20 +152,72 @@ func (b *builder) diffHTML(d directive, prefix string, print bool) (string, erro
 			stage = from
 		}
 		src := pp + sourcePage(stage+"/"+path)
-		fmt.Fprintf(&dp, `<details class="diff-file %s" id="%s"%s>`+"\n"+`<summary><code>%s</code> <span class="diff-status">%s</span> <span class="added">+%d</span> <span class="removed">−%d</span></summary>`+"\n",
+		fmt.Fprintf(&blk, `<details class="diff-file %s" id="%s"%s>`+"\n"+`<summary><code>%s</code> <span class="diff-status">%s</span> <span class="added">+%d</span> <span class="removed">−%d</span></summary>`+"\n",
 			diffKind(f.Path), escapeHTML(id(f.Path)), open, escapeHTML(f.Path), escapeHTML(f.Status), f.Added, f.Removed)
 		if f.Binary {
-			dp.WriteString("<p>Binary file.</p>\n</details>\n")
-			continue
+			blk.WriteString("<p>Binary file.</p>\n</details>\n")
+		} else {
+			blk.WriteString(b.hunksHTML(hunks[f.Path], languageOf(f.Path), src))
+			blk.WriteString("</details>\n")
 		}
-		dp.WriteString(b.hunksHTML(hunks[f.Path], languageOf(f.Path), src))
-		dp.WriteString("</details>\n")
+		blocks = append(blocks, blk.String())
+	}
+	parts := packParts(blocks, diffPartBudget)
+	names := make([]string, len(parts))
+	partOf := map[string]string{}
+	for k, part := range parts {
+		names[k] = partPageName(page, k)
+		for _, i := range part {
+			partOf[files[i].Path] = names[k]
+		}
+	}
+	partsNav := func(k int, where string) string {
+		if len(parts) == 1 {
+			return ""
+		}
+		var nav strings.Builder
+		fmt.Fprintf(&nav, "<nav class=\"diff-parts\" aria-label=\"Parts of this diff, %s\"><p>This diff is long, so it is cut into %d pages, each under 1 MB:", where, len(parts))
+		for j := range parts {
+			label := fmt.Sprintf("part %d", j+1)
+			if j == k {
+				fmt.Fprintf(&nav, " <strong aria-current=\"page\">%s</strong>", label)
+			} else {
+				fmt.Fprintf(&nav, " <a href=\"%s\">%s</a>", escapeHTML(path.Base(names[j])), label)
+			}
+		}
+		nav.WriteString("</p></nav>\n")
+		return nav.String()
 	}
 	if b.diffs == nil {
 		b.diffs = map[string]diffPage{}
+		b.diffParts = map[string]map[string]string{}
 	}
-	b.diffs[page] = diffPage{title: "Diff " + from + " → " + to, content: dp.String()}
-	return out.String(), nil
+	b.diffParts[page] = partOf
+	for k, part := range parts {
+		var dp strings.Builder
+		fmt.Fprintf(&dp, "<nav class=\"breadcrumbs\" aria-label=\"Breadcrumbs\"><a href=\"%s\">Source</a> / <a href=\"%s\">%s</a> / the diff from %s</nav>\n",
+			escapeHTML(pp+srcDir+"/index.html"), escapeHTML(pp+srcDir+"/"+to+"/index.html"), escapeHTML(to), escapeHTML(from))
+		title := "Diff " + from + " → " + to
+		if len(parts) > 1 {
+			fmt.Fprintf(&dp, "<h1>The diff from <code>%s</code> to <code>%s</code>, part %d of %d</h1>\n", escapeHTML(from), escapeHTML(to), k+1, len(parts))
+			title += fmt.Sprintf(", part %d of %d", k+1, len(parts))
+		} else {
+			fmt.Fprintf(&dp, "<h1>The diff from <code>%s</code> to <code>%s</code></h1>\n", escapeHTML(from), escapeHTML(to))
+		}
+		fmt.Fprintf(&dp, "<p>%d files changed, +%d −%d lines (module paths normalised); the mechanism's files first and open, tests and READMEs folded.</p>\n", len(diff.Files), added, removed)
+		dp.WriteString(partsNav(k, "above"))
+		dp.WriteString(diffTable(files, func(p string) string {
+			if partOf[p] == names[k] {
+				return "#" + id(p)
+			}
+			return path.Base(partOf[p]) + "#" + id(p)
+		}))
+		for _, i := range part {
+			dp.WriteString(blocks[i])
+		}
+		dp.WriteString(partsNav(k, "below"))
+		b.diffs[names[k]] = diffPage{title: title, content: dp.String()}
+	}
 }
 
 // diffPage is a stage diff's own page: a chapter shows the table of changed

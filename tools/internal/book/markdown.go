@@ -182,6 +182,12 @@ func (md *markdown) render(src []byte, mode linkMode) ([]byte, []heading, error)
 				n.SetAttributeString("id", []byte(id))
 			}
 			headings = append(headings, heading{Level: n.Level, ID: id, Text: plainText(n, src)})
+		case *ast.Paragraph:
+			if mode.glossary() {
+				if term := definedTerm(n, src); term != "" {
+					n.SetAttributeString("id", []byte(prefix+string(ids.Generate([]byte("term "+term), ast.KindParagraph))))
+				}
+			}
 		case *ast.Link:
 			n.Destination = []byte(mode.rewrite(string(n.Destination)))
 		case *ast.Image:
@@ -197,6 +203,28 @@ func (md *markdown) render(src []byte, mode linkMode) ([]byte, []heading, error)
 		return nil, nil, err
 	}
 	return out.Bytes(), headings, nil
+}
+
+// glossaryChapter is the chapter whose definitions get anchors of their own.
+const glossaryChapter = "glossary.md"
+
+// glossary reports whether the chapter is the glossary.
+func (m linkMode) glossary() bool { return path.Base(m.chapterPath) == glossaryChapter }
+
+// definedTerm returns the term a glossary paragraph defines: the text of
+// the bold phrase it opens with ("**Bus address.** How a command…"),
+// without its full stop; "" when the paragraph does not open that way.
+// Its id is "term-" and the term slugged: #term-bus-address.
+func definedTerm(p *ast.Paragraph, src []byte) string {
+	e, ok := p.FirstChild().(*ast.Emphasis)
+	if !ok || e.Level != 2 {
+		return ""
+	}
+	t := plainText(e, src)
+	if !strings.HasSuffix(t, ".") {
+		return ""
+	}
+	return strings.TrimSpace(strings.TrimSuffix(t, "."))
 }
 
 // headingID returns the id a heading was given with {#id}, or "".

@@ -112,3 +112,33 @@ func TestHeadingTextIsPlain(t *testing.T) {
 		}
 	}
 }
+
+// TestGlossaryTermAnchors: in the glossary, a paragraph that opens with a
+// bold term ending in a full stop defines that term, and gets an id of its
+// own (#term-…) so a chapter or a reader can link to one term; elsewhere a
+// bold opening is only emphasis.
+func TestGlossaryTermAnchors(t *testing.T) {
+	b := newTestBuilder(t)
+	src := "# Glossary\n\n**Adaptive budget.** A hybrid.\n\n**Budget (idle).** How long.\n\n**Adaptive budget.** Again.\n\nPlain **bold.** text.\n"
+	for _, tt := range []struct {
+		mode linkMode
+		want []string
+		not  []string
+	}{
+		{linkMode{chapterPath: "glossary.md", pagePath: "glossary.html"},
+			[]string{`<p id="term-adaptive-budget"><strong>Adaptive budget.</strong>`, `<p id="term-budget-idle"><strong>Budget (idle).</strong>`, `<p id="term-adaptive-budget-1">`, "<p>Plain <strong>bold.</strong> text.</p>"}, nil},
+		{linkMode{chapterPath: "glossary.md", pagePath: printPage, print: true, printIDs: map[string]string{"glossary.md": "glossary"}},
+			[]string{`<p id="glossary--term-adaptive-budget">`}, nil},
+		{linkMode{chapterPath: "stage0.md", pagePath: "stage0.html"},
+			[]string{"<p><strong>Adaptive budget.</strong> A hybrid.</p>"}, []string{`id="term-`}},
+	} {
+		html, _, err := b.md.render([]byte(src), tt.mode)
+		require.NoError(t, err)
+		for _, w := range tt.want {
+			assert.Contains(t, string(html), w, "%s", tt.mode.chapterPath)
+		}
+		for _, w := range tt.not {
+			assert.NotContains(t, string(html), w, "%s", tt.mode.chapterPath)
+		}
+	}
+}

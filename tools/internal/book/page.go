@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"fmt"
 	"html/template"
+	"regexp"
 	"strings"
 )
 
@@ -12,8 +13,9 @@ import (
 // sidebar (search box, table of contents with the current chapter marked,
 // links to the source pages and print.html), the "On this page" list of the
 // chapter's headings, previous/next links (the script binds them to ← and
-// →), and print.html: a cover, a table of contents and every chapter in
-// order.
+// →), and the pages for printing: print.html, a cover, a table of contents
+// and the chapters in order, continued in volumes print-2.html, … when one
+// page would weigh more than 1 MB.
 
 //go:embed templates/page.html
 var pageTemplateText string
@@ -93,47 +95,113 @@ func (p *pager) chapterPage(i int, page string) []byte {
 	return p.execute(data)
 }
 
-// printPage renders every chapter on one page, after a cover and a table of
-// contents.
-func (p *pager) printPage() []byte {
-	var body strings.Builder
-	body.WriteString(`<section class="print-cover">` + "\n")
-	fmt.Fprintf(&body, "<p class=\"cover-title\">%s</p>\n", escapeHTML(p.title))
-	fmt.Fprintf(&body, "<p class=\"cover-note\">The whole book on one page: %d chapters. Each stage's diff is summarised by the files it changed; the diffs themselves, and every source file with numbered lines, are on the book's own pages.</p>\n", len(p.chapters))
-	body.WriteString("</section>\n")
-	body.WriteString(`<nav class="print-toc" aria-label="Contents">` + "\n<p class=\"print-toc-title\">Contents</p>\n<ol>\n")
+// printPages renders every chapter for printing, in order, after a cover
+// and a table of contents: print.html, then as many volumes (print-2.html,
+// …) as keep each page under printVolumeBudget (weight.go), a chapter never
+// cut. Every chapter starts a new sheet, so a chapter prints the same
+// sheets alone as in its volume: bookcheck -print-pages counts each one's
+// sheets that way and writes the page numbers into the contents' empty
+// <span class="toc-page"> (see tools/cmd/bookcheck/print.go). Links between
+// chapters in different volumes lead to the other volume's page.
+func (p *pager) printPages() map[string][]byte {
+	blocks := make([]string, len(p.chapters))
+	for i, c := range p.chapters {
+		blocks[i] = string(c.PrintBody)
+	}
+	vols := packParts(blocks, printVolumeBudget)
+	volOf := map[string]int{} // print id → volume
+	for v, vol := range vols {
+		for _, i := range vol {
+			volOf[p.chapters[i].PrintID] = v
+		}
+	}
+	pages := make([]string, len(vols))
+	for v := range vols {
+		pages[v] = partPageName(printPage, v)
+	}
 	ids := map[string]string{}
 	for _, c := range p.chapters {
 		ids[c.Item.Path] = c.PrintID
 	}
+
+	var toc strings.Builder
+	toc.WriteString(`<nav class="print-toc" aria-label="Contents">` + "\n<p class=\"print-toc-title\">Contents</p>\n")
+	if len(vols) > 1 {
+		fmt.Fprintf(&toc, "<p class=\"print-volumes\">The book prints from %d pages, each under 1 MB so that a phone or a small machine can open it; print each in turn:", len(vols))
+		for v, name := range pages {
+			fmt.Fprintf(&toc, " <a href=\"%s\">volume %d</a>", name, v+1)
+		}
+		toc.WriteString(". The page numbers below run through all of them.</p>\n")
+	}
+	toc.WriteString("<ol>\n")
 	for _, it := range p.summary.Items {
 		switch {
 		case it.Kind == ItemPart:
-			body.WriteString(`<li class="part-title">` + escapeHTML(it.Title) + "</li>\n")
+			toc.WriteString(`<li class="part-title">` + escapeHTML(it.Title) + "</li>\n")
 		case it.Kind == ItemChapter && it.Path != "":
 			label := ""
 			if it.Label != "" {
 				label = `<span class="chapter-label">` + escapeHTML(it.Label) + "</span> "
 			}
-			fmt.Fprintf(&body, `<li class="toc-level%d"><a href="#%s">%s%s</a></li>`+"\n", it.Level, escapeHTML(ids[it.Path]), label, escapeHTML(it.Title))
+			id := ids[it.Path]
+			fmt.Fprintf(&toc, `<li class="toc-level%d"><a href="%s#%s">%s%s</a><span class="toc-page" data-print-id="%s"></span></li>`+"\n",
+				it.Level, pages[0], escapeHTML(id), label, escapeHTML(it.Title), escapeHTML(id))
 		}
 	}
-	body.WriteString("</ol>\n</nav>\n")
-	for _, c := range p.chapters {
-		body.WriteString(`<section class="print-chapter" id="` + escapeHTML(c.PrintID) + `">` + "\n")
-		body.Write(c.PrintBody)
-		body.WriteString("</section>\n")
+	toc.WriteString("</ol>\n</nav>\n")
+
+	out := map[string][]byte{}
+	for v, vol := range vols {
+		var body strings.Builder
+		if v == 0 {
+			body.WriteString(`<section class="print-cover">` + "\n")
+			fmt.Fprintf(&body, "<p class=\"cover-title\">%s</p>\n", escapeHTML(p.title))
+			fmt.Fprintf(&body, "<p class=\"cover-note\">The whole book for printing: %d chapters. Each stage's diff is summarised by the files it changed; the diffs themselves, and every source file with numbered lines, are on the book's own pages.</p>\n", len(p.chapters))
+			body.WriteString("</section>\n")
+			body.WriteString(toc.String())
+		} else {
+			fmt.Fprintf(&body, "<p class=\"print-volume-note\">Volume %d of %d of the book for printing; the cover and the contents are in <a href=\"%s\">volume 1</a>.</p>\n", v+1, len(vols), pages[0])
+		}
+		for _, i := range vol {
+			c := p.chapters[i]
+			body.WriteString(`<section class="print-chapter" id="` + escapeHTML(c.PrintID) + `">` + "\n")
+			body.Write(c.PrintBody)
+			body.WriteString("</section>\n")
+		}
+		html := body.String()
+		// The contents link every chapter on the first page; a link to a
+		// chapter printed in another volume leads there.
+		html = printLinkRE.ReplaceAllStringFunc(html, func(m string) string {
+			frag := printLinkRE.FindStringSubmatch(m)[1]
+			chapterID, _, _ := strings.Cut(frag, "--")
+			if w, ok := volOf[chapterID]; ok && w != v {
+				return `href="` + pages[w] + "#" + frag + `"`
+			}
+			if strings.HasPrefix(m, `href="`+printPage+"#") {
+				return `href="#` + frag + `"`
+			}
+			return m
+		})
+		title := "Print"
+		if len(vols) > 1 {
+			title = fmt.Sprintf("Print, volume %d of %d", v+1, len(vols))
+		}
+		out[pages[v]] = p.execute(pageData{
+			BookTitle:    p.title,
+			ChapterTitle: title,
+			Root:         "",
+			Sidebar:      template.HTML(p.sidebar("", pages[v])),
+			Content:      template.HTML(html),
+			Print:        true,
+			Kind:         "print",
+		})
 	}
-	return p.execute(pageData{
-		BookTitle:    p.title,
-		ChapterTitle: "Print",
-		Root:         "",
-		Sidebar:      template.HTML(p.sidebar("", printPage)),
-		Content:      template.HTML(body.String()),
-		Print:        true,
-		Kind:         "print",
-	})
+	return out
 }
+
+// printLinkRE matches an in-page link of a print page, or one to
+// print.html's contents: href="#id" or href="print.html#id".
+var printLinkRE = regexp.MustCompile(`href="(?:` + regexp.QuoteMeta(printPage) + `)?#([^"]+)"`)
 
 func dirOf(page string) string {
 	if i := strings.LastIndex(page, "/"); i >= 0 {

@@ -13,7 +13,9 @@ import (
 // search works from a site opened from disk, where fetch() is refused. The
 // text is what a reader sees: prose, tables, listings; not the charts'
 // SVG, which both describe and duplicate the tables, nor the diffs' hunks,
-// which would bury every identifier under its copies in the diffs.
+// which would bury every identifier under its copies in the diffs. Each
+// glossary term (a <p id="term-…">, markdown.go) is a section of its own,
+// titled by the term, so a search for it leads to its definition.
 
 const searchIndexFile = "search-index.js"
 
@@ -96,8 +98,17 @@ func pageSections(doc string) []*searchSection {
 				inHeading = name
 				title.Reset()
 			}
+		case !closing && name == "p" && strings.HasPrefix(attrValue(tag, "id"), "term-"):
+			flush()
+			cur = &searchSection{ID: attrValue(tag, "id")}
+			out = append(out, cur)
+			inHeading = "strong" // the term: the bold phrase the paragraph opens with
+			title.Reset()
 		case closing && name == inHeading:
 			cur.Title = strings.Join(strings.Fields(title.String()), " ")
+			if name == "strong" {
+				cur.Title = strings.TrimSuffix(cur.Title, ".")
+			}
 			inHeading = ""
 		default:
 			// Block boundaries and line breaks separate words.

@@ -492,3 +492,24 @@ func TestPageTextIsTheStylesheets(t *testing.T) {
 		t.Errorf("style.css does not set %q; pageText in highlight.go is stale", want)
 	}
 }
+
+// TestSearchSectionsForGlossaryTerms: each glossary term is a section of the
+// index of its own, titled by the term and found at its anchor.
+func TestSearchSectionsForGlossaryTerms(t *testing.T) {
+	doc := `<h1 id="glossary">Glossary</h1>
+<p>Intro.</p>
+<p id="term-aging"><strong>Aging.</strong> What keeps a channel from starving.</p>
+<p id="term-bus-address"><strong>Bus address.</strong> How a command names pinned memory.</p>`
+	got := pageSections(doc)
+	want := []searchSection{
+		{ID: "glossary", Title: "Glossary", Text: "Intro."},
+		{ID: "term-aging", Title: "Aging", Text: "What keeps a channel from starving."},
+		{ID: "term-bus-address", Title: "Bus address", Text: "How a command names pinned memory."},
+	}
+	require.Equal(t, len(want), len(got), "pageSections = %+v; want %+v", got, want)
+	for i := range want {
+		if g := *got[i]; g.ID != want[i].ID || g.Title != want[i].Title || g.Text != want[i].Text {
+			t.Errorf("section %d = %+v; want %+v", i, g, want[i])
+		}
+	}
+}

@@ -9,9 +9,11 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -208,25 +210,58 @@ func (b *builder) sourcePages(pg *pager, files map[string][]byte) error {
 		s.WriteString("</tbody>\n</table></div>\n")
 		files[page] = pg.plainPage(page, st, s.String())
 	}
+	var paths []string
 	for _, st := range stages {
 		for _, f := range byStage[st] {
-			if err := b.sourceFilePage(pg, files, f.Path); err != nil {
-				return err
-			}
+			paths = append(paths, f.Path)
 		}
 	}
 	for _, f := range others {
-		if err := b.sourceFilePage(pg, files, f.Path); err != nil {
-			return err
-		}
+		paths = append(paths, f.Path)
 	}
-	return nil
+	return b.sourceFilePages(pg, files, paths)
 }
 
-func (b *builder) sourceFilePage(pg *pager, files map[string][]byte, p string) error {
+// sourceFilePages renders the source pages of paths on every core: the
+// highlighting of ~1,000 files is most of the book's build time. Each
+// worker renders a page on its own (the highlighter, the lexers and the
+// pager are only read, and chroma's lexers compile under their own lock);
+// only the writes to files take mu. The first error wins.
+func (b *builder) sourceFilePages(pg *pager, files map[string][]byte, paths []string) error {
+	var (
+		mu       sync.Mutex // guards files and firstErr
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	next := make(chan string)
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range next {
+				page, data, err := b.sourceFilePage(pg, p)
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				} else if err == nil {
+					files[page] = data
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, p := range paths {
+		next <- p
+	}
+	close(next)
+	wg.Wait()
+	return firstErr
+}
+
+func (b *builder) sourceFilePage(pg *pager, p string) (string, []byte, error) {
 	f, err := readSourceFile(b.cfg.Root, p)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	page := sourcePage(p)
 	dir := dirOf(page)
@@ -253,8 +288,7 @@ func (b *builder) sourceFilePage(pg *pager, files map[string][]byte, p string) e
 			IDs:     true,
 		}) + "</div>\n")
 	}
-	files[page] = pg.plainPage(page, path.Base(p), s.String())
-	return nil
+	return page, pg.plainPage(page, path.Base(p), s.String()), nil
 }
 
 func sortedKeys(m map[string]bool) []string {

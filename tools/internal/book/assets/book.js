@@ -220,8 +220,9 @@
   });
 
   // Search. The index is a script the book tool wrote; it is loaded the
-  // first time the box is used. Every word typed must appear in a section
-  // (its chapter's title, its heading or its text); headings weigh most.
+  // first time the box is used. Every word typed must start a word of a
+  // section (its chapter's title, its heading or its text); headings weigh
+  // most.
   var searchInput = document.getElementById('search-input');
   var searchResults = document.getElementById('search-results');
   var searchStatus = document.getElementById('search-status');
@@ -241,10 +242,11 @@
           return {
             href: page.p + (sec.i ? '#' + sec.i : ''),
             page: page.t, title: sec.t || page.t,
-            text: sec.x, lower: (page.t + '\n' + (sec.t || '') + '\n' + sec.x).toLowerCase(),
+            text: sec.x, full: page.t + '\n' + (sec.t || '') + '\n' + sec.x,
             lowerTitle: (sec.t || page.t).toLowerCase()
           };
         });
+        index.forEach(function (sec) { sec.lower = sec.full.toLowerCase(); });
         searchStatus.textContent = '';
         loading.forEach(function (f) { f(); });
       };
@@ -254,50 +256,78 @@
     loading.push(then);
   }
 
-  function find(query) {
+  // wordStarts lists where term starts a word in text (lower is text in
+  // lower case, as long as text): at the start, after a character that is
+  // not a letter or digit, or at a change from lower to upper case
+  // (devHead's "Head"). So "fault" finds "page fault" and "pageFault" but
+  // not "default".
+  function wordStarts(text, lower, term, max) {
+    var out = [], sameLength = text.length === lower.length;
+    for (var at = lower.indexOf(term); at >= 0 && out.length < max; at = lower.indexOf(term, at + 1)) {
+      var before = at > 0 ? (sameLength ? text : lower).charAt(at - 1) : '';
+      if (at === 0 || !/[A-Za-z0-9]/.test(before) ||
+          (sameLength && /[a-z]/.test(before) && /[A-Z]/.test(text.charAt(at)))) out.push(at);
+    }
+    return out;
+  }
+
+  // find returns the sections holding every word of query at a word start,
+  // best first: the number of matches, and much more for one in the
+  // section's heading; at most limit of them (0: all).
+  function find(query, limit) {
     var terms = query.toLowerCase().split(/\s+/).filter(Boolean);
     if (!terms.length || !index) return [];
     var hits = [];
     index.forEach(function (sec) {
       var score = 0;
       for (var i = 0; i < terms.length; i++) {
-        var at = sec.lower.indexOf(terms[i]);
-        if (at < 0) return;
-        var count = 0;
-        while (at >= 0 && count < 20) { count++; at = sec.lower.indexOf(terms[i], at + terms[i].length); }
-        score += count + (sec.lowerTitle.indexOf(terms[i]) >= 0 ? 25 : 0);
+        var count = wordStarts(sec.full, sec.lower, terms[i], 20).length;
+        if (!count) return;
+        score += count + (wordStarts(sec.title, sec.lowerTitle, terms[i], 1).length ? 25 : 0);
       }
       hits.push({ sec: sec, score: score });
     });
     hits.sort(function (a, b) { return b.score - a.score; });
-    return hits.slice(0, 30).map(function (h) { return h.sec; });
+    if (limit) hits = hits.slice(0, limit);
+    return hits.map(function (h) { return h.sec; });
   }
-  // For the browser check: the pages a query finds.
+  // For the browser check: every section a query finds.
   window.softgpuSearch = function (query, then) {
-    loadIndex(function () { then(find(query).map(function (s) { return s.href; })); });
+    loadIndex(function () { then(find(query, 0).map(function (s) { return s.href; })); });
   };
 
   function escapeHTML(s) {
     return s.replace(/[&<>"]/g, function (c) { return { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' }[c]; });
   }
+  // snippet is 150 characters of text around the first match, with every
+  // match (a word start, as find counts them) marked.
   function snippet(text, terms) {
     var lower = text.toLowerCase(), at = -1;
-    for (var i = 0; i < terms.length && at < 0; i++) at = lower.indexOf(terms[i]);
+    for (var i = 0; i < terms.length && at < 0; i++) {
+      var first = wordStarts(text, lower, terms[i], 1);
+      if (first.length) at = first[0];
+    }
     var start = Math.max(0, at - 50);
     var s = (start > 0 ? '…' : '') + text.slice(start, start + 150) + (start + 150 < text.length ? '…' : '');
-    var out = escapeHTML(s);
+    var sl = s.toLowerCase(), marks = [];
     terms.forEach(function (t) {
-      var re = new RegExp(escapeHTML(t).replace(/[.*+?^${}()|[\]\\]/g, '\\$&'), 'gi');
-      out = out.replace(re, function (m) { return '<mark>' + m + '</mark>'; });
+      wordStarts(s, sl, t, 1000).forEach(function (p) { marks.push([p, p + t.length]); });
     });
-    return out;
+    marks.sort(function (a, b) { return a[0] - b[0]; });
+    var out = '', pos = 0;
+    marks.forEach(function (m) {
+      if (m[0] < pos) return; // overlaps the last mark
+      out += escapeHTML(s.slice(pos, m[0])) + '<mark>' + escapeHTML(s.slice(m[0], m[1])) + '</mark>';
+      pos = m[1];
+    });
+    return out + escapeHTML(s.slice(pos));
   }
 
   function show(query) {
     var terms = query.toLowerCase().split(/\s+/).filter(Boolean);
     searchResults.innerHTML = '';
     if (!terms.length) { searchStatus.textContent = ''; return; }
-    var found = find(query);
+    var found = find(query, 30);
     searchStatus.textContent = found.length ? found.length + (found.length === 30 ? '+' : '') + ' sections found; ↓ to go through them' : 'Nothing found for “' + query + '”.';
     found.forEach(function (sec) {
       var li = document.createElement('li');
