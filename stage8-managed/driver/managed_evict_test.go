@@ -116,18 +116,13 @@ func evictSourceStress(t *testing.T) {
 				return
 			default:
 			}
-			if !assert.NoError(t, s.Sync()) {
-				return
-			}
-			fillPattern(s.Bytes(), rng.Uint64())
+			seed := rng.Uint64()
 			off := uint64(rng.IntN(blockPages/2)) << abi.PageShift
-			if !assert.NoError(t, do(cc, c, abi.Command{Op: abi.OpCopy, Src: s.VA() + off, Dst: tt.VA() + off, Size: size - off})) {
+			i, ok := copyRound(t, cc, c, s, tt, seed, off, size-off)
+			if !ok {
 				return
 			}
-			if !assert.NoError(t, tt.Sync()) {
-				return
-			}
-			if i := managedDiff(tt.Bytes()[off:], s.Bytes()[off:]); i >= 0 {
+			if i >= 0 {
 				t.Errorf("round %d: t[%d] = %#x after COPY of s[%d, +%d) and Sync; want %#x, s's (e's byte there is %#x)",
 					rounds[0], off+uint64(i), tt.Bytes()[off+uint64(i)], off, size-off, s.Bytes()[off+uint64(i)], e.Bytes()[off+uint64(i)])
 				return

@@ -117,6 +117,26 @@ func checkBytes(t testing.TB, what string, got, want []byte) {
 	}
 }
 
+// copyRound is one round of a stress goroutine's copy: the host writes s
+// with a pattern from seed, the device COPYs s[off, off+length) into the
+// same range of tt on channel cc, and after tt's Sync the host compares.
+// It returns the offset, from off, of the first byte of tt that is not
+// s's (-1: none); ok is false if a call failed, which it reports on t
+// (through assert: stress goroutines are not the test's own).
+func copyRound(t *testing.T, cc *Channel, c *Context, s, tt *Managed, seed, off, length uint64) (diff int, ok bool) {
+	if !assert.NoError(t, s.Sync()) {
+		return -1, false
+	}
+	fillPattern(s.Bytes(), seed)
+	if !assert.NoError(t, do(cc, c, abi.Command{Op: abi.OpCopy, Src: s.VA() + off, Dst: tt.VA() + off, Size: length})) {
+		return -1, false
+	}
+	if !assert.NoError(t, tt.Sync()) {
+		return -1, false
+	}
+	return managedDiff(tt.Bytes()[off:off+length], s.Bytes()[off:off+length]), true
+}
+
 func managedDiff(a, b []byte) int {
 	if len(a) != len(b) {
 		return min(len(a), len(b))
@@ -822,19 +842,14 @@ func managedStress(t *testing.T, dcfg device.Config, cfg Config, pages int, dela
 				return
 			default:
 			}
-			if !assert.NoError(t, s.Sync()) {
-				return
-			}
-			fillPattern(s.Bytes(), rng.Uint64())
+			seed := rng.Uint64()
 			off := uint64(rng.IntN(2*pages)) << abi.PageShift
 			length := uint64(2*size) - off
-			if !assert.NoError(t, do(cc, c, abi.Command{Op: abi.OpCopy, Src: s.VA() + off, Dst: tt.VA() + off, Size: length})) {
+			i, ok := copyRound(t, cc, c, s, tt, seed, off, length)
+			if !ok {
 				return
 			}
-			if !assert.NoError(t, tt.Sync()) {
-				return
-			}
-			if i := managedDiff(tt.Bytes()[off:], s.Bytes()[off:]); i >= 0 {
+			if i >= 0 {
 				t.Errorf("round %d: t[%d] = %#x after COPY of s[%d, +%d) and Sync; want %#x, s's", rounds[3], off+uint64(i), tt.Bytes()[off+uint64(i)], off, length, s.Bytes()[off+uint64(i)])
 				return
 			}
