@@ -43,19 +43,11 @@ func init() {
 // says "ready", waits for a line on stdin, reads every word again, and
 // reports each word that changed: "changed <offset>".
 func watchPublic(node, _ string) error {
-	sock, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: node, Net: "unixpacket"})
+	sock, a, fds, err := strangerAttach(node)
 	if err != nil {
 		return err
 	}
 	defer sock.Close()
-	if _, err := strangerCall(sock, &uapi.Version{Major: uapi.VersionMajor, Minor: uapi.VersionMinor}); err != nil {
-		return err
-	}
-	var a uapi.Attach
-	fds, err := strangerCall(sock, &a)
-	if err != nil {
-		return err
-	}
 	public, err := unix.Mmap(fds[uapi.AttachFDPublic], 0, int(a.PublicSize), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return err
@@ -80,6 +72,27 @@ func watchPublic(node, _ string) error {
 	}
 	fmt.Println("done")
 	return nil
+}
+
+// strangerAttach is a stranger role's raw start: it connects to the node,
+// makes VERSION and ATTACH by hand, and returns the socket (the caller
+// closes it), the attachment and the descriptors its reply carried.
+func strangerAttach(node string) (*net.UnixConn, uapi.Attach, []int, error) {
+	var a uapi.Attach
+	sock, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: node, Net: "unixpacket"})
+	if err != nil {
+		return nil, a, nil, err
+	}
+	if _, err := strangerCall(sock, &uapi.Version{Major: uapi.VersionMajor, Minor: uapi.VersionMinor}); err != nil {
+		sock.Close()
+		return nil, a, nil, err
+	}
+	fds, err := strangerCall(sock, &a)
+	if err != nil {
+		sock.Close()
+		return nil, a, nil, err
+	}
+	return sock, a, fds, nil
 }
 
 // strangerCall is a raw call for a stranger role, which has no

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"fmt"
-	"net"
 	"slices"
 	"testing"
 
@@ -85,19 +84,11 @@ func init() {
 // copy channel by hand, tries attackReadOnly on the public memfd and the
 // status memfd, and says of each "NAME held" or "NAME allowed WHAT".
 func reopenReadOnly(node, _ string) error {
-	sock, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: node, Net: "unixpacket"})
+	sock, a, fds, err := strangerAttach(node)
 	if err != nil {
 		return err
 	}
 	defer sock.Close()
-	if _, err := strangerCall(sock, &uapi.Version{Major: uapi.VersionMajor, Minor: uapi.VersionMinor}); err != nil {
-		return err
-	}
-	var a uapi.Attach
-	fds, err := strangerCall(sock, &a)
-	if err != nil {
-		return err
-	}
 	open := uapi.ChannelOpen{Engine: uint32(abi.EngineCopy)}
 	chfds, err := strangerCall(sock, &open)
 	if err != nil {
