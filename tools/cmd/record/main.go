@@ -167,7 +167,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	prov := record.Provenance{
 		Date:    time.Now(),
-		Command: cli.CommandLine("go run ./tools/cmd/record", args),
+		Command: cli.CommandLine("go run ./tools/cmd/record", cli.WithoutFlag(args, "out", true)), // where this run writes is not part of how the record is made
 		Commit:  commit,
 		Dirty:   dirty,
 		Machine: record.DetectMachine(ctx, *label),

@@ -146,8 +146,8 @@ func TestRetakeFixture(t *testing.T) {
 	if head := gitIn(t, root, "rev-parse", "HEAD"); rec.Commit != head || rec.Dirty {
 		t.Errorf("fill.json: commit %q, dirty %v; want %q, clean", rec.Commit, rec.Dirty, head)
 	}
-	if !strings.HasSuffix(rec.Command, "-out "+out) || !strings.Contains(rec.Command, "-name fill") {
-		t.Errorf("fill.json command = %q; want the old command with -out %s", rec.Command, out)
+	if want := "go run ./tools/cmd/record -name fill -stages stage0-mailbox -bench '^BenchmarkFill$' -passes 1 -benchtime 5x -canary-benchtime 5x -canary-count 1"; rec.Command != want {
+		t.Errorf("fill.json command = %q; want %q, the old command without any -out", rec.Command, want)
 	}
 	entries, _ := os.ReadDir(out)
 	if len(entries) != 2 {
