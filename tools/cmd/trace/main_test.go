@@ -254,8 +254,11 @@ func TestMake(t *testing.T) {
 				meta.Machine.Cores < 1 || meta.Machine.Go == "" || meta.Date == "" || !slices.Equal(meta.Env, []string{"FIXTURE_TRACE=" + tt.source}) {
 				t.Errorf("meta = %+v; want stage0-mailbox, bench %q, 2x, benchmarks %q, a machine, a date and the env", meta, tt.bench, tt.wantRan)
 			}
-			if !strings.HasPrefix(meta.Command, "go run ./tools/cmd/trace make -stage stage0-mailbox") {
-				t.Errorf("meta command = %q", meta.Command)
+			// The command a reader re-runs: -out said where this run wrote.
+			wantCommand := "go run ./tools/cmd/trace make -stage stage0-mailbox -bench " + cli.Quote(tt.bench) +
+				" -benchtime 2x -env " + cli.Quote("FIXTURE_TRACE="+tt.source) + " -name " + name + " -allow-dirty"
+			if meta.Command != wantCommand {
+				t.Errorf("meta command = %q; want %q", meta.Command, wantCommand)
 			}
 			if !strings.Contains(r.stdout, "stage7-idle: 15 events") {
 				t.Errorf("make did not print the summary:\n%s", r.stdout)

@@ -149,7 +149,7 @@ func makeTrace(ctx context.Context, c *cli.Command, args []string) int {
 
 	machine := record.DetectMachine(ctx, "")
 	meta := trace.Meta{
-		Command:    cli.CommandLine("go run ./tools/cmd/trace", append([]string{"make"}, args...)),
+		Command:    cli.CommandLine("go run ./tools/cmd/trace make", cli.WithoutFlag(args, "out", true)), // where this run writes is not part of how the trace is made
 		Stage:      *stage,
 		Bench:      *bench,
 		Benchtime:  *benchtime,
