@@ -85,12 +85,28 @@ func runRetakeItem(ctx context.Context, it retakeItem, stdout, stderr io.Writer)
 // them into those to re-take into out (records by name, then traces by
 // name) and those kept as they are, with the reason for each.
 func retakePlan(root, out string) (items []retakeItem, kept []string, err error) {
-	recs, err := records.LoadDir(filepath.Join(root, "book", recordKind.dir))
+	// add plans one record or trace that has a command.
+	add := func(kind *retakeKind, name, command string, estimate time.Duration) error {
+		it, keptAs, err := planItem(kind, name, command, out)
+		switch {
+		case err != nil:
+			return err
+		case keptAs != "":
+			kept = append(kept, keptAs)
+		default:
+			it.estimate = estimate
+			items = append(items, it)
+		}
+		return nil
+	}
+
+	recordDir := filepath.Join(root, "book", recordKind.dir)
+	recs, err := records.LoadDir(recordDir)
 	if err != nil {
 		return nil, nil, err
 	}
 	if len(recs) == 0 {
-		return nil, nil, fmt.Errorf("no records in %s", filepath.Join(root, "book", recordKind.dir))
+		return nil, nil, fmt.Errorf("no records in %s", recordDir)
 	}
 	for _, name := range sortedKeys(recs) {
 		rec := recs[name]
@@ -98,16 +114,9 @@ func retakePlan(root, out string) (items []retakeItem, kept []string, err error)
 			kept = append(kept, fmt.Sprintf("record %s: a transcription (%s), not a measurement of this tree", name, orText(rec.Source, "no command")))
 			continue
 		}
-		it, keptAs, err := planItem(recordKind, name, rec.Command, out)
-		switch {
-		case err != nil:
+		if err := add(recordKind, name, rec.Command, recordEstimate(rec)); err != nil {
 			return nil, nil, err
-		case keptAs != "":
-			kept = append(kept, keptAs)
-			continue
 		}
-		it.estimate = recordEstimate(rec)
-		items = append(items, it)
 	}
 
 	traceDir := filepath.Join(root, "book", traceKind.dir)
@@ -120,16 +129,9 @@ func retakePlan(root, out string) (items []retakeItem, kept []string, err error)
 			kept = append(kept, fmt.Sprintf("trace %s: no command says how it was made", name))
 			continue
 		}
-		it, keptAs, err := planItem(traceKind, name, metas[name].Command, out)
-		switch {
-		case err != nil:
+		if err := add(traceKind, name, metas[name].Command, traceEstimate(filepath.Join(traceDir, name+".json"))); err != nil {
 			return nil, nil, err
-		case keptAs != "":
-			kept = append(kept, keptAs)
-			continue
 		}
-		it.estimate = traceEstimate(filepath.Join(traceDir, name+".json"))
-		items = append(items, it)
 	}
 	return items, kept, nil
 }

@@ -49,7 +49,8 @@ func fakeTrace(t *testing.T, dir, name, command string) {
 // a measured record (fill), one kept as its "before" edition (fill-before,
 // whose command writes fill.json) and a transcription (reference), and
 // whose book/traces holds a trace (traced, made once with -allow-dirty)
-// and one kept as its "before" edition (traced-before). Stage 0 has the
+// one kept as its "before" edition (traced-before) and one whose meta
+// names no command (by-hand). Stage 0 has the
 // fixture's traced benchmark, and the trace's command names the fixture
 // trace it copies.
 func retakeRepo(t *testing.T) (root, fixtureTrace string) {
@@ -64,6 +65,7 @@ func retakeRepo(t *testing.T) (root, fixtureTrace string) {
 	traces := filepath.Join(root, "book", "traces")
 	fakeTrace(t, traces, "traced", "go run ./tools/cmd/trace make -allow-dirty -stage stage0-mailbox -bench '^BenchmarkTraced/leaf=a$' -name traced -benchtime 1x -env FIXTURE_TRACE="+fixtureTrace+" -out /tmp/old-traces")
 	fakeTrace(t, traces, "traced-before", "go run ./tools/cmd/trace make -stage stage0-mailbox -bench '^BenchmarkTraced/leaf=b$' -name traced")
+	fakeTrace(t, traces, "by-hand", "")
 	gitRepo(t, root)
 	t.Chdir(root)
 	return root, fixtureTrace
@@ -96,6 +98,7 @@ func TestRetakePlan(t *testing.T) {
 	wantKept := []string{
 		`record fill-before: kept as the "before" edition of fill (its command writes fill.json), not re-taken`,
 		"record reference: a transcription (seed 004), not a measurement of this tree",
+		"trace by-hand: no command says how it was made",
 		`trace traced-before: kept as the "before" edition of traced (its command writes traced.json), not re-taken`,
 	}
 	if strings.Join(kept, "\n") != strings.Join(wantKept, "\n") {
