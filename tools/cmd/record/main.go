@@ -9,7 +9,7 @@
 //	go run ./tools/cmd/record -stages stage4-nolock,stage7-idle -bench '^BenchmarkGap$' -name gap
 //	go run ./tools/cmd/record -env SOFTGPU_IDLE=spin -name gate-spin
 //	go tool benchstat -col stage book/records/stages.txt
-//	go run ./tools/cmd/record -retake -out /tmp/edition   every record of the book, one commit
+//	go run ./tools/cmd/record -retake -out /tmp/edition   every record and trace of the book, one commit
 //
 // Before it measures anything it refuses what would waste or spoil the run:
 // a bad flag, an -out it could not write, a tree with uncommitted changes
@@ -51,10 +51,15 @@ canary moved by more than -canary-tolerance is re-run alone, up to -max-reruns
 times. It says how long the run should take before starting (every stage at the
 defaults: about 1½ to 2 hours) and how long is left as it goes.
 
-With -retake it re-takes every record of book/records with the record's own
-command, one after another at one commit, into DIR (outside the repository):
-the book's next edition. It skips transcriptions (reference.json) and records
-kept as an earlier edition of another (idle-before.json), and says so.
+With -retake it re-takes every record of book/records, then every trace of
+book/traces, each with its own kept command, one after another at one commit,
+into DIR/records and DIR/traces (DIR outside the repository): the book's next
+edition, installed with cp -r DIR/records DIR/traces book/. It skips
+transcriptions (reference.json) and records or traces kept as an earlier
+edition of another (idle-before.json), and says so.
+
+The command a record keeps is the one given, without its -out: the line a
+reader re-runs to make the record again in book/records.
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -74,7 +79,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		label           = fs.String("label", "this machine", "machine label shown in the book's tables")
 		allowDirty      = fs.Bool("allow-dirty", false, "measure a tree with uncommitted changes; the record is marked dirty")
 		force           = fs.Bool("force", false, "replace a record of the same name that git tracks")
-		retakeAll       = fs.Bool("retake", false, "re-take every record of book/records with its own recorded command, into -out (outside the repository), from a clean tree: one edition at one commit")
+		retakeAll       = fs.Bool("retake", false, "re-take every record of book/records and trace of book/traces with its own kept command, into -out (outside the repository), from a clean tree: one edition at one commit")
 		env             cli.EnvFlag
 	)
 	fs.Var(&benchtime, "benchtime", "-test.benchtime of each benchmark in each pass: a `duration` (1s) or a count (100x)")
@@ -101,7 +106,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return c.Fail(err)
 		}
-		return retake(ctx, c, root, *out, *force)
+		return retake(ctx, c, root, *out, *force, runRetakeItem)
 	}
 	switch {
 	case len(rest) > 0:
@@ -167,7 +172,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	prov := record.Provenance{
 		Date:    time.Now(),
-		Command: cli.CommandLine("go run ./tools/cmd/record", args),
+		Command: cli.CommandLine("go run ./tools/cmd/record", cli.WithoutFlag(args, "out", true)), // where this run writes is not part of how the record is made
 		Commit:  commit,
 		Dirty:   dirty,
 		Machine: record.DetectMachine(ctx, *label),

@@ -8,9 +8,10 @@
 //	go run ./tools/cmd/trace make -stage stage7-idle -bench '^BenchmarkGap/idle=sleep/gap=100us$' -name gap-sleep
 //
 // make runs one stage's benchmark with SOFTGPU_TRACE set and writes
-// book/traces/NAME.json and NAME.meta.json (make.go). The format, and what
-// check verifies, are in package softgpu/tools/internal/trace. Flags may
-// come before or after the arguments. See tools/README.md.
+// book/traces/NAME.json and NAME.meta.json (package tracemake, which
+// record -retake runs too). The format, and what check verifies, are in
+// package softgpu/tools/internal/trace. Flags may come before or after the
+// arguments. See tools/README.md.
 package main
 
 import (
@@ -24,6 +25,7 @@ import (
 
 	"softgpu/tools/internal/cli"
 	"softgpu/tools/internal/trace"
+	"softgpu/tools/internal/tracemake"
 )
 
 func main() {
@@ -65,16 +67,7 @@ Draws FILE.json as an SVG timeline, one lane per track, on stdout. The
 window is in µs of device time; by default the whole trace. The caption
 defaults to the provenance in NAME.meta.json beside the trace, if there is one.
 `, Run: svg},
-	{Name: "make", Usage: `usage: go run ./tools/cmd/trace make -stage STAGE -bench REGEXP -name NAME [flags]
-
-Runs go test -run '^$' -bench REGEXP -benchtime T . in the stage's directory
-with SOFTGPU_TRACE set, checks the trace the stage wrote, and writes it to
-book/traces/NAME.json with NAME.meta.json (command, stage, commit, date,
-machine). Every device writes its trace when it closes and the last one
-wins: make REGEXP match one leaf benchmark, such as
-'^BenchmarkGap/idle=sleep/gap=100us$'. A work tree with uncommitted changes
-is refused unless -allow-dirty.
-`, Run: makeTrace},
+	tracemake.Make,
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -19,15 +19,6 @@ import (
 	"softgpu/tools/internal/trace"
 )
 
-// testdata returns the absolute path of a trace in the trace package's
-// testdata. Call it before t.Chdir: the path it returns stays valid after.
-func testdata(t *testing.T, name string) string {
-	t.Helper()
-	path, err := filepath.Abs(filepath.Join("..", "..", "internal", "trace", "testdata", name))
-	require.NoError(t, err)
-	return path
-}
-
 type result struct {
 	code           int
 	stdout, stderr string
@@ -41,7 +32,7 @@ func runTrace(t *testing.T, args ...string) result {
 }
 
 func TestRun(t *testing.T) {
-	good, bad := testdata(t, "good/stage7.json"), testdata(t, "bad/fields.json")
+	good, bad := fixture.TraceTestdata(t, "good/stage7.json"), fixture.TraceTestdata(t, "bad/fields.json")
 	empty := filepath.Join(t.TempDir(), "empty.json")
 	require.NoError(t, os.WriteFile(empty, []byte(`{"traceEvents":[]}`), 0o644))
 	tests := []struct {
@@ -99,7 +90,7 @@ func TestRun(t *testing.T) {
 func TestSVGOutput(t *testing.T) {
 	// A trace with a meta file beside it: the caption comes from the meta.
 	dir := t.TempDir()
-	data, err := os.ReadFile(testdata(t, "good/stage7.json"))
+	data, err := os.ReadFile(fixture.TraceTestdata(t, "good/stage7.json"))
 	require.NoError(t, err)
 	file := filepath.Join(dir, "gap.json")
 	meta := `{"command": "go run ./tools/cmd/trace make -stage stage7-idle -bench X -name gap", "commit": "0123456789abcdef"}`
@@ -167,44 +158,13 @@ func TestMakeMisuse(t *testing.T) {
 	}
 }
 
-// tracedBenchmark is a benchmark added to a fixture stage that does what a
-// traced stage does: it writes a trace to $SOFTGPU_TRACE when its "device"
-// closes, here a copy of the file $FIXTURE_TRACE names, if any.
-const tracedBenchmark = `package softgpu
-
-import (
-	"os"
-	"testing"
-)
-
-func BenchmarkTraced(b *testing.B) {
-	for _, name := range []string{"a", "b"} {
-		b.Run("leaf="+name, func(b *testing.B) {
-			for b.Loop() {
-			}
-			source, target := os.Getenv("FIXTURE_TRACE"), os.Getenv("SOFTGPU_TRACE")
-			if source == "" || target == "" {
-				return
-			}
-			data, err := os.ReadFile(source)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := os.WriteFile(target, data, 0o644); err != nil {
-				b.Fatal(err)
-			}
-		})
-	}
-}
-`
-
 func TestMake(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs a fixture stage")
 	}
 	root := fixture.Repo(t, "stage0-mailbox")
-	require.NoError(t, os.WriteFile(filepath.Join(root, "stage0-mailbox", "traced_test.go"), []byte(tracedBenchmark), 0o644))
-	good, bad := testdata(t, "good/stage7.json"), testdata(t, "bad/unsorted.json")
+	fixture.AddTracedBenchmark(t, root, "stage0-mailbox")
+	good, bad := fixture.TraceTestdata(t, "good/stage7.json"), fixture.TraceTestdata(t, "bad/unsorted.json")
 	t.Chdir(root)
 	out := t.TempDir()
 	args := func(name, source, bench string, extra ...string) []string {
@@ -254,8 +214,11 @@ func TestMake(t *testing.T) {
 				meta.Machine.Cores < 1 || meta.Machine.Go == "" || meta.Date == "" || !slices.Equal(meta.Env, []string{"FIXTURE_TRACE=" + tt.source}) {
 				t.Errorf("meta = %+v; want stage0-mailbox, bench %q, 2x, benchmarks %q, a machine, a date and the env", meta, tt.bench, tt.wantRan)
 			}
-			if !strings.HasPrefix(meta.Command, "go run ./tools/cmd/trace make -stage stage0-mailbox") {
-				t.Errorf("meta command = %q", meta.Command)
+			// The command a reader re-runs: -out said where this run wrote.
+			wantCommand := "go run ./tools/cmd/trace make -stage stage0-mailbox -bench " + cli.Quote(tt.bench) +
+				" -benchtime 2x -env " + cli.Quote("FIXTURE_TRACE="+tt.source) + " -name " + name + " -allow-dirty"
+			if meta.Command != wantCommand {
+				t.Errorf("meta command = %q; want %q", meta.Command, wantCommand)
 			}
 			if !strings.Contains(r.stdout, "stage7-idle: 15 events") {
 				t.Errorf("make did not print the summary:\n%s", r.stdout)
@@ -274,7 +237,7 @@ func TestMakeCommit(t *testing.T) {
 		t.Skip("no git")
 	}
 	root := fixture.Repo(t, "stage0-mailbox")
-	require.NoError(t, os.WriteFile(filepath.Join(root, "stage0-mailbox", "traced_test.go"), []byte(tracedBenchmark), 0o644))
+	fixture.AddTracedBenchmark(t, root, "stage0-mailbox")
 	git := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"}, args...)...)
@@ -287,7 +250,7 @@ func TestMakeCommit(t *testing.T) {
 	git("add", ".")
 	git("commit", "-q", "-m", "fixture")
 	head := git("rev-parse", "HEAD")
-	source := testdata(t, "good/array.json")
+	source := fixture.TraceTestdata(t, "good/array.json")
 	t.Chdir(root)
 	out := t.TempDir() // outside the repository, so writing keeps the tree clean
 	args := []string{"make", "-stage", "stage0-mailbox", "-bench", "^BenchmarkTraced/leaf=a$", "-benchtime", "1x",

@@ -16,7 +16,7 @@
 //     screenshots are emptied on every run, but only where a marker file
 //     shows the command wrote them;
 //   - the repeatable -env flag and the shell-quoted command line a record
-//     keeps.
+//     keeps (CommandLine, without its -out: WithoutFlag).
 package cli
 
 import (
@@ -119,6 +119,38 @@ func CommandLine(prefix string, args []string) string {
 		parts = append(parts, Quote(a))
 	}
 	return strings.Join(parts, " ")
+}
+
+// WithoutFlag returns a copy of args without the flag -name (or --name):
+// "-name=V" alone, or "-name" followed by its value when the flag takes
+// one, or "-name" alone when it is boolean. Arguments after "--" are kept.
+// A command writes its line without -out this way, so that the line a
+// record keeps is the one a reader re-runs, not where its maker wrote.
+//
+// It reads every argument before "--" as a possible flag, so it assumes no
+// other flag's value is spelled "-name": true of the commands the tools
+// keep, whose values are names, regexps, durations, directories and
+// KEY=VALUE.
+func WithoutFlag(args []string, name string, takesValue bool) []string {
+	kept := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(kept, args[i:]...)
+		}
+		bare, isFlag := strings.CutPrefix(a, "-")
+		bare = strings.TrimPrefix(bare, "-")
+		switch {
+		case isFlag && bare == name:
+			if takesValue {
+				i++ // and its value
+			}
+		case isFlag && strings.HasPrefix(bare, name+"="):
+		default:
+			kept = append(kept, a)
+		}
+	}
+	return kept
 }
 
 // Quote quotes s for a POSIX shell if it needs quoting.

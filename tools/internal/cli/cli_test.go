@@ -75,6 +75,31 @@ func TestCommandLine(t *testing.T) {
 	assert.Equal(t, "go run ./tools/cmd/record -name x -bench '^BenchmarkGap$'", got, "CommandLine")
 }
 
+func TestWithoutFlag(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       []string
+		flag       string
+		takesValue bool
+		want       []string
+	}{
+		{"value apart", []string{"-out", "/tmp/r", "-name", "x"}, "out", true, []string{"-name", "x"}},
+		{"value joined", []string{"-name", "x", "-out=/tmp/r"}, "out", true, []string{"-name", "x"}},
+		{"two dashes", []string{"--out", "/tmp/r", "-name", "x", "--out=/tmp/s"}, "out", true, []string{"-name", "x"}},
+		{"absent", []string{"-name", "x", "-outer", "y"}, "out", true, []string{"-name", "x", "-outer", "y"}},
+		{"boolean keeps the next argument", []string{"-allow-dirty", "-stage", "s"}, "allow-dirty", false, []string{"-stage", "s"}},
+		{"boolean with a value", []string{"-allow-dirty=true", "-stage", "s"}, "allow-dirty", false, []string{"-stage", "s"}},
+		{"after --", []string{"-out", "a", "--", "-out", "b"}, "out", true, []string{"--", "-out", "b"}},
+		{"value missing", []string{"-name", "x", "-out"}, "out", true, []string{"-name", "x"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := WithoutFlag(tt.args, tt.flag, tt.takesValue)
+			assert.Equal(t, tt.want, got, "WithoutFlag(%q, %q, %v)", tt.args, tt.flag, tt.takesValue)
+		})
+	}
+}
+
 func TestOneLine(t *testing.T) {
 	assert.Equal(t, "a b c", oneLine("a\n  b\tc\n"), "oneLine")
 	if got := strings.Count(oneLine("x\ny"), "\n"); got != 0 {

@@ -14,7 +14,7 @@ import (
 
 // Meta is the provenance of a committed trace.
 type Meta struct {
-	Command    string   `json:"command"`              // the exact command, shell-quoted
+	Command    string   `json:"command"`              // the command that made it, shell-quoted, without its -out
 	Stage      string   `json:"stage"`                // the stage directory whose benchmark ran
 	Bench      string   `json:"bench"`                // the -bench regexp
 	Benchtime  string   `json:"benchtime"`            // the -benchtime

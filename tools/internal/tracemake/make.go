@@ -1,8 +1,6 @@
-package main
-
-// This file is `trace make`: it runs one benchmark of one stage with
-// SOFTGPU_TRACE set, checks the trace the stage wrote, and commits it to
-// the book's traces with its provenance:
+// Package tracemake is `trace make`: it runs one benchmark of one stage
+// with SOFTGPU_TRACE set, checks the trace the stage wrote, and commits it
+// to the book's traces with its provenance:
 //
 //	<root>/STAGE: go test -run '^$' -bench REGEXP -benchtime T .   (SOFTGPU_TRACE=<temp>/trace.json)
 //	  ──trace.Parse──▶ valid? ──▶ OUT/NAME.json       the bytes the stage wrote
@@ -15,6 +13,12 @@ package main
 // -allow-dirty, which records the commit with "+dirty". Nothing is written
 // unless the trace is valid; an invalid one is kept in its temporary
 // directory for inspection.
+//
+// It is a package of its own, not a file of cmd/trace, because two
+// commands run it: trace (as its make sub-command) and record -retake,
+// which re-makes every trace of the book in its own process, as it
+// re-takes every record.
+package tracemake
 
 import (
 	"bytes"
@@ -40,6 +44,22 @@ import (
 
 // traceEnv is the variable that makes a stage's devices write their trace.
 const traceEnv = "SOFTGPU_TRACE"
+
+// Make is the make sub-command, as the trace command lists it.
+var Make = cli.Subcommand{Name: "make", Usage: `usage: go run ./tools/cmd/trace make -stage STAGE -bench REGEXP -name NAME [flags]
+
+Runs go test -run '^$' -bench REGEXP -benchtime T . in the stage's directory
+with SOFTGPU_TRACE set, checks the trace the stage wrote, and writes it to
+book/traces/NAME.json with NAME.meta.json (command, stage, commit, date,
+machine). Every device writes its trace when it closes and the last one
+wins: make REGEXP match one leaf benchmark, such as
+'^BenchmarkGap/idle=sleep/gap=100us$'. A work tree with uncommitted changes
+is refused unless -allow-dirty. The command the meta keeps is this one
+without -out, the one a reader re-runs.
+`, Run: makeTrace}
+
+// Command is how every trace's command starts, as NAME.meta.json keeps it.
+const Command = "go run ./tools/cmd/trace make"
 
 func makeTrace(ctx context.Context, c *cli.Command, args []string) int {
 	var (
@@ -149,7 +169,7 @@ func makeTrace(ctx context.Context, c *cli.Command, args []string) int {
 
 	machine := record.DetectMachine(ctx, "")
 	meta := trace.Meta{
-		Command:    cli.CommandLine("go run ./tools/cmd/trace", append([]string{"make"}, args...)),
+		Command:    cli.CommandLine(Command, cli.WithoutFlag(args, "out", true)), // where this run writes is not part of how the trace is made
 		Stage:      *stage,
 		Bench:      *bench,
 		Benchtime:  *benchtime,
