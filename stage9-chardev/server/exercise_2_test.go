@@ -1,0 +1,207 @@
+//go:build exercise
+
+package server_test
+
+// The checker of exercise 9.2, "A quota on time" (book/stage9-chardev.md):
+//
+//	go test -tags exercise -run Exercise9_2 ./server
+//
+// Two uids share the compute engine of a real softgpud: a stranger (uid
+// nobody) opens hogChannels channels and keeps a DELAY running on each,
+// and a client of the test's own uid opens one channel and does the same.
+// On the untouched stage the engine shares its time among channels, so
+// the stranger takes about hogChannels/(hogChannels+1) of it; the checker
+// passes once each uid has an even share however many channels it opens.
+//
+// The time each uid received is read off the device's clock, not the
+// test's: a DELAY of delayCycles completes after that many cycles of its
+// own time on the engine (its cursor counts the cycles it ran and not the
+// ones it spent preempted, device/execute.go), so a uid's completed
+// DELAYs, times delayCycles, are the engine time it got. The window is a
+// number of completed DELAYs, not a duration, so a loaded machine makes
+// the test take longer but does not move the shares: time the engine
+// goroutine loses to the host counts, on the device's clock, for the
+// channel it was serving, wherever the host happened to stop it.
+//
+// A second uid needs root: the test starts its stranger as nobody, as
+// 9.1's checker does, and fails, saying so, when it cannot.
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	softgpu "softgpu/stage9-chardev"
+	"softgpu/stage9-chardev/client"
+)
+
+const (
+	// hogChannels is how many channels the stranger keeps busy: the
+	// untouched stage gives it 4/5 of the engine, the test's uid 1/5.
+	hogChannels = 4
+	// delayCycles is each DELAY's length: 1 ms of engine time.
+	delayCycles = 1_000_000
+	// windowDelays is how many DELAYs, both uids together, the shares are
+	// counted over: 600 ms of engine time.
+	windowDelays = 600
+	// shareSlack is how far from an even share either uid may be. The
+	// count is off by at most the DELAYs in flight at each end of the
+	// window (one per busy channel: 10 of 600) and by the pipe round
+	// trip that reads the stranger's count (a DELAY or two); a 15-point
+	// band is several times that, and the untouched stage's 20 % lies
+	// 15 points outside it.
+	shareSlack = 0.15
+)
+
+func init() {
+	strangerRoles["exercise-9.2"] = hogEngine
+}
+
+func TestExercise9_2(t *testing.T) {
+	cred, uid := strangerCred()
+	if cred == nil {
+		t.Fatalf("this checker needs root: a share per uid needs a second uid, and it starts one as nobody (uid %d); run it as root (in a container, say)", strangerUID)
+	}
+	d := startDaemon(t)
+	hog := startStranger(t, "exercise-9.2", d.node, strconv.Itoa(hogChannels), cred)
+	if got := hog.until(t, "running"); len(got) != 0 {
+		t.Fatalf("the stranger said %q before it was running", got)
+	}
+
+	g, err := client.Dial(d.node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ch, err := g.NewChannel(client.Compute, client.ChannelOptions{Priority: softgpu.PriorityNormal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mine atomic.Uint64
+	stop, stopped := make(chan struct{}), make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				stopped <- nil
+				return
+			default:
+			}
+			if err := ch.Delay(delayCycles); err != nil {
+				stopped <- err
+				return
+			}
+			mine.Add(1)
+		}
+	}()
+	// counts returns both uids' completed DELAYs as of one moment: the
+	// test's is read on each side of the question to the stranger and
+	// taken halfway.
+	counts := func() (own, theirs uint64) {
+		before := mine.Load()
+		theirs = hogCount(t, hog)
+		return (before + mine.Load()) / 2, theirs
+	}
+
+	waitFor(t, "the test's channel completing its first DELAY", func() (bool, string) {
+		return mine.Load() > 0, fmt.Sprintf("%d DELAYs done", mine.Load())
+	})
+	own0, theirs0 := counts()
+	var own, theirs uint64
+	// The window closes after windowDelays of engine time, whatever the
+	// host's clock says; the deadline is for an engine that stopped.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		own, theirs = counts()
+		own, theirs = own-own0, theirs-theirs0
+		if own+theirs >= windowDelays {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("in a minute the engine completed %d DELAYs of the test's and %d of the stranger's, of %d; it has stopped", own, theirs, windowDelays)
+		}
+	}
+	close(stop)
+	if err := <-stopped; err != nil {
+		t.Fatalf("the test's DELAY: %v", err)
+	}
+
+	share := float64(own) / float64(own+theirs)
+	t.Logf("over %d DELAYs of %d µs on the compute engine: uid %d (1 channel) %d, %.0f%%; uid %d (%d channels) %d, %.0f%%",
+		own+theirs, delayCycles/1000, os.Getuid(), own, 100*share, uid, hogChannels, theirs, 100*(1-share))
+	if share < 0.5-shareSlack || share > 0.5+shareSlack {
+		t.Errorf("the compute engine's time, counted in completed DELAYs of %d µs: uid %d with 1 busy channel got %.0f%% (%d), uid %d with %d got %.0f%% (%d); want each uid %.0f%% to %.0f%%: a share per uid, however many channels it opens (an engine that shares by channel gives 1 of %d)",
+			delayCycles/1000, os.Getuid(), 100*share, own, uid, hogChannels, 100*(1-share), theirs,
+			100*(0.5-shareSlack), 100*(0.5+shareSlack), hogChannels+1)
+	}
+	if err := ch.Close(); err != nil {
+		t.Errorf("closing the test's channel: %v", err)
+	}
+	hog.stdin.Close() // the stranger's cue to go
+	d.live(t, "after the shared engine")
+	d.stop(t)
+}
+
+// hogCount asks the stranger how many DELAYs its channels have completed.
+func hogCount(t *testing.T, s *stranger) uint64 {
+	t.Helper()
+	if _, err := fmt.Fprintln(s.stdin); err != nil {
+		t.Fatalf("asking the stranger for its count: %v", err)
+	}
+	select {
+	case line, ok := <-s.lines:
+		var n uint64
+		if _, err := fmt.Sscanf(line, "count %d", &n); !ok || err != nil {
+			t.Fatalf("the stranger answered %q (open %v); want \"count N\": %s", line, ok, s.stderr.String())
+		}
+		return n
+	case <-time.After(patience):
+		t.Fatalf("the stranger did not give its count within %v", patience)
+	}
+	return 0
+}
+
+// hogEngine opens arg channels on the compute engine and keeps a DELAY of
+// delayCycles running on each, one after another. It says "running" once
+// every channel has completed one, then answers each line on stdin with
+// "count N", the DELAYs completed so far, until stdin closes.
+func hogEngine(node, arg string) error {
+	n, err := strconv.Atoi(arg)
+	if err != nil {
+		return err
+	}
+	g, err := client.Dial(node)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	var done atomic.Uint64
+	first := make(chan error, n)
+	for range n {
+		ch, err := g.NewChannel(client.Compute, client.ChannelOptions{Priority: softgpu.PriorityNormal})
+		if err != nil {
+			return err
+		}
+		go func() {
+			err := ch.Delay(delayCycles)
+			first <- err
+			for err == nil {
+				done.Add(1)
+				err = ch.Delay(delayCycles)
+			}
+		}()
+	}
+	for range n {
+		if err := <-first; err != nil {
+			return err
+		}
+	}
+	fmt.Println("running")
+	for sc := bufio.NewScanner(os.Stdin); sc.Scan(); {
+		fmt.Printf("count %d\n", done.Load())
+	}
+	return nil
+}
