@@ -83,21 +83,7 @@ func TestExercise9_2(t *testing.T) {
 	}
 	var mine atomic.Uint64
 	stop, stopped := make(chan struct{}), make(chan error, 1)
-	go func() {
-		for {
-			select {
-			case <-stop:
-				stopped <- nil
-				return
-			default:
-			}
-			if err := ch.Delay(delayCycles); err != nil {
-				stopped <- err
-				return
-			}
-			mine.Add(1)
-		}
-	}()
+	go func() { stopped <- keepDelaying(ch, &mine, stop) }()
 	// counts returns both uids' completed DELAYs as of one moment: the
 	// test's is read on each side of the question to the stranger and
 	// taken halfway.
@@ -164,10 +150,10 @@ func hogCount(t *testing.T, s *stranger) uint64 {
 	return 0
 }
 
-// hogEngine opens arg channels on the compute engine and keeps a DELAY of
-// delayCycles running on each, one after another. It says "running" once
-// every channel has completed one, then answers each line on stdin with
-// "count N", the DELAYs completed so far, until stdin closes.
+// hogEngine opens arg channels on the compute engine and keeps each busy
+// with DELAYs (keepDelaying). It says "running" once they have completed
+// arg between them, then answers each line on stdin with "count N", the
+// DELAYs completed so far, until stdin closes.
 func hogEngine(node, arg string) error {
 	n, err := strconv.Atoi(arg)
 	if err != nil {
@@ -179,24 +165,19 @@ func hogEngine(node, arg string) error {
 	}
 	defer g.Close()
 	var done atomic.Uint64
-	first := make(chan error, n)
+	failed := make(chan error, n)
 	for range n {
 		ch, err := g.NewChannel(client.Compute, client.ChannelOptions{Priority: softgpu.PriorityNormal})
 		if err != nil {
 			return err
 		}
-		go func() {
-			err := ch.Delay(delayCycles)
-			first <- err
-			for err == nil {
-				done.Add(1)
-				err = ch.Delay(delayCycles)
-			}
-		}()
+		go func() { failed <- keepDelaying(ch, &done, nil) }()
 	}
-	for range n {
-		if err := <-first; err != nil {
+	for done.Load() < uint64(n) {
+		select {
+		case err := <-failed:
 			return err
+		case <-time.After(time.Millisecond):
 		}
 	}
 	fmt.Println("running")
@@ -204,4 +185,33 @@ func hogEngine(node, arg string) error {
 		fmt.Printf("count %d\n", done.Load())
 	}
 	return nil
+}
+
+// keepDelaying keeps two DELAYs of delayCycles queued on ch, so that the
+// channel has work every moment it could run (a channel whose ring is
+// empty gives up the engine), and counts each that completes in done,
+// until stop is closed or a DELAY fails.
+func keepDelaying(ch *softgpu.Channel, done *atomic.Uint64, stop <-chan struct{}) error {
+	var queued []*softgpu.Pending
+	for {
+		for len(queued) < 2 {
+			b := ch.NewBatch()
+			b.Delay(delayCycles)
+			p, err := b.Submit()
+			if err != nil {
+				return err
+			}
+			queued = append(queued, p)
+		}
+		if err := queued[0].Wait(); err != nil {
+			return err
+		}
+		queued = queued[1:]
+		done.Add(1)
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+	}
 }
