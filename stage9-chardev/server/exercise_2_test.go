@@ -7,13 +7,14 @@ package server_test
 //	go test -tags exercise -run Exercise9_2 ./server
 //
 // Two uids share the compute engine of a real softgpud: a stranger (uid
-// nobody) opens hogChannels channels and keeps DELAYs queued on each, and
-// a client of the test's own uid opens one channel and does the same.
-// On the untouched stage the engine shares its time among channels, so
-// the stranger takes about hogChannels/(hogChannels+1) of it; the checker
-// passes once each uid gets an even share, however many channels it
-// opens: between a third and two thirds, to leave room for the count's
-// edges (leastShare).
+// nobody) keeps DELAYs queued on four channels, two in one client and one
+// in each of two more (hogClients), and a client of the test's own uid
+// does the same on one channel. On the untouched stage the engine shares
+// its time among channels, so the stranger takes about four fifths of
+// it; shared among clients, it would take three quarters. The checker
+// passes once each uid gets an even share, however many channels and
+// clients it opens: between a third and two thirds, to leave room for
+// the count's edges (leastShare).
 //
 // The time each uid received is read off the device's clock, not the
 // test's: a DELAY of delayCycles completes after that many cycles of its
@@ -33,6 +34,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,9 +44,11 @@ import (
 )
 
 const (
-	// hogChannels is how many channels the stranger keeps busy: the
-	// untouched stage gives it 4/5 of the engine, the test's uid 1/5.
-	hogChannels = 4
+	// hogClients is the stranger's clients, as the busy channels each
+	// opens: four channels, three clients. The untouched stage gives the
+	// test's uid 1/5 of the engine; a share per client would give it 1/4.
+	hogClients  = "2,1,1"
+	hogChannels = 4 // their sum
 	// delayCycles is each DELAY's length: 1 ms of engine time.
 	delayCycles = 1_000_000
 	// windowDelays is how many DELAYs, both uids together, the shares are
@@ -70,7 +74,7 @@ func TestExercise9_2(t *testing.T) {
 		t.Fatalf("this checker needs root: a share per uid needs a second uid, and it starts one as nobody (uid %d); run it as root (in a container, say)", strangerUID)
 	}
 	d := startDaemon(t)
-	hog := startStranger(t, "exercise-9.2", d.node, strconv.Itoa(hogChannels), cred)
+	hog := startStranger(t, "exercise-9.2", d.node, hogClients, cred)
 	if got := hog.until(t, "running"); len(got) != 0 {
 		t.Fatalf("the stranger said %q before it was running", got)
 	}
@@ -119,11 +123,11 @@ func TestExercise9_2(t *testing.T) {
 	}
 
 	share := float64(own) / float64(own+theirs)
-	t.Logf("over %d DELAYs of %d µs on the compute engine: uid %d (1 channel) %d, %.0f%%; uid %d (%d channels) %d, %.0f%%",
-		own+theirs, delayCycles/1000, os.Getuid(), own, 100*share, uid, hogChannels, theirs, 100*(1-share))
+	t.Logf("over %d DELAYs of %d µs on the compute engine: uid %d (1 channel) %d, %.0f%%; uid %d (%d channels in clients of %s) %d, %.0f%%",
+		own+theirs, delayCycles/1000, os.Getuid(), own, 100*share, uid, hogChannels, hogClients, theirs, 100*(1-share))
 	if share < leastShare || 1-share < leastShare {
-		t.Errorf("the compute engine's time, counted in completed DELAYs of %d µs: uid %d with 1 busy channel got %.0f%% (%d), uid %d with %d got %.0f%% (%d); want each uid a third to two thirds of it: a share per uid, however many channels it opens (an engine that shares by channel gives 1 of %d to one channel)",
-			delayCycles/1000, os.Getuid(), 100*share, own, uid, hogChannels, 100*(1-share), theirs, hogChannels+1)
+		t.Errorf("the compute engine's time, counted in completed DELAYs of %d µs: uid %d with 1 busy channel got %.0f%% (%d), uid %d with %d in clients of %s got %.0f%% (%d); want each uid a third to two thirds of it: a share per uid, however many channels and clients it opens (an engine that shares by channel gives 1 of 5 to one channel, by client 1 of 4)",
+			delayCycles/1000, os.Getuid(), 100*share, own, uid, hogChannels, hogClients, 100*(1-share), theirs)
 	}
 	if err := ch.Close(); err != nil {
 		t.Errorf("closing the test's channel: %v", err)
@@ -152,30 +156,35 @@ func hogCount(t *testing.T, s *stranger) uint64 {
 	return 0
 }
 
-// hogEngine opens arg channels on the compute engine and keeps each busy
-// with DELAYs (keepDelaying). It says "running" once they have completed
-// arg between them, then answers each line on stdin with "count N", the
+// hogEngine dials one client for each number in arg ("2,1,1"), opens that
+// many channels on the compute engine in it, and keeps each busy with
+// DELAYs (keepDelaying). It says "running" once they have completed one
+// each on average, then answers each line on stdin with "count N", the
 // DELAYs completed so far, until stdin closes.
 func hogEngine(node, arg string) error {
-	n, err := strconv.Atoi(arg)
-	if err != nil {
-		return err
-	}
-	g, err := client.Dial(node)
-	if err != nil {
-		return err
-	}
-	defer g.Close()
 	var done atomic.Uint64
-	failed := make(chan error, n)
-	for range n {
-		ch, err := g.NewChannel(client.Compute, client.ChannelOptions{Priority: softgpu.PriorityNormal})
+	failed := make(chan error, hogChannels)
+	channels := 0
+	for _, field := range strings.Split(arg, ",") {
+		n, err := strconv.Atoi(field)
 		if err != nil {
 			return err
 		}
-		go func() { failed <- keepDelaying(ch, &done, nil) }()
+		g, err := client.Dial(node)
+		if err != nil {
+			return err
+		}
+		defer g.Close()
+		for range n {
+			ch, err := g.NewChannel(client.Compute, client.ChannelOptions{Priority: softgpu.PriorityNormal})
+			if err != nil {
+				return err
+			}
+			channels++
+			go func() { failed <- keepDelaying(ch, &done, nil) }()
+		}
 	}
-	for done.Load() < uint64(n) {
+	for done.Load() < uint64(channels) {
 		select {
 		case err := <-failed:
 			return err
