@@ -13,8 +13,9 @@ package main
 //
 // Not re-taken, and said so before anything runs:
 //
-//   - a transcription (no command: reference.json, the reference
-//     machine's figures, cannot be measured here);
+//   - a transcription (marked "transcribed": reference.json, the reference
+//     machine's figures, and machine-notes.json, the probes of the machine
+//     notes), whose figures were copied from a document, not measured here;
 //   - a record or trace kept as "before": its command writes one of
 //     another name (idle-before.json's command says -name idle), so it is
 //     an earlier edition of that one, kept on purpose to show what a
@@ -110,7 +111,7 @@ func retakePlan(root, out string) (items []retakeItem, kept []string, err error)
 	}
 	for _, name := range sortedKeys(recs) {
 		rec := recs[name]
-		if rec.Reference || rec.Command == "" {
+		if rec.Transcribed || rec.Command == "" {
 			kept = append(kept, fmt.Sprintf("record %s: a transcription (%s), not a measurement of this tree", name, orText(rec.Source, "no command")))
 			continue
 		}

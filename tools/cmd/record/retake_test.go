@@ -20,7 +20,7 @@ import (
 func fakeRecord(t *testing.T, dir, name, command string, reference bool) {
 	t.Helper()
 	rec := &records.Record{
-		Schema: records.SchemaVersion, Name: name, Date: "2026-12-01T00:00:00Z", Command: command, Reference: reference,
+		Schema: records.SchemaVersion, Name: name, Date: "2026-12-01T00:00:00Z", Command: command, Reference: reference, Transcribed: reference,
 		Settings: records.Settings{Passes: 1, Benchtime: "2s"},
 		Rows: []records.Row{{Stage: "stage0-mailbox", Benchmark: "Fill/size=64B",
 			Metrics: []records.Metric{records.NewMetric("ns/op", []float64{100})}}},

@@ -73,7 +73,7 @@ func recordEntry(rec *records.Record, prefix string, noisy float64) string {
 		commit += " " + dirtyFlag(rec)
 	}
 	fact("commit", commit)
-	if rec.Reference {
+	if rec.Transcribed {
 		fact("source", escapeHTML(rec.Source))
 	} else {
 		passes := strconv.Itoa(acceptedPasses(rec))
@@ -176,7 +176,7 @@ func (b *builder) editionSummary(paths []string, noisy float64) string {
 	var steady, counted, wake, stale, recs int
 	for _, p := range paths {
 		rec, err := b.records.get(strings.TrimSuffix(filepath.Base(p), ".json"))
-		if err != nil || rec.Reference {
+		if err != nil || rec.Transcribed {
 			continue
 		}
 		if _, before := beforeEdition(rec); before {

@@ -92,6 +92,8 @@ func TestRenderFixture(t *testing.T) {
 			`<pre class="chroma command-block" tabindex="0" role="region" aria-label="Shell commands"><code>go run ./tools/cmd/record -name placed -stages stage4-nolock,stage7-idle -bench &#39;Quiet|Gap/gap=(3|30)us$&#39; -passes 5</code></pre>`,
 			`<dt>rows re-run</dt><dd>1 of 6, because the canary moved during the row (tolerance 30%); 1 kept a pass whose canary never held still</dd>`,
 			`<dt>commit</dt><dd><code>0123456789ab+dirty</code> <strong class="dirty"`,
+			// A transcription says where its figures were copied from, not passes.
+			"<h3 id=\"record-reference\">", "<dt>source</dt><dd>seed 004</dd>\n</dl>",
 		}},
 		{"checked claims show their figures", "intro.html", []string{
 			`class="figure claim" title="Checked when the book is built: stage7-idle Quiet = 0.05 cores ÷ stage4-nolock Quiet = 2.00 cores gives 0.025× &lt; 0.1× (median of the per-pass ratios over the 4 of 5 passes in which both rows&#39; canaries agreed within 30% (one machine placement); record placed.json)">0.025×</span>`,

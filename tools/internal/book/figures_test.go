@@ -166,3 +166,32 @@ func TestAppendixSteadyShare(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendixTranscription: a record marked transcribed, of this machine
+// and not the reference machine, is shown by its source, not its passes,
+// is left out of the edition's share, and its tables say where their
+// figures were copied from.
+func TestAppendixTranscription(t *testing.T) {
+	measured := pairedRecord(t, "r", []float64{100, 105, 110}, []float64{100, 200, 300})
+	notes := &records.Record{Schema: records.SchemaVersion, Name: "notes", Transcribed: true,
+		Machine: records.Machine{Label: "this machine", Cores: 2},
+		Command: "none: copied by hand", Source: "the machine notes",
+		Rows: []records.Row{{Stage: "probes", Benchmark: "Spin/yield=none", Metrics: []records.Metric{records.NewMetric("ns/op", []float64{2e7})}}}}
+	data, err := json.Marshal(notes)
+	require.NoError(t, err)
+	page, err := renderFigures(t, "{{#records-appendix}}\n\n{{#table record=notes stage=probes unit=ns/op}}",
+		map[string]string{"r": measured, "notes": string(data)})
+	require.NoError(t, err)
+	entry, _, _ := strings.Cut(page[strings.Index(page, `<h3 id="record-notes">`):], "</section>")
+	for _, want := range []string{
+		"Over the 1 measured record of this edition",
+		`<p class="reproduce">Transcribed from the machine notes.</p>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if !strings.Contains(entry, "<dt>source</dt><dd>the machine notes</dd>") || strings.Contains(entry, "passes kept") {
+		t.Errorf("appendix entry of a transcription = %q; want its source and no passes", entry)
+	}
+}

@@ -1,10 +1,5 @@
 package book
 
-// handTypedFiles are chapters the scan skips whole, with the reason.
-var handTypedFiles = map[string]string{
-	"this-machine.md": "transcribes the probes of the machine notes (C and Go probes run by hand, medians of 9 runs), which are not records of the book: the page says where each figure comes from; they are the one set of hand-typed measurements left, to become a record of their own",
-}
-
 // handTypedAllowed are figures in prose that are not measurements, keyed
 // "chapter: text as the scan finds it", with the reason.
 var handTypedAllowed = map[string]string{
@@ -56,6 +51,11 @@ var handTypedAllowed = map[string]string{
 	"stage9-chardev.md: 2 s":                "a setting (a gap, idle or poll budget, limit, slice, benchtime or timeout that the code, the Go runtime or a benchmark sets), not a measurement",
 	"stage9-chardev.md: 3 ms":               "a setting (a gap, idle or poll budget, limit, slice, benchtime or timeout that the code, the Go runtime or a benchmark sets), not a measurement",
 	"stage9-chardev.md: 50 µs":              "a setting (a gap, idle or poll budget, limit, slice, benchtime or timeout that the code, the Go runtime or a benchmark sets), not a measurement",
+	"this-machine.md: 1 ns":                 "the timer slack the probe set instead of the default (a setting), not a measurement",
+	"this-machine.md: 3 ms":                 "a setting (a gap, idle or poll budget, limit, slice, benchtime or timeout that the code, the Go runtime or a benchmark sets), not a measurement",
+	"this-machine.md: 4 ms":                 "the kernel's scheduler tick, 1/CONFIG_HZ with HZ=250 (a setting of the kernel), not a measurement",
+	"this-machine.md: 50 µs":                "the kernel's default timer slack (a setting), not a measurement",
+	"this-machine.md: about 15 %":           "the noise threshold the records are judged by (a setting of the book), not a measurement",
 	"what-idle-costs.md: 1 ms":              "a setting (a gap, idle or poll budget, limit, slice, benchtime or timeout that the code, the Go runtime or a benchmark sets), not a measurement",
 	"what-idle-costs.md: 1 ns":              "a setting (a gap, idle or poll budget, limit, slice, benchtime or timeout that the code, the Go runtime or a benchmark sets), not a measurement",
 	"what-idle-costs.md: 10 µs":             "a setting (a gap, idle or poll budget, limit, slice, benchtime or timeout that the code, the Go runtime or a benchmark sets), not a measurement",

@@ -78,7 +78,7 @@ func dirtyFlag(r *records.Record) string {
 // reproduceLine is "Reproduce this: <command> at commit C (date, machine)",
 // or for a transcription, where its figures were transcribed from.
 func reproduceLine(r *records.Record) string {
-	if r.Command == "" {
+	if r.Transcribed || r.Command == "" {
 		if r.Source != "" {
 			return `<p class="reproduce">Transcribed from ` + escapeHTML(r.Source) + ".</p>\n"
 		}

@@ -380,7 +380,11 @@ func (b *builder) value(d directive) (inlineValue, error) {
 	if err := b.noteShown(d, rec, args[1], args[2], args[3], stat, f.Value); err != nil {
 		return inlineValue{}, err
 	}
-	title := fmt.Sprintf("%s.json: %s %s, %s, %s (%s)", rec.Name, args[1], args[2], args[3], f.rangeText(args[3]), machineLabel(rec))
+	how := f.rangeText(args[3])
+	if rec.Transcribed {
+		how = "transcribed from " + rec.Source // it has no passes to speak of
+	}
+	title := fmt.Sprintf("%s.json: %s %s, %s, %s (%s)", rec.Name, args[1], args[2], args[3], how, machineLabel(rec))
 	out := inlineValue{Text: FormatValue(v, args[3]), Title: title, Class: "figure"}
 	if recordDirty(rec) {
 		out.Class += " dirty"

@@ -99,7 +99,7 @@ func (sc *staleChecker) of(rec *records.Record) staleness {
 
 func (sc *staleChecker) compute(rec *records.Record) staleness {
 	commit, _, _ := strings.Cut(rec.Commit, "+") // schema 1 wrote "+dirty"
-	if rec.Reference || commit == "" {
+	if rec.Transcribed || commit == "" {
 		return staleness{known: true}
 	}
 	if sc.root == "" {

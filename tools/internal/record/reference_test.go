@@ -13,9 +13,9 @@ import (
 func TestReferenceRecord(t *testing.T) {
 	rec, err := records.Load("../../../book/records/reference.json")
 	require.NoError(t, err)
-	if !rec.Reference || rec.Machine.Label != "reference VM" || rec.Machine.Cores != 6 || rec.Source == "" || len(rec.Canary) != 0 {
-		t.Errorf("reference record = reference %v, label %q, cores %d, source %q, %d canaries; want true, reference VM, 6, a source, none",
-			rec.Reference, rec.Machine.Label, rec.Machine.Cores, rec.Source, len(rec.Canary))
+	if !rec.Reference || !rec.Transcribed || rec.Machine.Label != "reference VM" || rec.Machine.Cores != 6 || rec.Source == "" || len(rec.Canary) != 0 {
+		t.Errorf("reference record = reference %v, transcribed %v, label %q, cores %d, source %q, %d canaries; want true, true, reference VM, 6, a source, none",
+			rec.Reference, rec.Transcribed, rec.Machine.Label, rec.Machine.Cores, rec.Source, len(rec.Canary))
 	}
 	tests := []struct {
 		stage, benchmark, unit string

@@ -1,7 +1,8 @@
 // Package records defines the benchmark record: the JSON file under
 // book/records/ that the book reproduces and that readers can re-create with
-// tools/cmd/record. One record is one run of the record tool (or, for the
-// reference machine, one transcription of seed 004's tables).
+// tools/cmd/record. One record is one run of the record tool, or one
+// transcription of a document's figures (seed 004's tables of the reference
+// machine, the project's machine notes), marked "transcribed".
 //
 // A record says where its figures came from (machine, date, commit, whether
 // the tree was dirty, the exact command) and how they were measured, so that
@@ -14,12 +15,13 @@
 //	  "schema": 2,
 //	  "name": "stages",                      file name without .json
 //	  "machine": {"label", "cpu", "cores", "os", "kernel", "go"},
-//	  "reference": false,                    true for transcribed reference figures
+//	  "reference": false,                    true for the reference machine's figures (seed 004)
+//	  "transcribed": false,                  true for figures copied by hand from the document in "source"
 //	  "date": "2026-11-30T20:22:00Z",        RFC 3339, when the run started
 //	  "commit": "<40 hex digits>",           git rev-parse HEAD of the measured tree
 //	  "dirty": true,                         present only when made with -allow-dirty
 //	  "command": "go run ./tools/cmd/record -name stages",
-//	  "source", "notes",                     free text
+//	  "source", "notes",                     free text; a transcription's source is required
 //	  "settings": {"stages", "bench", "benchtime", "passes",
 //	               "canary_tolerance", "max_reruns", "env"},
 //	  "canary": [{"pass", "before_ns", "after_ns"}],   the pass-level canary, one per pass
@@ -84,15 +86,21 @@ type Record struct {
 	Schema  int     `json:"schema"`
 	Name    string  `json:"name"`    // file name without extension, e.g. "stages"
 	Machine Machine `json:"machine"` // where it was measured
-	// Reference is true for figures transcribed from the reference machine
-	// (seed 004), false for figures measured by this project's own tools.
-	Reference bool   `json:"reference,omitempty"`
-	Date      string `json:"date"`             // RFC 3339, when the run started
-	Commit    string `json:"commit,omitempty"` // git commit of the measured tree (schema 1: "+dirty" if modified)
-	Dirty     bool   `json:"dirty,omitempty"`  // the tree had uncommitted changes (record -allow-dirty)
-	Command   string `json:"command"`          // the exact command that produced the record
-	Source    string `json:"source,omitempty"` // for transcriptions: the document the figures came from
-	Notes     string `json:"notes,omitempty"`
+	// Reference is true for the reference machine's figures (seed 004), which
+	// the book shows beside this machine's.
+	Reference bool `json:"reference,omitempty"`
+	// Transcribed is true for figures copied by hand from the document named
+	// in Source (seed 004's tables, the project's machine notes) rather than
+	// measured by the record tool: such a record has no command to re-run,
+	// no command that re-makes it, no passes and no commit, so record -retake leaves it alone and the book
+	// never calls it stale. Any schema may carry it.
+	Transcribed bool   `json:"transcribed,omitempty"`
+	Date        string `json:"date"`             // RFC 3339, when the run started
+	Commit      string `json:"commit,omitempty"` // git commit of the measured tree (schema 1: "+dirty" if modified)
+	Dirty       bool   `json:"dirty,omitempty"`  // the tree had uncommitted changes (record -allow-dirty)
+	Command     string `json:"command"`          // the exact command that produced the record
+	Source      string `json:"source,omitempty"` // for transcriptions: the document the figures came from
+	Notes       string `json:"notes,omitempty"`
 
 	Settings  Settings `json:"settings"`
 	Canary    []Canary `json:"canary,omitempty"` // the pass-level canary, one entry per pass

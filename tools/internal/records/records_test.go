@@ -230,6 +230,11 @@ func TestValidate(t *testing.T) {
 		{"pass canary", func(r *Record) { r.Canary[0].Before = math.NaN() }, "records: r: canary of pass 1 reads NaN ns"},
 		{"duplicate row", func(r *Record) { r.Rows = append(r.Rows, r.Rows[0]) }, "stage0-mailbox Fill/size=64B: row listed twice"},
 		{"no name", func(r *Record) { r.Name = "" }, "records: (unnamed): no name"},
+		{"transcription", func(r *Record) { r.Transcribed, r.Source, r.Commit, r.Canary = true, "notes", "", nil }, ""},
+		{"transcription without source", func(r *Record) { r.Transcribed, r.Commit, r.Canary = true, "", nil },
+			"records: r: transcribed, but no source"},
+		{"transcription with commit", func(r *Record) { r.Transcribed, r.Source = true, "notes" },
+			"records: r: transcribed, but with a commit or a canary"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -20,7 +20,9 @@ import (
 //   - a rate (B/s and other .../s units) that is zero: nothing moved;
 //   - min above max, or a best or median outside [min, max];
 //   - a canary reading (the record's or a row's) that is not a positive,
-//     finite number of nanoseconds; a negative re-run count.
+//     finite number of nanoseconds; a negative re-run count;
+//   - a transcription that does not name the document it was copied from,
+//     or names a commit or a canary: it measured no tree.
 func Validate(rec *Record) error {
 	name := rec.Name
 	if name == "" {
@@ -38,6 +40,14 @@ func Validate(rec *Record) error {
 	}
 	if len(rec.Rows) == 0 {
 		bad("no rows")
+	}
+	if rec.Transcribed {
+		if rec.Source == "" {
+			bad("transcribed, but no source: name the document the figures were copied from")
+		}
+		if rec.Commit != "" || len(rec.Canary) > 0 {
+			bad("transcribed, but with a commit or a canary: a transcription measured no tree")
+		}
 	}
 	for _, c := range rec.Canary {
 		for _, v := range []float64{c.Before, c.After} {
