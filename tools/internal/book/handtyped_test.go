@@ -63,18 +63,19 @@ func TestHandTypedFiguresScanner(t *testing.T) {
 		"tens of microseconds, {{#value record=r stage=s bench=b unit=ns/op}} and `12 ns`.\n" +
 		"```\n40 ns\n```\nA 4 KiB page, stage 3, [link](x.md#a-1ms) 2026-12-01.\n" +
 		"\n- A wake is tens of\n  microseconds; it took 132 against\n122 ns, a `code\n5 ns` span, and 7\n" +
-		"```\nms\n```\n## 9\nms\n"
+		"```\nms\n```\n## 9\nms\n" +
+		"\n> A quote of about\n> 50 µs and 8\n>\n> ms.\n"
 	var got []string
 	for _, h := range handTypedFigures(src) {
 		got = append(got, fmt.Sprintf("%d:%s", h.line, h.text))
 	}
 	// A figure a line break splits is still one figure, reported at the
 	// line where it starts, whatever the next line's indentation (a list
-	// item's); a code span may run over a line break too. A
-	// fence or a heading ends a paragraph, so "7" and "9" do not take the
-	// "ms" after them.
+	// item's) or quote marker; a code span may run over a line break too.
+	// A fence, a heading or a blank line (in a quote too) ends a
+	// paragraph, so "7", "9" and "8" do not take the "ms" after them.
 	want := []string{"3:132 against 122 ns", "3:about 50 µs", "3:3.0×", "3:15 %", "4:tens of microseconds",
-		"10:tens of microseconds", "11:132 against 122 ns"}
+		"10:tens of microseconds", "11:132 against 122 ns", "20:about 50 µs"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("handTypedFigures = %q; want %q", got, want)
 	}
@@ -98,10 +99,10 @@ var (
 )
 
 // handTypedFigures returns the hand-typed measurements of a chapter. It
-// reads each paragraph — a run of lines that a blank line, a fence or a
-// heading ends — as one string, so that a figure a line break splits
-// ("tens of" / "microseconds") is found, and reports the line where the
-// figure starts. Fenced blocks are skipped.
+// reads each paragraph — a run of lines that a blank line (a bare ">" in
+// a quote), a fence or a heading ends — as one string, so that a figure
+// a line break splits ("tens of" / "microseconds") is found, and reports
+// the line where the figure starts. Fenced blocks are skipped.
 func handTypedFigures(src string) []handTyped {
 	var out []handTyped
 	var para []string // the lines of the paragraph being read
@@ -114,12 +115,16 @@ func handTypedFigures(src string) []handTyped {
 	}
 	fence := false
 	for i, line := range strings.Split(src, "\n") {
+		// A quote's markers, a line's indentation and its trailing spaces
+		// are not prose, and would keep "tens of" from "microseconds" on
+		// the next line.
+		text := strings.TrimSpace(quoteMarkers.ReplaceAllString(line, ""))
 		switch {
 		case fenceOpen.MatchString(line):
 			flush()
 			fence = !fence
 		case fence:
-		case strings.TrimSpace(line) == "":
+		case text == "":
 			flush()
 		case headingRE.MatchString(line):
 			flush()
@@ -128,14 +133,15 @@ func handTypedFigures(src string) []handTyped {
 			if len(para) == 0 {
 				first = i + 1
 			}
-			// A line's indentation and trailing spaces are not prose, and
-			// would keep "tens of" from "microseconds" on the next line.
-			para = append(para, strings.TrimSpace(line))
+			para = append(para, text)
 		}
 	}
 	flush()
 	return out
 }
+
+// quoteMarkers are the block quote markers that open a line.
+var quoteMarkers = regexp.MustCompile(`^ {0,3}(?:> ?)+`)
 
 // headingRE is an ATX heading line, a paragraph of its own.
 var headingRE = regexp.MustCompile(`^ {0,3}#{1,6}(?:\s|$)`)
