@@ -57,12 +57,21 @@ func TestNoHandTypedFigures(t *testing.T) {
 func TestHandTypedFiguresScanner(t *testing.T) {
 	src := "# T\n\nIt took 132 against 122 ns, about 50 µs, 3.0× and 15 %,\n" +
 		"tens of microseconds, {{#value record=r stage=s bench=b unit=ns/op}} and `12 ns`.\n" +
-		"```\n40 ns\n```\nA 4 KiB page, stage 3, [link](x.md#a-1ms) 2026-12-01.\n"
+		"```\n40 ns\n```\nA 4 KiB page, stage 3, [link](x.md#a-1ms) 2026-12-01.\n" +
+		"\n- A wake is tens of\n  microseconds; it took 132 against\n122 ns, a `code\n5 ns` span, and 7\n" +
+		"```\nms\n```\n## 9\nms\n" +
+		"\n> A quote of about\n> 50 µs and 8\n>\n> ms.\n"
 	var got []string
 	for _, h := range handTypedFigures(src) {
 		got = append(got, fmt.Sprintf("%d:%s", h.line, h.text))
 	}
-	want := []string{"3:132 against 122 ns", "3:about 50 µs", "3:3.0×", "3:15 %", "4:tens of microseconds"}
+	// A figure a line break splits is still one figure, reported at the
+	// line where it starts, whatever the next line's indentation (a list
+	// item's) or quote marker; a code span may run over a line break too.
+	// A fence, a heading or a blank line (in a quote too) ends a
+	// paragraph, so "7", "9" and "8" do not take the "ms" after them.
+	want := []string{"3:132 against 122 ns", "3:about 50 µs", "3:3.0×", "3:15 %", "4:tens of microseconds",
+		"10:tens of microseconds", "11:132 against 122 ns", "20:about 50 µs"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("handTypedFigures = %q; want %q", got, want)
 	}
@@ -85,27 +94,82 @@ var (
 	linkDestRE  = regexp.MustCompile(`\]\([^)]*\)`)
 )
 
-// handTypedFigures returns the hand-typed measurements of a chapter.
+// handTypedFigures returns the hand-typed measurements of a chapter. It
+// reads each paragraph — a run of lines that a blank line (a bare ">" in
+// a quote), a fence or a heading ends — as one string, so that a figure
+// a line break splits ("tens of" / "microseconds") is found, and reports
+// the line where the figure starts. Fenced blocks are skipped.
 func handTypedFigures(src string) []handTyped {
 	var out []handTyped
+	var para []string // the lines of the paragraph being read
+	first := 0        // 1-based line of para[0]
+	flush := func() {
+		if len(para) > 0 {
+			out = append(out, paragraphFigures(strings.Join(para, "\n"), first)...)
+		}
+		para = nil
+	}
 	fence := false
 	for i, line := range strings.Split(src, "\n") {
-		if fenceOpen.MatchString(line) {
+		// A quote's markers, a line's indentation and its trailing spaces
+		// are not prose, and would keep "tens of" from "microseconds" on
+		// the next line.
+		text := strings.TrimSpace(quoteMarkers.ReplaceAllString(line, ""))
+		switch {
+		case fenceOpen.MatchString(line):
+			flush()
 			fence = !fence
-			continue
+		case fence:
+		case text == "":
+			flush()
+		case headingRE.MatchString(line):
+			flush()
+			out = append(out, paragraphFigures(line, i+1)...)
+		default:
+			if len(para) == 0 {
+				first = i + 1
+			}
+			para = append(para, text)
 		}
-		if fence {
-			continue
-		}
-		s := directiveRE.ReplaceAllString(line, "")
-		s = codeSpanRE.ReplaceAllString(s, "")
-		s = linkDestRE.ReplaceAllString(s, "]")
-		for _, m := range handTypedRE.FindAllStringSubmatch(s, -1) {
-			out = append(out, handTyped{i + 1, m[1]})
-		}
-		for _, m := range magnitudeRE.FindAllString(s, -1) {
-			out = append(out, handTyped{i + 1, m})
-		}
+	}
+	flush()
+	return out
+}
+
+// quoteMarkers are the block quote markers that open a line.
+var quoteMarkers = regexp.MustCompile(`^ {0,3}(?:> ?)+`)
+
+// headingRE is an ATX heading line, a paragraph of its own.
+var headingRE = regexp.MustCompile(`^ {0,3}#{1,6}(?:\s|$)`)
+
+// paragraphFigures returns the hand-typed measurements of one paragraph
+// whose first line is line first, in the order they appear.
+func paragraphFigures(para string, first int) []handTyped {
+	// What is not prose goes, but its line breaks stay, so that an offset
+	// still tells its line.
+	keepBreaks := func(with string) func(string) string {
+		return func(m string) string { return with + strings.Repeat("\n", strings.Count(m, "\n")) }
+	}
+	s := directiveRE.ReplaceAllStringFunc(para, keepBreaks(""))
+	s = codeSpanRE.ReplaceAllStringFunc(s, keepBreaks(""))
+	s = linkDestRE.ReplaceAllStringFunc(s, keepBreaks("]"))
+	// A line break inside a paragraph is a space; the swap keeps offsets.
+	flat := strings.ReplaceAll(s, "\n", " ")
+	type hit struct {
+		at   int
+		text string
+	}
+	var hits []hit
+	for _, m := range handTypedRE.FindAllStringSubmatchIndex(flat, -1) {
+		hits = append(hits, hit{m[2], flat[m[2]:m[3]]})
+	}
+	for _, m := range magnitudeRE.FindAllStringIndex(flat, -1) {
+		hits = append(hits, hit{m[0], flat[m[0]:m[1]]})
+	}
+	sort.SliceStable(hits, func(i, j int) bool { return hits[i].at < hits[j].at })
+	var out []handTyped
+	for _, h := range hits {
+		out = append(out, handTyped{first + strings.Count(s[:h.at], "\n"), h.text})
 	}
 	return out
 }
