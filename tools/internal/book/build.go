@@ -199,7 +199,9 @@ func (b *builder) render() (*Site, error) {
 	if err := b.copyBookFiles(site.Files); err != nil {
 		return nil, err
 	}
-	site.Broken = reportedLinks(CheckLinks(site.Files), site.Files, first.Page)
+	broken := append(CheckLinks(site.Files), checkPrintIDs(chapters, site.Files)...)
+	sort.SliceStable(broken, func(i, j int) bool { return broken[i].Page < broken[j].Page })
+	site.Broken = reportedLinks(broken, site.Files, first.Page)
 	site.Heavy = checkWeight(site.Files)
 	return site, nil
 }
