@@ -236,7 +236,7 @@ func (b *builder) renderChapter(c *chapter, src []byte, pages, printIDs map[stri
 
 	pagePrefix := rootPrefix(c.Page)
 	b.records.used, b.printedStale, b.ledger, b.unpairedShown = map[string]bool{}, map[string]bool{}, map[string]shownFigure{}, 0
-	x := expandDirectives(c.Source, src, b.handlers(pagePrefix, false))
+	x := expandDirectives(c.Source, src, b.handlers(pagePrefix, "", false))
 	if len(x.Errs) > 0 {
 		return x.Errs
 	}
@@ -254,11 +254,13 @@ func (b *builder) renderChapter(c *chapter, src []byte, pages, printIDs map[stri
 	}
 
 	// print.html is at the root, so links from directives need the root's
-	// prefix; and some directives print differently (a diff as its table).
+	// prefix; the ids a directive makes take the chapter's prefix, as its
+	// headings' do; and some directives print differently (a diff as its
+	// table).
 	b.records.used, b.printedStale, b.ledger, b.unpairedShown = map[string]bool{}, map[string]bool{}, map[string]shownFigure{}, 0
 	b.printing = true
 	defer func() { b.printing = false }()
-	px := expandDirectives(c.Source, src, b.handlers("", true))
+	px := expandDirectives(c.Source, src, b.handlers("", printMode.idPrefix(), true))
 	printBody, _, err := b.md.render(px.Markdown, printMode)
 	if err != nil {
 		return []error{fmt.Errorf("%s: %w", c.Source, err)}
@@ -268,8 +270,9 @@ func (b *builder) renderChapter(c *chapter, src []byte, pages, printIDs map[stri
 }
 
 // handlers dispatches directives; prefix leads from the page to the site
-// root; print says the HTML is for print.html.
-func (b *builder) handlers(prefix string, print bool) handlers {
+// root; idPrefix goes before every id a directive makes (linkMode.idPrefix);
+// print says the HTML is for print.html.
+func (b *builder) handlers(prefix, idPrefix string, print bool) handlers {
 	return handlers{
 		block: func(d directive) (string, error) {
 			switch d.Name {
@@ -282,7 +285,7 @@ func (b *builder) handlers(prefix string, print bool) handlers {
 			case "chart":
 				return b.chartHTML(d, prefix)
 			case "records-appendix":
-				return b.recordsAppendix(d, prefix)
+				return b.recordsAppendix(d, prefix, idPrefix)
 			case "diagram":
 				return b.diagramHTML(d)
 			case "timeline":

@@ -268,7 +268,7 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 // to them.
 func checkPrintIDs(chapters []*chapter, files map[string][]byte) []BrokenLink {
 	printIDs := map[string]map[string]int{} // print page → its ids
-	holder := map[string]string{}            // an id on a print page → that page
+	holder := map[string]string{}           // an id on a print page → that page
 	for v := 0; ; v++ {
 		name := partPageName(printPage, v)
 		data, ok := files[name]
