@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -207,25 +208,32 @@ func (b *builder) render() (*Site, error) {
 }
 
 // reportedLinks drops the echoes of a broken link: index.html when it is a
-// copy of the first chapter, and print.html, which repeats every chapter's
-// links, until the chapters' own pages are clean.
+// copy of the first chapter, and the print pages (print.html and its
+// volumes), which repeat every chapter's links, until the chapters' own
+// pages are clean.
 func reportedLinks(broken []BrokenLink, files map[string][]byte, firstPage string) []BrokenLink {
 	indexIsCopy := bytes.Equal(files[indexPage], files[firstPage])
 	chapterErrors := false
 	for _, l := range broken {
-		if l.Page != printPage && !(l.Page == indexPage && indexIsCopy) {
+		if !isPrintPage(l.Page) && !(l.Page == indexPage && indexIsCopy) {
 			chapterErrors = true
 		}
 	}
 	var out []BrokenLink
 	for _, l := range broken {
-		if l.Page == indexPage && indexIsCopy || l.Page == printPage && chapterErrors {
+		if l.Page == indexPage && indexIsCopy || isPrintPage(l.Page) && chapterErrors {
 			continue
 		}
 		out = append(out, l)
 	}
 	return out
 }
+
+// printPageRE matches print.html and its volumes, print-2.html, …
+// (partPageName).
+var printPageRE = regexp.MustCompile(`^` + regexp.QuoteMeta(strings.TrimSuffix(printPage, ".html")) + `(-[0-9]+)?\.html$`)
+
+func isPrintPage(page string) bool { return printPageRE.MatchString(page) }
 
 // renderChapter expands and renders one chapter for its page and for
 // print.html, returning every error it found.

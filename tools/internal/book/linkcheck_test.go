@@ -136,3 +136,41 @@ func TestCheckPrintIDs(t *testing.T) {
 		})
 	}
 }
+
+// TestReportedLinks: a broken link in a chapter is reported on the chapter's
+// page, not again on index.html (a copy of the first chapter) or on the
+// print page or volume that repeats it; a link broken only in print is
+// reported wherever it is.
+func TestReportedLinks(t *testing.T) {
+	first := []byte("<p>first chapter</p>")
+	tests := []struct {
+		name   string
+		index  []byte // index.html: a copy of first.html or not
+		broken []string
+		want   []string
+	}{
+		{"a chapter's link and its echoes", first,
+			[]string{"first.html", "index.html", "print.html", "print-2.html", "second.html"},
+			[]string{"first.html", "second.html"}},
+		{"broken only in print, in two volumes", first,
+			[]string{"print.html", "print-2.html"},
+			[]string{"print.html", "print-2.html"}},
+		{"index.html not a copy is a page of its own", []byte("<p>redirect</p>"),
+			[]string{"first.html", "index.html"},
+			[]string{"first.html", "index.html"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			files := map[string][]byte{"first.html": first, "index.html": tt.index}
+			var broken []BrokenLink
+			for _, page := range tt.broken {
+				broken = append(broken, BrokenLink{Page: page, Href: "x.html", Reason: "no such file in the site"})
+			}
+			var got []string
+			for _, l := range reportedLinks(broken, files, "first.html") {
+				got = append(got, l.Page)
+			}
+			assert.Equal(t, tt.want, got, "reportedLinks(%q) pages", tt.broken)
+		})
+	}
+}
