@@ -17,9 +17,9 @@ import (
 // command in a code block of its own with a copy button. The command is
 // never put in a table cell: a -bench regexp holds '|', which would split
 // the cell. Each record's heading has the id record-NAME, so a chapter can
-// link to appendix.md#record-NAME; on the print pages it takes the
-// chapter's prefix, as a heading's id does, which is where such a link
-// leads there.
+// link to appendix.md#record-NAME; on the print pages the id takes the
+// chapter's prefix, as a heading's does, since that is what such a link is
+// rewritten to there (markdown.go).
 
 // recordsAppendix renders {{#records-appendix [noisy=]}}; prefix leads to
 // the site root, idPrefix goes before each record's id.
