@@ -16,10 +16,14 @@ import (
 // rows re-run because their canary moved, how many rows are noisy — and its
 // command in a code block of its own with a copy button. The command is
 // never put in a table cell: a -bench regexp holds '|', which would split
-// the cell.
+// the cell. Each record's heading has the id record-NAME, so a chapter can
+// link to appendix.md#record-NAME; on the print pages the id takes the
+// chapter's prefix, as a heading's does, since that is what such a link is
+// rewritten to there (markdown.go).
 
-// recordsAppendix renders {{#records-appendix [noisy=]}}.
-func (b *builder) recordsAppendix(d directive, prefix string) (string, error) {
+// recordsAppendix renders {{#records-appendix [noisy=]}}; prefix leads to
+// the site root, idPrefix goes before each record's id.
+func (b *builder) recordsAppendix(d directive, prefix, idPrefix string) (string, error) {
 	if err := d.allow("noisy"); err != nil {
 		return "", err
 	}
@@ -44,7 +48,7 @@ func (b *builder) recordsAppendix(d directive, prefix string) (string, error) {
 		if err != nil {
 			return "", d.errorf("%v", err)
 		}
-		entry := strings.TrimSuffix(recordEntry(rec, prefix, noisy), "</section>\n")
+		entry := strings.TrimSuffix(recordEntry(rec, prefix, idPrefix, noisy), "</section>\n")
 		out.WriteString(entry + b.staleNote(rec) + "</section>\n")
 	}
 	out.WriteString("</div>")
@@ -52,9 +56,9 @@ func (b *builder) recordsAppendix(d directive, prefix string) (string, error) {
 }
 
 // recordEntry is one record's section of the appendix.
-func recordEntry(rec *records.Record, prefix string, noisy float64) string {
+func recordEntry(rec *records.Record, prefix, idPrefix string, noisy float64) string {
 	var b strings.Builder
-	id := "record-" + rec.Name
+	id := idPrefix + "record-" + rec.Name
 	fmt.Fprintf(&b, `<section class="record-entry">`+"\n"+`<h3 id="%s"><a class="anchor" href="#%s" aria-label="Link to this record">#</a><a href="%s">%s</a></h3>`+"\n",
 		escapeHTML(id), escapeHTML(id), escapeHTML(prefix+"records/"+rec.Name+".json"), escapeHTML(rec.Name+".json"))
 	b.WriteString(`<dl class="record-facts">` + "\n")

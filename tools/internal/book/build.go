@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -199,31 +200,40 @@ func (b *builder) render() (*Site, error) {
 	if err := b.copyBookFiles(site.Files); err != nil {
 		return nil, err
 	}
-	site.Broken = reportedLinks(CheckLinks(site.Files), site.Files, first.Page)
+	broken := append(CheckLinks(site.Files), checkPrintIDs(chapters, site.Files)...)
+	sort.SliceStable(broken, func(i, j int) bool { return broken[i].Page < broken[j].Page })
+	site.Broken = reportedLinks(broken, site.Files, first.Page)
 	site.Heavy = checkWeight(site.Files)
 	return site, nil
 }
 
 // reportedLinks drops the echoes of a broken link: index.html when it is a
-// copy of the first chapter, and print.html, which repeats every chapter's
-// links, until the chapters' own pages are clean.
+// copy of the first chapter, and the print pages (print.html and its
+// volumes), which repeat every chapter's links, until the chapters' own
+// pages are clean.
 func reportedLinks(broken []BrokenLink, files map[string][]byte, firstPage string) []BrokenLink {
 	indexIsCopy := bytes.Equal(files[indexPage], files[firstPage])
 	chapterErrors := false
 	for _, l := range broken {
-		if l.Page != printPage && !(l.Page == indexPage && indexIsCopy) {
+		if !isPrintPage(l.Page) && !(l.Page == indexPage && indexIsCopy) {
 			chapterErrors = true
 		}
 	}
 	var out []BrokenLink
 	for _, l := range broken {
-		if l.Page == indexPage && indexIsCopy || l.Page == printPage && chapterErrors {
+		if l.Page == indexPage && indexIsCopy || isPrintPage(l.Page) && chapterErrors {
 			continue
 		}
 		out = append(out, l)
 	}
 	return out
 }
+
+// printPageRE matches print.html and its volumes, print-2.html, …
+// (partPageName).
+var printPageRE = regexp.MustCompile(`^` + regexp.QuoteMeta(strings.TrimSuffix(printPage, ".html")) + `(-[0-9]+)?\.html$`)
+
+func isPrintPage(page string) bool { return printPageRE.MatchString(page) }
 
 // renderChapter expands and renders one chapter for its page and for
 // print.html, returning every error it found.
@@ -234,7 +244,7 @@ func (b *builder) renderChapter(c *chapter, src []byte, pages, printIDs map[stri
 
 	pagePrefix := rootPrefix(c.Page)
 	b.records.used, b.printedStale, b.ledger, b.unpairedShown = map[string]bool{}, map[string]bool{}, map[string]shownFigure{}, 0
-	x := expandDirectives(c.Source, src, b.handlers(pagePrefix, false))
+	x := expandDirectives(c.Source, src, b.handlers(pagePrefix, "", false))
 	if len(x.Errs) > 0 {
 		return x.Errs
 	}
@@ -252,11 +262,13 @@ func (b *builder) renderChapter(c *chapter, src []byte, pages, printIDs map[stri
 	}
 
 	// print.html is at the root, so links from directives need the root's
-	// prefix; and some directives print differently (a diff as its table).
+	// prefix; the ids a directive makes take the chapter's prefix, as its
+	// headings' do; and some directives print differently (a diff as its
+	// table).
 	b.records.used, b.printedStale, b.ledger, b.unpairedShown = map[string]bool{}, map[string]bool{}, map[string]shownFigure{}, 0
 	b.printing = true
 	defer func() { b.printing = false }()
-	px := expandDirectives(c.Source, src, b.handlers("", true))
+	px := expandDirectives(c.Source, src, b.handlers("", printMode.idPrefix(), true))
 	printBody, _, err := b.md.render(px.Markdown, printMode)
 	if err != nil {
 		return []error{fmt.Errorf("%s: %w", c.Source, err)}
@@ -266,8 +278,9 @@ func (b *builder) renderChapter(c *chapter, src []byte, pages, printIDs map[stri
 }
 
 // handlers dispatches directives; prefix leads from the page to the site
-// root; print says the HTML is for print.html.
-func (b *builder) handlers(prefix string, print bool) handlers {
+// root; idPrefix goes before every id a directive makes (linkMode.idPrefix);
+// print says the HTML is for print.html.
+func (b *builder) handlers(prefix, idPrefix string, print bool) handlers {
 	return handlers{
 		block: func(d directive) (string, error) {
 			switch d.Name {
@@ -280,7 +293,7 @@ func (b *builder) handlers(prefix string, print bool) handlers {
 			case "chart":
 				return b.chartHTML(d, prefix)
 			case "records-appendix":
-				return b.recordsAppendix(d, prefix)
+				return b.recordsAppendix(d, prefix, idPrefix)
 			case "diagram":
 				return b.diagramHTML(d)
 			case "timeline":

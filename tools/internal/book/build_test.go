@@ -123,6 +123,7 @@ func TestRenderFixture(t *testing.T) {
 		}},
 		{"chapter links become .html", "intro.html", []string{
 			`<a href="stage0.html#the-engine">its engine</a>`,
+			`<a href="records.html#record-placed">the placed record</a>`,
 		}},
 		{"print.html: ids prefixed, links in-page", "print.html", []string{
 			`<section class="print-chapter" id="stage0">`,
@@ -133,6 +134,9 @@ func TestRenderFixture(t *testing.T) {
 			`<img src="images/engine.svg"`,
 			`href="records/test.json"`,
 			`id="intro--fn:1"`,
+			// The records appendix makes its own ids, outside Markdown.
+			`<h3 id="records--record-placed"><a class="anchor" href="#records--record-placed"`,
+			`<a href="#records--record-placed">the placed record</a>`,
 		}},
 		{"highlighted Go", "stage0.html", []string{`<span class="kd">type</span>`}},
 		{"diff: files linked from the chapter's table to the diff's own page", "stage1.html", []string{

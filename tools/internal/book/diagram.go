@@ -30,6 +30,13 @@ var (
 	svgClassRE    = regexp.MustCompile(`^<svg\b[^>]*?\bclass="`)
 )
 
+// diagramIDPrefix is what the n-th diagram inlined puts before its ids.
+// They are the SVG's own plumbing (markers, patterns), not places to link
+// to; diagramIDRE recognises them.
+func diagramIDPrefix(n int) string { return "dg" + strconv.Itoa(n) + "-" }
+
+var diagramIDRE = regexp.MustCompile(`^dg[0-9]+-`)
+
 // diagramHTML renders {{#diagram NAME [caption=]}}.
 func (b *builder) diagramHTML(d directive) (string, error) {
 	if err := d.allowKeys("caption"); err != nil {
@@ -52,7 +59,7 @@ func (b *builder) diagramHTML(d directive) (string, error) {
 		return "", d.errorf("%v", err)
 	}
 	b.diagrams++
-	svg, err := inlineSVG(data, "dg"+strconv.Itoa(b.diagrams)+"-")
+	svg, err := inlineSVG(data, diagramIDPrefix(b.diagrams))
 	if err != nil {
 		return "", d.errorf("%s: %v", b.display(p), err)
 	}

@@ -159,7 +159,9 @@
 // wake-state families, the commits after it (when stale), benchtime and
 // environment, and its command in a
 // code block of its own, with a copy button (never in a table cell, where a
-// regexp's '|' would split it).
+// regexp's '|' would split it). Each record's heading has the id
+// record-NAME, so any chapter can link to appendix.md#record-NAME, on its
+// page and in print alike.
 //
 //	{{#diagram NAME [caption="..."]}}
 //

@@ -39,7 +39,7 @@ func newTestBuilder(t testing.TB) *builder {
 // expand runs the directive expander over one chapter's text.
 func expand(t testing.TB, b *builder, src string) expansion {
 	t.Helper()
-	return expandDirectives("book/test.md", []byte(src), b.handlers("", false))
+	return expandDirectives("book/test.md", []byte(src), b.handlers("", "", false))
 }
 
 // expandOK expands src and fails the test on any directive error, returning

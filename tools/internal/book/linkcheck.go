@@ -256,3 +256,50 @@ func isNameByte(c byte) bool {
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' }
+
+// checkPrintIDs reports every id of a chapter's page that the print page
+// holding the chapter lacks under the chapter's prefix. The print pages
+// repeat each chapter with its ids prefixed by its print id (markdown.go),
+// and a link into the chapter, chapter.md#x, is written there as #ID--x; so
+// an id the print rendering leaves unprefixed, or drops, breaks every such
+// link in print. CheckLinks sees that only once a chapter writes the link;
+// this sees it as soon as the id exists. A diagram's ids are numbered per
+// use (diagram.go), differ between the two renderings, and no link leads
+// to them.
+func checkPrintIDs(chapters []*chapter, files map[string][]byte) []BrokenLink {
+	printIDs := map[string]map[string]int{} // print page → its ids
+	holder := map[string]string{}           // an id on a print page → that page
+	for v := 0; ; v++ {
+		name := partPageName(printPage, v)
+		data, ok := files[name]
+		if !ok {
+			break
+		}
+		printIDs[name] = scanPage(data).ids
+		for id := range printIDs[name] {
+			holder[id] = name
+		}
+	}
+	var broken []BrokenLink
+	for _, c := range chapters {
+		page, ok := holder[c.PrintID]
+		if !ok {
+			page = printPage // the section itself is missing; every id below is reported
+		}
+		var ids []string
+		for id := range scanPage(c.Body).ids {
+			if !diagramIDRE.MatchString(id) {
+				ids = append(ids, id)
+			}
+		}
+		sort.Strings(ids)
+		for _, id := range ids {
+			want := c.PrintID + "--" + id
+			if printIDs[page][want] == 0 {
+				broken = append(broken, BrokenLink{Page: page, Href: "#" + want, Reason: fmt.Sprintf(
+					"no element with this id, though %s has %q: a link to it from any chapter leads here in print", c.Page, id)})
+			}
+		}
+	}
+	return broken
+}

@@ -86,3 +86,91 @@ func TestBuildFailsOnBrokenLinks(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckPrintIDs: every id a chapter's page carries must be on the print
+// page that holds the chapter, under the chapter's prefix, since that is
+// where a link into the chapter leads in print, whether or not a chapter has
+// written such a link yet.
+func TestCheckPrintIDs(t *testing.T) {
+	page := func(body string) []byte {
+		return []byte("<!DOCTYPE html><html><body>" + body + "</body></html>")
+	}
+	tests := []struct {
+		name       string
+		body       string // the chapter's own page: ch.html, print id "ch"
+		printBody  string // the same chapter as print-2.html holds it
+		wantBroken []string
+	}{
+		{"every id prefixed", `<h2 id="sec">S</h2><p id="term-x">T</p><sup id="fnref:1"></sup>`,
+			`<h2 id="ch--sec">S</h2><p id="ch--term-x">T</p><sup id="ch--fnref:1"></sup>`, nil},
+		{"an id left unprefixed", `<h2 id="sec">S</h2><h3 id="record-x">R</h3>`,
+			`<h2 id="ch--sec">S</h2><h3 id="record-x">R</h3>`,
+			[]string{`print-2.html #ch--record-x: no element with this id, though ch.html has "record-x"`}},
+		{"an id dropped", `<h3 id="gone">G</h3>`, ``,
+			[]string{`print-2.html #ch--gone: no element with this id, though ch.html has "gone"`}},
+		{"a diagram's ids are its own, numbered per use", `<svg><marker id="dg1-arrow"></marker></svg>`,
+			`<svg><marker id="dg7-arrow"></marker></svg>`, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			chapters := []*chapter{
+				{Page: "first.html", PrintID: "first", Body: []byte(`<h2 id="a">A</h2>`)},
+				{Page: "ch.html", PrintID: "ch", Body: []byte(tt.body)},
+			}
+			files := map[string][]byte{
+				"first.html":   page(string(chapters[0].Body)),
+				"ch.html":      page(tt.body),
+				printPage:      page(`<section class="print-chapter" id="first"><h2 id="first--a">A</h2></section>`),
+				"print-2.html": page(`<section class="print-chapter" id="ch">` + tt.printBody + `</section>`),
+			}
+			var got []string
+			for _, l := range checkPrintIDs(chapters, files) {
+				got = append(got, l.Page+" "+l.Href+": "+l.Reason)
+			}
+			require.Equal(t, len(tt.wantBroken), len(got), "checkPrintIDs = %q; want %d: %q", got, len(tt.wantBroken), tt.wantBroken)
+			for i, w := range tt.wantBroken {
+				if !strings.HasPrefix(got[i], w) {
+					t.Errorf("broken[%d] = %q; want prefix %q", i, got[i], w)
+				}
+			}
+		})
+	}
+}
+
+// TestReportedLinks: a broken link in a chapter is reported on the chapter's
+// page, not again on index.html (a copy of the first chapter) or on the
+// print page or volume that repeats it; a link broken only in print is
+// reported wherever it is.
+func TestReportedLinks(t *testing.T) {
+	first := []byte("<p>first chapter</p>")
+	tests := []struct {
+		name   string
+		index  []byte // index.html: a copy of first.html or not
+		broken []string
+		want   []string
+	}{
+		{"a chapter's link and its echoes", first,
+			[]string{"first.html", "index.html", "print.html", "print-2.html", "second.html"},
+			[]string{"first.html", "second.html"}},
+		{"broken only in print, in two volumes", first,
+			[]string{"print.html", "print-2.html"},
+			[]string{"print.html", "print-2.html"}},
+		{"index.html not a copy is a page of its own", []byte("<p>redirect</p>"),
+			[]string{"first.html", "index.html"},
+			[]string{"first.html", "index.html"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			files := map[string][]byte{"first.html": first, "index.html": tt.index}
+			var broken []BrokenLink
+			for _, page := range tt.broken {
+				broken = append(broken, BrokenLink{Page: page, Href: "x.html", Reason: "no such file in the site"})
+			}
+			var got []string
+			for _, l := range reportedLinks(broken, files, "first.html") {
+				got = append(got, l.Page)
+			}
+			assert.Equal(t, tt.want, got, "reportedLinks(%q) pages", tt.broken)
+		})
+	}
+}

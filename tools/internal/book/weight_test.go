@@ -71,6 +71,7 @@ func TestPartsLinkAcross(t *testing.T) {
 		{printPage, `<a href="print-2.html#stage0">`},             // the contents: intro, stage0, details, stage1, records
 		{printPage, `<a href="print-2.html#stage0--the-engine">`}, // intro's link to a section of stage0
 		{printPage, `<a href="#intro">`},
+		{printPage, `<a href="print-5.html#records--record-placed">`}, // intro's link into the records appendix
 		{printPage, `<span class="toc-page" data-print-id="stage1"></span>`},
 		{printPage, `<a href="print-2.html">volume 2</a>`},
 		{"print-2.html", `<section class="print-chapter" id="stage0">`},
