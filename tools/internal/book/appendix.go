@@ -177,7 +177,7 @@ func noisyRows(rec *records.Record, threshold float64) (noisy, counted int) {
 // rows outside the wake-state families whose passes spread at most noisy,
 // against the 90 % the project holds to, and how many records are stale.
 func (b *builder) editionSummary(paths []string, noisy float64) string {
-	var steady, counted, wake, stale, recs int
+	var steady, counted, wake, stale, recs, atFloor, floorCounted int
 	for _, p := range paths {
 		rec, err := b.records.get(strings.TrimSuffix(filepath.Base(p), ".json"))
 		if err != nil || rec.Transcribed {
@@ -189,6 +189,8 @@ func (b *builder) editionSummary(paths []string, noisy float64) string {
 		recs++
 		s, c, w := steadyShare(rec, noisy)
 		steady, counted, wake = steady+s, counted+c, wake+w
+		fw, fc := floorShare(rec)
+		atFloor, floorCounted = atFloor+fw, floorCounted+fc
 		if b.stale.of(rec).stale() {
 			stale++
 		}
@@ -201,8 +203,13 @@ func (b *builder) editionSummary(paths []string, noisy float64) string {
 	if share < steadyTarget {
 		verdict = "falls short of"
 	}
-	return fmt.Sprintf(`<p class="edition-summary">Over the %d measured %s of this edition, %s of the rows outside the wake-state families (%d of %d) spread by at most %s over their passes, which %s the %s the project holds to; the %d rows of wake-state families are left out and compared only in paired families. %d of the %d %s stale: taken before later changes to the code they measured (listed under each).</p>`+"\n",
-		recs, plural(recs, "record", "records"), escapeHTML(percent(share)), steady, counted, escapeHTML(percent(noisy)), verdict, escapeHTML(percent(steadyTarget)), wake, stale, recs, plural(recs, "is", "are"))
+	floor := ""
+	if floorCounted > 0 {
+		floor = fmt.Sprintf(" Held instead to this machine's own floor, a spread no wider than that of the bare ping-pong (<code>Baseline/pingpong</code>) its stage's binary measured in the same record, %s of the rows are (%d of %d, in the records that measured it).",
+			escapeHTML(percent(float64(atFloor)/float64(floorCounted))), atFloor, floorCounted)
+	}
+	return fmt.Sprintf(`<p class="edition-summary">Over the %d measured %s of this edition, %s of the rows outside the wake-state families (%d of %d) spread by at most %s over their passes, which %s the %s the project holds to; the %d rows of wake-state families are left out and compared only in paired families.%s %d of the %d %s stale: taken before later changes to the code they measured (listed under each).</p>`+"\n",
+		recs, plural(recs, "record", "records"), escapeHTML(percent(share)), steady, counted, escapeHTML(percent(noisy)), verdict, escapeHTML(percent(steadyTarget)), wake, floor, stale, recs, plural(recs, "is", "are"))
 }
 
 // steadyTarget is the share of steady rows (outside the wake-state

@@ -150,6 +150,27 @@ func TestSteadyShare(t *testing.T) {
 	}
 }
 
+// TestFloorShare: against the machine's floor, a row is held to the spread
+// of the bare ping-pong its own stage's binary measured in the same record;
+// a stage without that row has no floor, and its rows are not counted.
+func TestFloorShare(t *testing.T) {
+	row := func(stage, bench string, values ...float64) records.Row {
+		return records.Row{Stage: stage, Benchmark: bench, Metrics: []records.Metric{records.NewMetric("ns/op", values)}}
+	}
+	rec := &records.Record{
+		Rows: []records.Row{
+			row("s0", "Fill/a", 100, 120, 140), // 40 %: within s0's 50 %
+			row("s0", "Fill/b", 100, 150, 200), // 100 %: wider than s0's floor
+			row("s0", "IdleGap/x", 100, 900, 50),
+			row("s1", "Fill/a", 100, 101, 102), // s1 measured no ping-pong: not counted
+		},
+		Limits: []records.Row{row("s0", "Baseline/pingpong", 80, 100, 130)},
+	}
+	if within, counted := floorShare(rec); within != 1 || counted != 2 {
+		t.Errorf("floorShare = %d of %d; want 1 of 2 (s0's two rows outside the wake-state families, the ping-pong itself not counted)", within, counted)
+	}
+}
+
 // TestAppendixSteadyShare: the records appendix gives each record's share
 // of steady rows outside the wake-state families, and the edition's share
 // against the 90 % target.

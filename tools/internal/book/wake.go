@@ -84,6 +84,43 @@ func steadyShare(rec *records.Record, threshold float64) (steady, counted, wake 
 	return steady, counted, wake
 }
 
+// floorShare holds each row outside the wake-state families to the
+// machine's floor rather than to a fixed threshold: the spread of the bare
+// ping-pong (Baseline/pingpong, one cache line between two goroutines, no
+// device) that the row's own stage binary measured in the same record. A
+// row that hands a line between cores cannot be steadier over its passes
+// than that handoff alone, and on a virtual machine whose vCPU placement
+// moves within seconds the handoff spreads far more than 15 %. Rows of a
+// stage with no such measurement, and the ping-pong itself, are not
+// counted.
+func floorShare(rec *records.Record) (within, counted int) {
+	floor := map[string]float64{}
+	for _, r := range rec.Limits {
+		if r.Benchmark == "Baseline/pingpong" && len(r.Metrics) > 0 {
+			if f, _ := rowFigure(r, headlineUnit(r), "median"); f.hasSpread() {
+				floor[r.Stage] = f.spread()
+			}
+		}
+	}
+	for _, rs := range [][]records.Row{rec.Rows, rec.Limits} {
+		for _, r := range rs {
+			fl, ok := floor[r.Stage]
+			if !ok || len(r.Metrics) == 0 || wakeFamily(r) || r.Benchmark == "Baseline/pingpong" {
+				continue
+			}
+			f, _ := rowFigure(r, headlineUnit(r), "median")
+			if !f.hasSpread() {
+				continue
+			}
+			counted++
+			if f.spread() <= fl {
+				within++
+			}
+		}
+	}
+	return within, counted
+}
+
 // headlineUnit is the metric a row is judged by: time per op, else a
 // rate, else its first.
 func headlineUnit(r records.Row) string {
