@@ -61,6 +61,9 @@ func BenchmarkBaseline(b *testing.B) {
 	// op=futexpingpong/path=process: a wake there and a wake back, the
 	// floor under a wake3ms whose client slept on its fence.
 	b.Run("op=futexpingpong/path=process", benchFutexPingPongProcess)
+	// op=uffdfault/path=process: a missing fault answered by another
+	// process with one page — the floor under ManagedPager's sparse touch.
+	b.Run("op=uffdfault/path=process", benchUffdFaultProcess)
 	b.Run("quiet", measureQuiet) // with no device open
 }
 
