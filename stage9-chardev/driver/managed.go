@@ -160,6 +160,8 @@ type Managed struct {
 	next     int      // adaptive prefetch: the page after the last window
 	window   int      // adaptive prefetch: the current window, in pages
 	pager    Pager    // takes pages from the host when they move (pager.go); guarded by um.mu
+	hostNext int      // the host's window (hostWindow): the page after its last; guarded by um.mu
+	hostWin  int      // the host's window, in pages; guarded by um.mu
 }
 
 // VA returns the allocation's address: in its context on the device, and

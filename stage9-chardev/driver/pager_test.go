@@ -134,7 +134,10 @@ func TestPagerRefusalKeepsThePageOnTheHost(t *testing.T) {
 // daemon's pager, one UFFDIO_COPY — not one per page: each copy into the
 // client is a system call and a page-table update in another process,
 // and at one per page a window of 16 cost more than the whole range's Sync
-// would per page (the ManagedPager benchmark's sparse row).
+// would per page (the ManagedPager benchmark's sparse row). The host's
+// window starts at one page and doubles while its faults follow on from
+// the last window: a host reading on through 8 pages faults 4 times
+// (pages 0, 1, 3 and 7), each fault one Fill.
 func TestAWindowComesHomeInOneFill(t *testing.T) {
 	d := openWith(t, device.Config{}, Config{Prefetch: PrefetchWindow, PrefetchPages: 8, ThrashThreshold: -1})
 	ctx, err := d.NewContext()
@@ -147,14 +150,54 @@ func TestAWindowComesHomeInOneFill(t *testing.T) {
 	require.NoError(t, m.SetPager(f))
 	require.NoError(t, ch.Submit(abi.Command{Op: abi.OpFill, Ctx: m.ctx.ID(), Dst: m.VA(), Size: 8 << abi.PageShift, Value: 5}))
 	require.Len(t, f.removed, 8, "pages the device took")
-	moved, err := m.HostFault(0)
-	require.NoError(t, err)
-	require.True(t, moved, "HostFault(0) moved nothing")
-	assert.Equal(t, []int{0, 1, 2, 3, 4, 5, 6, 7}, f.filled, "pages filled")
-	assert.Equal(t, 1, f.fills, "Fill calls for a window of 8 consecutive pages")
+	for _, fault := range []struct {
+		page   int
+		filled []int // the pages filled so far
+	}{
+		{0, []int{0}},
+		{1, []int{0, 1, 2}},
+		{3, []int{0, 1, 2, 3, 4, 5, 6}},
+		{7, []int{0, 1, 2, 3, 4, 5, 6, 7}},
+	} {
+		moved, err := m.HostFault(fault.page)
+		require.NoError(t, err)
+		require.True(t, moved, "HostFault(%d) moved nothing", fault.page)
+		assert.Equal(t, fault.filled, f.filled, "pages filled after the host's fault on page %d", fault.page)
+	}
+	assert.Equal(t, 4, f.fills, "Fill calls: one per fault, each window of consecutive pages one run")
 	for i, b := range f.host {
 		if b != 5 {
-			t.Fatalf("host byte %d = %d after the window came home; want 5, the device's", i, b)
+			t.Fatalf("host byte %d = %d after the pages came home; want 5, the device's", i, b)
 		}
+	}
+}
+
+// TestASparseHostTouchMovesOnePage: a host that touches one page in many
+// after the device wrote them all brings back the pages it touches and no
+// others — each page that came with a fault for nothing would cost a page
+// allocated and copied into the client (the window of 16 this replaced
+// took the sparse touch of ManagedPager from one page's answer to
+// sixteen's). A fault that does not follow on from the last window starts
+// the window again at one page.
+func TestASparseHostTouchMovesOnePage(t *testing.T) {
+	d := openWith(t, device.Config{}, Config{Prefetch: PrefetchWindow, PrefetchPages: 16, ThrashThreshold: -1})
+	ctx, err := d.NewContext()
+	require.NoError(t, err)
+	ch, err := d.NewChannel(abi.EngineCopy, ctx, ChannelOptions{})
+	require.NoError(t, err)
+	const pages = 64
+	m, err := ctx.AllocManaged(pages << abi.PageShift)
+	require.NoError(t, err)
+	f := &fakePager{host: m.Bytes(), protectedLive: map[int]bool{}}
+	require.NoError(t, m.SetPager(f))
+	require.NoError(t, ch.Submit(abi.Command{Op: abi.OpFill, Ctx: m.ctx.ID(), Dst: m.VA(), Size: pages << abi.PageShift, Value: 5}))
+	for _, i := range []int{0, 16, 32, 48, 1} {
+		moved, err := m.HostFault(i)
+		require.NoError(t, err)
+		require.True(t, moved, "HostFault(%d) moved nothing", i)
+	}
+	assert.Equal(t, []int{0, 16, 32, 48, 1}, f.filled, "pages filled: the touched ones alone")
+	if device, _ := m.Resident(); device != pages-5 {
+		t.Errorf("%d pages on the device after 5 sparse touches; want %d", device, pages-5)
 	}
 }
