@@ -45,7 +45,7 @@ import (
 //	                                Protect(i): UFFDIO_WRITEPROTECT
 //	                                copy page i → frame
 //	write page i: waits (wp fault)  Remove(i): PUNCH_HOLE, lift wp → wake
-//	retries: missing fault ───────→ (pager goroutine) HostFault(i):
+//	retries: missing fault ───────→ (fault loop) HostFault(i):
 //	                                  entry cleared, TLBs invalidated,
 //	                                  Fill(i): UFFDIO_COPY frame → page
 //	retries: finds the page ←────── (the copy wakes it)
@@ -86,15 +86,21 @@ type pagers struct {
 // pager serves one managed allocation's host faults.
 type pager struct {
 	m      *driver.Managed
-	file   *os.File // the client's userfaultfd, non-blocking, read through the poller
-	conn   syscall.RawConn
+	uffd   int    // the daemon's duplicate of the client's userfaultfd, non-blocking: read by the fault loop
 	memfd  int    // the allocation's memfd: where pages are punched out
 	live   int    // the daemon's end of the client's liveness socket pair: closed last
 	base   uint64 // the client's mapping of it
 	length uint64
-	done   chan struct{} // closed when serveFaults returns
-	closed atomic.Bool   // set by stopPager before it closes file: serveFaults' read error is its doing
-	drop   func()        // ends the client: closes its connection, and its teardown frees its memory
+	loop   *faultLoop // the daemon's (faultloop.go)
+	id     uint32     // its key in loop.byID, and its epoll events' data
+	drop   func()     // ends the client: closes its connection, and its teardown frees its memory
+
+	// serving is held by the fault loop while it reads and answers this
+	// pager's faults; stopPager takes it to know that no answer is under
+	// way, and sets stopped: the loop, holding it, reads stopped first.
+	serving sync.Mutex
+	stopped bool   // guarded by serving
+	last    []byte // the previous read's messages, for replayFaults; the loop's
 }
 
 // keepMemfd keeps a duplicate of a managed allocation's memfd, for a
@@ -117,7 +123,8 @@ func (c *client) keepMemfd(va uint64, fd int) error {
 
 // managedPager makes the daemon the pager of the client's allocation at
 // a.VA: it checks what the client sent, takes every page home
-// (SetPager), and starts serveFaults.
+// (SetPager), and puts the client's userfaultfd in the daemon's fault
+// loop (faultloop.go).
 func (c *client) managedPager(a *uapi.ManagedPager, uffdFD, livenessFD int) error {
 	c.mu.Lock()
 	m, ok := c.managed[a.VA]
@@ -154,33 +161,36 @@ func (c *client) managedPager(a *uapi.ManagedPager, uffdFD, livenessFD int) erro
 	if c.pg.byVA[a.VA] != nil {
 		return fmt.Errorf("MANAGED_PAGER of %#x: it has a pager already: %w", a.VA, uapi.ErrBusy)
 	}
+	loop, err := c.s.faultLoop()
+	if err != nil {
+		return fmt.Errorf("MANAGED_PAGER: %v: %w", err, uapi.ErrNoMemory)
+	}
 	uffdDup, err := unix.FcntlInt(uintptr(uffdFD), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("MANAGED_PAGER: %v: %w", err, uapi.ErrNoMemory)
 	}
-	file := os.NewFile(uintptr(uffdDup), "userfaultfd") // non-blocking (the client opened it so): the poller reads it
-	conn, err := file.SyscallConn()
-	if err != nil {
-		file.Close()
-		return fmt.Errorf("MANAGED_PAGER: %v: %w", err, uapi.ErrInval)
-	}
 	live, err := unix.FcntlInt(uintptr(livenessFD), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
-		file.Close()
+		unix.Close(uffdDup)
 		return fmt.Errorf("MANAGED_PAGER: %v: %w", err, uapi.ErrNoMemory)
 	}
-	p := &pager{m: m, file: file, conn: conn, memfd: memfd, live: live, base: a.Base, length: a.Length, done: make(chan struct{}),
+	p := &pager{m: m, uffd: uffdDup, memfd: memfd, live: live, base: a.Base, length: a.Length, loop: loop,
 		drop: func() {
 			c.s.log.Warn("client dropped: its userfaultfd cannot be read", "pid", c.pid)
 			c.conn.Close() // its serve loop sees EOF and tears it down: stopPager, then the free
 		}}
 	if err := m.SetPager(p); err != nil {
-		file.Close()
+		unix.Close(uffdDup)
 		unix.Close(live)
 		return fmt.Errorf("MANAGED_PAGER: %w: %w", err, uapi.ErrNoEntry)
 	}
+	if err := loop.add(p); err != nil {
+		m.SetPager(nil)
+		unix.Close(uffdDup)
+		unix.Close(live)
+		return fmt.Errorf("MANAGED_PAGER: %v: %w", err, uapi.ErrNoMemory)
+	}
 	c.pg.byVA[a.VA] = p
-	go p.serveFaults()
 	return nil
 }
 
@@ -196,12 +206,9 @@ func (c *client) stopPager(va uint64) {
 	delete(c.pg.memfds, va)
 	c.pg.mu.Unlock()
 	if p != nil {
-		// serveFaults loads closed once its read fails: the failure is then
-		// this Close's, not the client's.
-		p.closed.Store(true)
-		p.m.SetPager(nil) // pages come home: none is a hole once the pager is gone
-		p.file.Close()    // serveFaults' read returns
-		<-p.done
+		p.loop.remove(p)   // no fault of its is read or answered from here on
+		p.m.SetPager(nil)  // pages come home, through its userfaultfd: none is a hole once the pager is gone
+		unix.Close(p.uffd) // nothing uses it now: the driver's calls ended with SetPager
 		unix.Close(p.live) // a client that did not disarm it is killed: it was let go with pages it could fault on
 	}
 	if kept {
@@ -211,60 +218,58 @@ func (c *client) stopPager(va uint64) {
 
 // ANCHOR: servefaults
 
-// serveFaults is the pager goroutine: it reads fault messages from the
-// client's userfaultfd and answers each. A fault inside the allocation
-// brings its page home if the device has it (HostFault: a duplicate moves
-// nothing), then lifts write protection on the page, which wakes every
-// thread waiting on it. A fault outside is not answered.
-func (p *pager) serveFaults() {
-	defer close(p.done)
-	buf := make([]byte, 16*uffd.MsgSize)
-	var last []byte // the previous read's messages, for replayFaults
-	for {
-		n, err := p.read(buf)
-		if err != nil {
-			if !p.closed.Load() {
-				p.drop() // the client broke the descriptor: no fault of its would be answered again
-			}
-			return // closed by stopPager, or dropped
+// serveReady reads the fault messages waiting on p's userfaultfd and
+// answers each; the fault loop (faultloop.go) calls it when epoll says
+// the descriptor is ready, events being what it said. A fault inside the
+// allocation brings its page home if the device has it (HostFault: a
+// duplicate moves nothing), then lifts write protection on the page,
+// which wakes every thread waiting on it. A fault outside is not
+// answered. It reports false when the client must be dropped: its
+// descriptor can no longer be read, or it delivered an event the client
+// library never asks for.
+func (p *pager) serveReady(buf []byte, events uint32) bool {
+	p.serving.Lock()
+	defer p.serving.Unlock()
+	if p.stopped {
+		return true // stopPager's: a readiness reported before it
+	}
+	n, err := p.read(buf)
+	switch {
+	case events&unix.EPOLLERR != 0 || err != nil && !errors.Is(err, syscall.EAGAIN):
+		return false // the client broke the descriptor: no fault of its would be answered again
+	case err != nil:
+		return true // EAGAIN: nothing to read after all
+	}
+	if replayFaults.Load() {
+		for off := 0; off+uffd.MsgSize <= len(p.last); off += uffd.MsgSize {
+			p.serve(p.last[off : off+uffd.MsgSize])
 		}
-		if replayFaults.Load() {
-			for off := 0; off+uffd.MsgSize <= len(last); off += uffd.MsgSize {
-				p.serve(last[off : off+uffd.MsgSize])
-			}
-			last = append(last[:0], buf[:n]...)
-		}
-		for off := 0; off+uffd.MsgSize <= n; off += uffd.MsgSize {
-			if !p.serve(buf[off : off+uffd.MsgSize]) {
-				p.drop() // the client asked for events itself: not a descriptor the client library made
-				return
-			}
+		p.last = append(p.last[:0], buf[:n]...)
+	}
+	for off := 0; off+uffd.MsgSize <= n; off += uffd.MsgSize {
+		if !p.serve(buf[off : off+uffd.MsgSize]) {
+			return false // the client asked for events itself: not a descriptor the client library made
 		}
 	}
+	return true
 }
 
-// read reads fault messages into buf, waiting in the poller until there
-// are some. The userfaultfd's open file description is the client's too,
-// and so is its O_NONBLOCK flag. A plain read(2) obeys the flag: with it
-// cleared, the pager's next read would sleep in the kernel, and
-// stopPager's Close would wait for that read for ever; RWF_NOWAIT makes
-// this read non-blocking whatever the flag says (a kernel whose
-// userfaultfd does not take it gets a plain read). The kernel's poll of a
-// userfaultfd obeys the flag too: without O_NONBLOCK it reports an error,
-// not readiness, so the poller can no longer wait for this client's
-// faults, and read returns that error — on which serveFaults drops the
-// client (TestPagerDropsAClientWhoseFaultsItCannotRead).
+// read reads the fault messages waiting, at most len(buf) of them: EAGAIN
+// if there are none (another reader of the readiness took them, or the
+// fault was a spurious one). The userfaultfd's open file description is
+// the client's too, and so is its O_NONBLOCK flag. A plain read(2) obeys
+// the flag: with it cleared, the read would sleep in the kernel, and the
+// fault loop with it, for every client; RWF_NOWAIT makes this read
+// non-blocking whatever the flag says (a kernel whose userfaultfd does
+// not take it gets a plain read). The kernel's poll of a userfaultfd
+// obeys the flag too: without O_NONBLOCK it reports an error (EPOLLERR),
+// not readiness, and serveReady drops the client
+// (TestPagerDropsAClientWhoseFaultsItCannotRead).
 func (p *pager) read(buf []byte) (n int, err error) {
 	for {
-		cerr := p.conn.Read(func(fd uintptr) bool {
-			n, err = unix.Preadv2(int(fd), [][]byte{buf}, -1, unix.RWF_NOWAIT)
-			if errors.Is(err, syscall.EOPNOTSUPP) {
-				n, err = unix.Read(int(fd), buf)
-			}
-			return !errors.Is(err, syscall.EAGAIN) // EAGAIN: wait in the poller, then again
-		})
-		if cerr != nil {
-			return 0, cerr
+		n, err = unix.Preadv2(p.uffd, [][]byte{buf}, -1, unix.RWF_NOWAIT)
+		if errors.Is(err, syscall.EOPNOTSUPP) {
+			n, err = unix.Read(p.uffd, buf)
 		}
 		if !errors.Is(err, syscall.EINTR) {
 			return n, err
@@ -272,7 +277,7 @@ func (p *pager) read(buf []byte) (n int, err error) {
 	}
 }
 
-// replayFaults, a test hook, has serveFaults serve every message a second
+// replayFaults, a test hook, has serveReady serve every message a second
 // time with the next read — by then the client has had its page, and may
 // have written it — as the kernel may deliver a fault twice.
 var replayFaults atomic.Bool
@@ -313,12 +318,9 @@ var pagerOutside atomic.Uint64
 // client's address space is changing), a plain wake does it.
 func (p *pager) wake(i uint64) {
 	addr := p.base + i<<abi.PageShift
-	var err error
-	p.conn.Control(func(fd uintptr) {
-		if err = uffd.WriteProtect(int(fd), addr, 1<<abi.PageShift, false); err != nil {
-			err = uffd.Wake(int(fd), addr, 1<<abi.PageShift)
-		}
-	})
+	if err := uffd.WriteProtect(p.uffd, addr, 1<<abi.PageShift, false); err != nil {
+		uffd.Wake(p.uffd, addr, 1<<abi.PageShift)
+	}
 }
 
 // Protect write-protects page i in the client (driver.Pager). EAGAIN —
@@ -328,11 +330,7 @@ func (p *pager) Protect(i int) error {
 	addr := p.base + uint64(i)<<abi.PageShift
 	var err error
 	for range 8 {
-		cerr := p.conn.Control(func(fd uintptr) { err = uffd.WriteProtect(int(fd), addr, 1<<abi.PageShift, true) })
-		if cerr != nil {
-			return cerr
-		}
-		if !errors.Is(err, syscall.EAGAIN) {
+		if err = uffd.WriteProtect(p.uffd, addr, 1<<abi.PageShift, true); !errors.Is(err, syscall.EAGAIN) {
 			break
 		}
 	}
@@ -348,10 +346,7 @@ func (p *pager) Fill(i int, src []byte) error {
 	var err error
 	for range 8 {
 		var filled uint64
-		cerr := p.conn.Control(func(fd uintptr) { filled, err = uffd.Copy(int(fd), addr, src) })
-		if cerr != nil {
-			return cerr
-		}
+		filled, err = uffd.Copy(p.uffd, addr, src)
 		addr, src = addr+filled, src[filled:]
 		if !errors.Is(err, syscall.EAGAIN) {
 			break

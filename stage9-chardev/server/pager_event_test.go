@@ -37,7 +37,7 @@ func TestAForkEventsDescriptorIsClosedAndTheClientDropped(t *testing.T) {
 		unix.Close(r)
 	}
 	assert.False(t, keep, "serve reported a fork event as one to go on serving after")
-	assert.Equal(t, 0, dropped, "serve drops nothing itself; serveFaults does, once, when serve says stop")
+	assert.Equal(t, 0, dropped, "serve drops nothing itself; the fault loop does, once, when serveReady says stop")
 }
 
 // Any other event (remap, remove, unmap) carries no descriptor; the pager

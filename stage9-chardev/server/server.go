@@ -135,6 +135,11 @@ type Server struct {
 	clientLimit uapi.Pools             // Config.ClientQuota, defaults filled; fixed after New
 	uidLimit    uapi.Pools             // Config.UidQuota, likewise
 
+	// faultsMu guards faults, the fault loop of every client's pagers
+	// (faultloop.go), started with the first.
+	faultsMu sync.Mutex
+	faults   *faultLoop
+
 	messages atomic.Uint64 // messages received from every client
 	serving  sync.WaitGroup
 	closed   chan struct{}
@@ -397,6 +402,7 @@ func (s *Server) Close() error {
 			c.conn.Close() // its serve loop sees EOF and tears it down
 		}
 		s.serving.Wait()
+		s.stopFaultLoop() // every pager was stopped with its client
 		err = s.drv.Close()
 		s.dev.Close()
 		s.log.Info("device closed", "node", s.node)
