@@ -56,15 +56,22 @@ func (f *fakePager) Fill(i int, src []byte) error {
 }
 
 // pagerSetup is a context with a copy channel and a 4-page managed
-// allocation whose pager is a fakePager.
+// allocation whose pager is a fakePager, with prefetch off.
 func pagerSetup(t *testing.T) (*Channel, *Managed, *fakePager) {
 	t.Helper()
-	d := openWith(t, device.Config{}, Config{Prefetch: PrefetchOff, ThrashThreshold: -1})
+	return pagerSetupWith(t, Config{Prefetch: PrefetchOff, ThrashThreshold: -1}, 4)
+}
+
+// pagerSetupWith is pagerSetup with the driver's config and the
+// allocation's size in pages chosen.
+func pagerSetupWith(t *testing.T, cfg Config, pages int) (*Channel, *Managed, *fakePager) {
+	t.Helper()
+	d := openWith(t, device.Config{}, cfg)
 	ctx, err := d.NewContext()
 	require.NoError(t, err)
 	ch, err := d.NewChannel(abi.EngineCopy, ctx, ChannelOptions{})
 	require.NoError(t, err)
-	m, err := ctx.AllocManaged(4 << abi.PageShift)
+	m, err := ctx.AllocManaged(uint64(pages) << abi.PageShift)
 	require.NoError(t, err)
 	f := &fakePager{host: m.Bytes(), protectedLive: map[int]bool{}}
 	require.NoError(t, m.SetPager(f))
@@ -139,15 +146,7 @@ func TestPagerRefusalKeepsThePageOnTheHost(t *testing.T) {
 // the last window: a host reading on through 8 pages faults 4 times
 // (pages 0, 1, 3 and 7), each fault one Fill.
 func TestAWindowComesHomeInOneFill(t *testing.T) {
-	d := openWith(t, device.Config{}, Config{Prefetch: PrefetchWindow, PrefetchPages: 8, ThrashThreshold: -1})
-	ctx, err := d.NewContext()
-	require.NoError(t, err)
-	ch, err := d.NewChannel(abi.EngineCopy, ctx, ChannelOptions{})
-	require.NoError(t, err)
-	m, err := ctx.AllocManaged(8 << abi.PageShift)
-	require.NoError(t, err)
-	f := &fakePager{host: m.Bytes(), protectedLive: map[int]bool{}}
-	require.NoError(t, m.SetPager(f))
+	ch, m, f := pagerSetupWith(t, Config{Prefetch: PrefetchWindow, PrefetchPages: 8, ThrashThreshold: -1}, 8)
 	require.NoError(t, ch.Submit(abi.Command{Op: abi.OpFill, Ctx: m.ctx.ID(), Dst: m.VA(), Size: 8 << abi.PageShift, Value: 5}))
 	require.Len(t, f.removed, 8, "pages the device took")
 	for _, fault := range []struct {
@@ -180,16 +179,8 @@ func TestAWindowComesHomeInOneFill(t *testing.T) {
 // sixteen's). A fault that does not follow on from the last window starts
 // the window again at one page.
 func TestASparseHostTouchMovesOnePage(t *testing.T) {
-	d := openWith(t, device.Config{}, Config{Prefetch: PrefetchWindow, PrefetchPages: 16, ThrashThreshold: -1})
-	ctx, err := d.NewContext()
-	require.NoError(t, err)
-	ch, err := d.NewChannel(abi.EngineCopy, ctx, ChannelOptions{})
-	require.NoError(t, err)
 	const pages = 64
-	m, err := ctx.AllocManaged(pages << abi.PageShift)
-	require.NoError(t, err)
-	f := &fakePager{host: m.Bytes(), protectedLive: map[int]bool{}}
-	require.NoError(t, m.SetPager(f))
+	ch, m, f := pagerSetupWith(t, Config{Prefetch: PrefetchWindow, PrefetchPages: 16, ThrashThreshold: -1}, pages)
 	require.NoError(t, ch.Submit(abi.Command{Op: abi.OpFill, Ctx: m.ctx.ID(), Dst: m.VA(), Size: pages << abi.PageShift, Value: 5}))
 	for _, i := range []int{0, 16, 32, 48, 1} {
 		moved, err := m.HostFault(i)
