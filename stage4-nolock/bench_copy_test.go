@@ -21,7 +21,7 @@ func BenchmarkH2D(b *testing.B) {
 		b.Run("mem=pageable/size="+sz.name, func(b *testing.B) { benchPageable(b, sz.n, toDevice) })
 	}
 	for _, sz := range copySizes {
-		b.Run("mem=pinned/size="+sz.name, func(b *testing.B) { benchPinned(b, sz.n, toDevice) })
+		b.Run("mem=pinned/size="+sz.name, func(b *testing.B) { benchPinned(b, sz.n, toDevice, softgpu.Config{}) })
 	}
 }
 
@@ -32,16 +32,16 @@ func BenchmarkD2H(b *testing.B) {
 		b.Run("mem=pageable/size="+sz.name, func(b *testing.B) { benchPageable(b, sz.n, fromDevice) })
 	}
 	for _, sz := range copySizes {
-		b.Run("mem=pinned/size="+sz.name, func(b *testing.B) { benchPinned(b, sz.n, fromDevice) })
+		b.Run("mem=pinned/size="+sz.name, func(b *testing.B) { benchPinned(b, sz.n, fromDevice, softgpu.Config{}) })
 	}
 }
 
 // benchPinned times copies between n bytes of device memory and pinned host
-// memory. Without the right to pin n bytes (RLIMIT_MEMLOCK; 8 MiB by
+// memory, on a device opened with cfg. Without the right to pin n bytes (RLIMIT_MEMLOCK; 8 MiB by
 // default for an unprivileged user) the row is skipped, with the error
 // saying what to raise.
-func benchPinned(b *testing.B, n int, dir direction) {
-	g := openBench(b, softgpu.Config{})
+func benchPinned(b *testing.B, n int, dir direction, cfg softgpu.Config) {
+	g := openBench(b, cfg)
 	defer g.Close()
 	p := mustAlloc(b, g, uint64(n))
 	buf, err := g.HostAlloc(uint64(n))
