@@ -220,7 +220,9 @@ func (ch *Channel) markWritten(from, to uint64) {
 // publish moves the doorbell over every written slot after it, unless
 // another goroutine is doing so already — in which case that one publishes
 // the caller's slots too. It never waits. (It may yield once: a doorbell
-// that woke a sleeping engine hands it the thread, idle.go.)
+// that woke a sleeping engine hands it the thread, idle.go.) It reports
+// whether its own doorbell woke the engine, for the copy estimate
+// (estimate.go, expect).
 //
 // Only the holder of publishing stores the doorbell, so RegDoorbell only
 // moves forward, as the device requires. The scan moves it over written
@@ -234,9 +236,9 @@ func (ch *Channel) markWritten(from, to uint64) {
 // stores, and Go's atomics are sequentially consistent: if the submitter's
 // CompareAndSwap failed, the holder's look comes after it and sees the mark,
 // and the holder goes round again.
-func (ch *Channel) publish() {
+func (ch *Channel) publish() (woke bool) {
 	for ch.publishing.CompareAndSwap(false, true) {
-		tail, woke := ch.rung, false
+		tail, wokeNow := ch.rung, false
 		// These loads pair with the stores in markWritten.
 		for ch.written[tail&ch.mask].Load() == tail {
 			tail++
@@ -246,7 +248,7 @@ func (ch *Channel) publish() {
 			// saw; the engine's load of RegDoorbell in fetch pairs
 			// with it.
 			ch.regs.Store(ch.doorbell+abi.RegDoorbell, tail)
-			woke = ch.wakeIfIdle() // after the store, never before (idle.go)
+			wokeNow = ch.wakeIfIdle() // after the store, never before (idle.go)
 			ch.rung = tail
 			ch.doorbells.Add(1)
 		}
@@ -254,15 +256,17 @@ func (ch *Channel) publish() {
 			h(ch.id) // a test may hold publishing longer here
 		}
 		ch.publishing.Store(false)
-		if woke {
+		if wokeNow {
+			woke = true
 			handoff() // run the woken engine now, not while holding publishing
 		}
 		// The look after the release: a slot marked while this goroutine
 		// held publishing, by a submitter whose CompareAndSwap failed.
 		if ch.written[tail&ch.mask].Load() != tail {
-			return
+			return woke
 		}
 	}
+	return woke
 }
 
 // ANCHOR_END: publish

@@ -99,7 +99,7 @@ type expectation struct {
 	bytes uint64 // bytes the COPY moves; 0: not a copy the estimate covers
 	start uint64 // the device clock just after the doorbell
 	due   uint64 // the expected completion; 0: no rate learned yet
-	alone bool   // nothing was expected ahead of it: its time is a sample
+	alone bool   // nothing was expected ahead of it and it woke no engine: its time is a sample
 }
 
 // ANCHOR: expect
@@ -107,8 +107,19 @@ type expectation struct {
 // expect returns what the waiter of a command with op and size, just
 // queued on ch, may expect — the zero expectation for a command the
 // estimate does not cover — and adds the command's expected time to the
-// channel's queue.
-func (ch *Channel) expect(op abi.Opcode, size uint64) expectation {
+// channel's queue. woke is whether the command's doorbell woke the engine
+// (publish).
+//
+// A copy whose doorbell woke the engine is not a sample of the rate. The
+// publisher handed the woken engine its thread (handoff, idle.go) before
+// expect read the clock, and the engine may have copied for a while by
+// then: measured from start, such a copy looks faster than copies run. A
+// rate learnt from those comes out fast, the copies after it are expected
+// too soon, and their waits block: in stage 7, with the host writing a
+// megabyte between copies (long enough for the engine to fall asleep
+// about half the time), one wait in five blocked at the defaults before
+// this rule and the copies were slower than with a 150 µs poll.
+func (ch *Channel) expect(op abi.Opcode, size uint64, woke bool) expectation {
 	e := &ch.estimate
 	if !e.enabled || op != abi.OpCopy || size < MinEstimatedCopy {
 		return expectation{}
@@ -120,7 +131,7 @@ func (ch *Channel) expect(op abi.Opcode, size uint64) expectation {
 		ahead := e.busyUntil.Load()
 		begin := max(now, ahead)
 		if e.busyUntil.CompareAndSwap(ahead, begin+cost) {
-			exp := expectation{bytes: size, start: now, alone: ahead <= now}
+			exp := expectation{bytes: size, start: now, alone: ahead <= now && !woke}
 			if rate != 0 {
 				exp.due = begin + cost
 			}

@@ -57,8 +57,8 @@ func TestEstimateQueuesCopies(t *testing.T) {
 	ch := &Channel{regs: dev.Registers(), estimate: copyEstimate{enabled: true}}
 	ch.estimate.rate.Store(1000) // 1 ns per byte: 1 MiB in 1,048,576 cycles
 	const mib = 1 << 20
-	first := ch.expect(abi.OpCopy, mib)
-	second := ch.expect(abi.OpCopy, mib)
+	first := ch.expect(abi.OpCopy, mib, false)
+	second := ch.expect(abi.OpCopy, mib, false)
 	if !first.alone || first.due != first.start+mib {
 		t.Fatalf("first copy: %+v; want alone, due start+%d", first, mib)
 	}
@@ -73,10 +73,10 @@ func TestEstimateQueuesCopies(t *testing.T) {
 		op   abi.Opcode
 		size uint64
 	}{{abi.OpFill, mib}, {abi.OpCopy, MinEstimatedCopy - 1}, {abi.OpNop, 0}} {
-		assert.Equal(t, (expectation{}), ch.expect(tt.op, tt.size), "expect(%v, %d); want no estimate", tt.op, tt.size)
+		assert.Equal(t, (expectation{}), ch.expect(tt.op, tt.size, false), "expect(%v, %d); want no estimate", tt.op, tt.size)
 	}
 	ch.estimate.enabled = false // an explicit PollBudget
-	assert.Equal(t, (expectation{}), ch.expect(abi.OpCopy, mib), "expect with the estimate off; want no estimate")
+	assert.Equal(t, (expectation{}), ch.expect(abi.OpCopy, mib, false), "expect with the estimate off; want no estimate")
 }
 
 // TestBudgetForAnEstimate: no estimate keeps PollBudget; an estimate
@@ -249,4 +249,33 @@ func copyChannel(t testing.TB, d *Driver) *Channel {
 	ch, err := d.Channel(abi.DefaultChannel(abi.EngineCopy))
 	require.NoError(t, err)
 	return ch
+}
+
+// TestAWokenCopyIsNotASample: a copy whose doorbell woke its engine teaches
+// the estimate nothing about the rate. The publisher hands the woken
+// engine its thread before the waiter reads the clock (publish, handoff in
+// idle.go), so the copy's time from its start leaves out whatever the
+// engine copied meanwhile, and a rate learnt from it comes out fast
+// (estimate.go, expect). With the engines sleeping after every command,
+// each copy below wakes one, and after them the estimate has still learnt
+// nothing; copies run by a spinning engine are samples again.
+func TestAWokenCopyIsNotASample(t *testing.T) {
+	const size = 1 << 20
+	d := openWith(t, device.Config{MemorySize: 4 << 20}, Config{Idle: Idle{Mode: IdleSleep}})
+	ch := copyChannel(t, d)
+	copyOnce := func() {
+		require.NoError(t, d.Submit(abi.EngineCopy, abi.Command{Op: abi.OpCopy, Src: 0, Dst: 2 << 20, Size: size}))
+	}
+	for range 5 {
+		asleep(t, d, 2)
+		wakes := d.Stats().EngineWakes
+		copyOnce()
+		require.Equal(t, wakes+1, d.Stats().EngineWakes, "the copy's doorbell did not wake the engine")
+		require.Zero(t, ch.estimate.rate.Load(), "the estimate learnt a rate from copies that each woke their engine")
+	}
+	require.NoError(t, d.SetIdle(abi.EngineCopy, Idle{Mode: IdleSpin}))
+	for range 2 {
+		copyOnce()
+	}
+	assert.NotZero(t, ch.estimate.rate.Load(), "no rate learnt from copies run by a spinning engine")
 }

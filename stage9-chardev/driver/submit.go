@@ -122,8 +122,8 @@ func (ch *Channel) Submit(cmd abi.Command) error {
 	}
 	ch.write(&cmd, i, true)
 	ch.markWritten(i, i+1)
-	ch.publish()
-	status, err := ch.awaitCommand(i, ch.expect(cmd.Op, cmd.Size))
+	woke := ch.publish()
+	status, err := ch.awaitCommand(i, ch.expect(cmd.Op, cmd.Size, woke))
 	if err != nil {
 		return err
 	}
