@@ -25,6 +25,7 @@ import (
 	"sync/atomic"
 
 	"softgpu/stage1-ring/abi"
+	"softgpu/stage1-ring/internal/spin"
 	"softgpu/stage1-ring/mmio"
 )
 
@@ -148,10 +149,14 @@ func (d *Driver) stopped() bool { return d.regs.Load(abi.RegDeviceState) == abi.
 
 // awaitStopped waits until the device has stopped. The engines stop at the
 // end of the command they are running, so this is one command long at most
-// (a DELAY is cut short).
+// (a DELAY is cut short). It yields on the default cadence in time
+// (internal/spin), whatever YieldEvery says: Close is no benchmark's
+// subject, and a Close that never yielded could wait for the monitor's
+// preemption to let an engine reach its stop.
 func (d *Driver) awaitStopped() {
+	yield := spin.NewCadence(0)
 	for polls := 1; !d.stopped(); polls++ {
-		if polls%64 == 0 {
+		if yield.Due(polls) {
 			runtime.Gosched()
 		}
 	}

@@ -10,14 +10,17 @@
 // move when the poll does.
 //
 // The clock is not free. time.Since reads the monotonic clock through the
-// vDSO: on the 2-vCPU development machine it took ~175 ns, against ~7 ns for
-// the load of a line that stays in the cache and ~16 ns for an idle
-// engine's whole empty poll, so a loop that read it on every poll would
-// poll ten times less often. A loop reads the clock once every CheckEvery
-// polls instead, and the yield comes at most that many polls after
-// YieldAfter. The read still makes the average empty poll about twice as
-// long; what it delays is how soon a poll sees its change, by at most one
-// read, a fraction of a round trip.
+// vDSO, and what that costs depends on the clock source the hypervisor
+// gives the guest: on the 2-vCPU development machine it took ~175 ns when
+// the cadence was chosen, and 36–41 ns on a later day with the kernel on
+// the tsc clock source (a bare benchmark of time.Since, three runs) —
+// against ~7 ns for the load of a line that stays in the cache and ~16 ns
+// for an idle engine's whole empty poll. Read on every poll, it would cut
+// the polls by three to ten times. A loop reads the clock once every
+// CheckEvery polls instead, and the yield comes at most that many polls
+// after YieldAfter. The read still makes the average empty poll longer (by
+// a third to twice); what it delays is how soon a poll sees its change, by
+// at most one read, a fraction of a round trip.
 //
 // Invariant: a Cadence belongs to one loop on one goroutine (a field of
 // the engine, which only the engine's goroutine touches, or a local of one
