@@ -29,6 +29,7 @@ import (
 	"sync/atomic"
 
 	"softgpu/stage4-nolock/abi"
+	"softgpu/stage4-nolock/internal/spin"
 	"softgpu/stage4-nolock/mmio"
 	"softgpu/stage4-nolock/trace"
 )
@@ -228,11 +229,12 @@ func (d *Driver) stopped() bool { return d.regs.Load(abi.RegDeviceState) == abi.
 // (a DELAY is cut short).
 func (d *Driver) awaitStopped() { spinUntil(d.stopped) }
 
-// spinUntil polls cond until it reports true, yielding now and then: for
-// waits that last a command at most.
+// spinUntil polls cond until it reports true, yielding on the default
+// cadence in time (internal/spin): for waits that last a command at most.
 func spinUntil(cond func() bool) {
+	yield := spin.NewCadence(0)
 	for polls := 1; !cond(); polls++ {
-		if polls%64 == 0 {
+		if yield.Due(polls) {
 			runtime.Gosched()
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"softgpu/stage7-idle/abi"
+	"softgpu/stage7-idle/internal/spin"
 	"softgpu/stage7-idle/mmio"
 )
 
@@ -135,8 +136,10 @@ func (d *Device) regions() []hostRegion {
 }
 
 // awaitNoHolds waits until no engine holds any window entry. The wait is
-// one command long at most; a stopped engine holds nothing.
+// one command long at most; a stopped engine holds nothing. It yields on
+// the default cadence in time (internal/spin).
 func (d *Device) awaitNoHolds() {
+	yield := spin.NewCadence(0)
 	for polls := 1; ; polls++ {
 		var held uint64
 		for e := range abi.Engine(abi.NumEngines) {
@@ -145,7 +148,7 @@ func (d *Device) awaitNoHolds() {
 		if held == 0 {
 			return
 		}
-		if polls%64 == 0 {
+		if yield.Due(polls) {
 			runtime.Gosched()
 		}
 	}
