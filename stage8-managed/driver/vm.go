@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"softgpu/stage8-managed/abi"
+	"softgpu/stage8-managed/internal/spin"
 )
 
 // Virtual memory, the device-wide half: the page-table pool, the table of
@@ -145,6 +146,7 @@ func (d *Driver) invalidate(ctx abi.Context, va, size uint64) {
 	d.regs.Store(abi.RegInvalGen, gen) // publishes the request above; the engines' loads in checkInval pair with it
 	for e := range abi.Engine(abi.NumEngines) {
 		status := abi.EngineStatusPage(e)
+		yield := spin.NewCadence(d.yieldEvery)
 		for polls := 1; ; polls++ {
 			if d.regs.Load(status+abi.RegInvalAck) == gen {
 				break
@@ -152,7 +154,7 @@ func (d *Driver) invalidate(ctx abi.Context, va, size uint64) {
 			if s := d.regs.Load(status + abi.RegEngineState); s == abi.EngineAsleep || s == abi.EngineStopped {
 				break
 			}
-			if polls%64 == 0 {
+			if yield.Due(polls) {
 				runtime.Gosched()
 			}
 		}
