@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"softgpu/stage6-runlist/abi"
+	"softgpu/stage6-runlist/internal/spin"
 )
 
 // Channels and runlists, the driver's half (the engine's is in
@@ -114,11 +115,12 @@ func (d *Driver) submitRunlist(e abi.Engine) error {
 	gen := d.regs.Load(status+abi.RegRunlistAck) + 1
 	d.regs.Store(control+abi.RegRunlistGen, gen)
 	d.hw.WakeEngine(e)
+	yield := spin.NewCadence(d.yieldEvery)
 	for polls := 1; d.regs.Load(status+abi.RegRunlistAck) != gen; polls++ { // pairs with the engine's store in checkRunlist
 		if d.stopped() {
 			return ErrClosed
 		}
-		if polls%64 == 0 {
+		if yield.Due(polls) {
 			runtime.Gosched()
 		}
 	}
