@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"softgpu/stage8-managed/abi"
+	"softgpu/stage8-managed/internal/spin"
 	"softgpu/stage8-managed/trace"
 )
 
@@ -140,10 +141,14 @@ func (d *Driver) faultLoop() {
 func (d *Driver) serveFaults() {
 	var quietSince uint64
 	polled := false // the first batch came with an interrupt; later ones were found by polling
+	yield := spin.NewCadence(d.yieldEvery)
 	for polls := 1; ; polls++ {
 		if d.serveBatch(polled) {
 			quietSince, polls, polled = 0, 0, true
 			continue
+		}
+		if yield.Due(polls) {
+			runtime.Gosched()
 		}
 		if polls%64 != 0 {
 			continue
@@ -164,9 +169,7 @@ func (d *Driver) serveFaults() {
 			}
 			d.regs.Store(abi.RegFaultNeedIrq, 0)
 			quietSince, polls = 0, 0
-			continue
 		}
-		runtime.Gosched()
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"softgpu/stage9-chardev/abi"
+	"softgpu/stage9-chardev/internal/spin"
 )
 
 // ErrTimeout reports a wait on the device that passed its bound.
@@ -65,16 +66,18 @@ func hungError(e abi.Engine, what string, bound time.Duration) error {
 	return fmt.Errorf("%w: %v did not %s within %v", ErrTimeout, e, what, bound)
 }
 
-// spinBounded polls cond until it reports true, yielding now and then,
-// for at most bound; then it returns ErrTimeout.
+// spinBounded polls cond until it reports true, yielding on the default
+// cadence in time (internal/spin), for at most bound; then it returns
+// ErrTimeout. It looks at the deadline every 64 polls.
 func spinBounded(cond func() bool, bound time.Duration) error {
 	deadline := time.Now().Add(bound)
+	yield := spin.NewCadence(0)
 	for polls := 1; !cond(); polls++ {
-		if polls%64 == 0 {
-			if time.Now().After(deadline) {
-				return fmt.Errorf("%w (%v)", ErrTimeout, bound)
-			}
+		if yield.Due(polls) {
 			runtime.Gosched()
+		}
+		if polls%64 == 0 && time.Now().After(deadline) {
+			return fmt.Errorf("%w (%v)", ErrTimeout, bound)
 		}
 	}
 	return nil

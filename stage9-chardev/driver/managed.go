@@ -546,15 +546,18 @@ func pagesOf(off, size uint64) (int, int) {
 
 // Sync brings every page of m that is on the device back to the host, so
 // that the host may read what the device wrote, or write a page the device
-// had. It is the host's side of coherence here, because the host's
-// accesses cannot be trapped: the way to trap them, userfaultfd, hands a
-// thread's page fault to another thread to answer — and in a Go program
-// that thread is a goroutine, which cannot run while the garbage
-// collector stops the world, which waits for the faulting thread
-// (cmd/uffdstw runs the experiment: the process stops for good). Wait
-// for the commands that write m before calling Sync: a page a running
-// command writes comes back with its writes so far, and the command faults
-// it over again.
+// had. Where m has a Pager (a client of the daemon, pager.go), the host's
+// touches are trapped and bring their pages back by themselves, and Sync is
+// a hint: one call for the whole range instead of a fault per window. Where
+// it has none — in-process, or a client the daemon cannot page — it is
+// the host's side of coherence, because there the host's accesses cannot
+// be trapped: the way to trap them, userfaultfd, hands a thread's page
+// fault to another thread to answer, and in a Go program that thread is a
+// goroutine, which cannot run while the garbage collector stops the
+// world, which waits for the faulting thread (cmd/uffdstw runs the
+// experiment: the process stops for good). Wait for the commands that
+// write m before calling Sync: a page a running command writes comes back
+// with its writes so far, and the command faults it over again.
 func (m *Managed) Sync() error {
 	d := m.d
 	d.um.mu.Lock()
