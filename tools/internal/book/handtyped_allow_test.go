@@ -37,6 +37,7 @@ var handTypedAllowed = map[string]string{
 	"stage6-runlist.md: 5 µs":               "a setting (a gap, idle or poll budget, limit, slice, benchtime or timeout that the code, the Go runtime or a benchmark sets), not a measurement",
 	"stage6-runlist.md: 50 µs":              "a setting (a gap, idle or poll budget, limit, slice, benchtime or timeout that the code, the Go runtime or a benchmark sets), not a measurement",
 	"stage6-runlist.md: over 150 ms":        "a setting (a gap, idle or poll budget, limit, slice, benchtime or timeout that the code, the Go runtime or a benchmark sets), not a measurement",
+	"stage7-idle.md: 150 µs":                "a setting (a gap, idle or poll budget, limit, slice, benchtime or timeout that the code, the Go runtime or a benchmark sets), not a measurement",
 	"stage7-idle.md: 100 µs":                "a setting (a gap, idle or poll budget, limit, slice, benchtime or timeout that the code, the Go runtime or a benchmark sets), not a measurement",
 	"stage7-idle.md: 300 µs":                "a setting (a gap, idle or poll budget, limit, slice, benchtime or timeout that the code, the Go runtime or a benchmark sets), not a measurement",
 	"stage7-idle.md: 5 s":                   "a setting (a gap, idle or poll budget, limit, slice, benchtime or timeout that the code, the Go runtime or a benchmark sets), not a measurement",
