@@ -113,6 +113,11 @@ const (
 	RegNeedWakeup    = 0x080
 	RegSleeps        = 0x088
 	RegIdleBudgetNow = 0x090
+	// RegStalled is 1 while the engine may hold a channel stalled on a
+	// replayable fault (managed.go says when it is stored): on
+	// RegNeedWakeup's line, because the driver's replay reads the two
+	// together.
+	RegStalled = 0x098
 )
 
 // In the engine's privileged control page, at EngineControlPage(e),

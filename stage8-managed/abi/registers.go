@@ -238,6 +238,7 @@ func Table() []Register {
 		add(fmt.Sprintf("Engine[%d].NeedWakeup", e), page+RegNeedWakeup, WrittenByDevice, PageReadOnly)
 		add(fmt.Sprintf("Engine[%d].Sleeps", e), page+RegSleeps, WrittenByDevice, PageReadOnly)
 		add(fmt.Sprintf("Engine[%d].IdleBudgetNow", e), page+RegIdleBudgetNow, WrittenByDevice, PageReadOnly)
+		add(fmt.Sprintf("Engine[%d].Stalled", e), page+RegStalled, WrittenByDevice, PageReadOnly)
 		add(fmt.Sprintf("Engine[%d].InvalAck", e), page+RegInvalAck, WrittenByDevice, PageReadOnly)
 		add(fmt.Sprintf("Engine[%d].TLBHits", e), page+RegTLBHits, WrittenByDevice, PageReadOnly)
 		add(fmt.Sprintf("Engine[%d].TLBMisses", e), page+RegTLBMisses, WrittenByDevice, PageReadOnly)

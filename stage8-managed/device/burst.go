@@ -128,6 +128,10 @@ func (d *Device) recordBurst(e *Engine, va, n uint64, pages []uint64, acc access
 	if !ok {
 		return false
 	}
+	// Before any record, and before RegFaultPut: a driver that reads a
+	// record of this burst (or counts it dropped) and then replays sees
+	// the engine stalled, and wakes it if it sleeps (abi/managed.go).
+	regs.Store(e.statusPage+abi.RegStalled, 1)
 	put := regs.Load(abi.RegFaultPut)
 	get := regs.Load(abi.RegFaultGet) // pairs with the driver's store after it read the records below get
 	now := d.clock.Now()

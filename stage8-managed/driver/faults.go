@@ -301,14 +301,19 @@ func (d *Driver) window(m *Managed, idx int) (int, int) {
 // handshake: the engine stores RegNeedWakeup = 1 and then loads
 // RegFaultReplay before it sleeps (device/idle.go, anyWork); this stores
 // the generation and then loads the flag. A spinning engine sees the
-// generation at its next poll and is not woken.
+// generation at its next poll and is not woken. Nor is an asleep engine
+// that holds no channel stalled (RegStalled 0): a replay has nothing for
+// it, and a wake would cost it a wake-up and its idle spin for nothing.
+// Its 1 was stored before the records this replay answers, which were
+// read before this store (abi/managed.go has the argument).
 func (d *Driver) replay() {
 	f := &d.um.faults
 	f.replayGen++
 	d.regs.Store(abi.RegFaultReplay, f.replayGen)
 	d.um.stats.Replays++
 	for e := range abi.Engine(abi.NumEngines) {
-		if d.regs.Load(abi.EngineStatusPage(e)+abi.RegNeedWakeup) != 0 {
+		status := abi.EngineStatusPage(e)
+		if d.regs.Load(status+abi.RegNeedWakeup) != 0 && d.regs.Load(status+abi.RegStalled) != 0 {
 			d.hw.WakeEngine(e)
 		}
 	}

@@ -690,6 +690,12 @@ func TestManagedStress(t *testing.T) {
 	}{
 		{"pages", device.Config{MemorySize: 8 << 20}, Config{}, 64, 0},
 		{"pages/inval-delay", device.Config{MemorySize: 8 << 20}, Config{}, 64, 200 * time.Microsecond},
+		// Engines that sleep the moment they are idle: a stalled engine is
+		// asleep when its replay comes, so a replay that wakes the wrong
+		// engines, or none (RegStalled, abi/managed.go), hangs a round and
+		// fails it after managedWait.
+		{"pages/sleep", device.Config{MemorySize: 8 << 20}, Config{Idle: Idle{Mode: IdleSleep}}, 64, 0},
+		{"burst/sleep", device.Config{MemorySize: 3 << 20}, Config{Prefetch: PrefetchDensity, Idle: Idle{Mode: IdleSleep}}, blockPages, 0},
 		{"burst", device.Config{MemorySize: 3 << 20}, Config{Prefetch: PrefetchDensity}, blockPages, 0},
 		{"burst/inval-delay", device.Config{MemorySize: 3 << 20}, Config{Prefetch: PrefetchDensity}, blockPages, 200 * time.Microsecond},
 	}

@@ -119,6 +119,11 @@ const (
 	// reset, added at each wake-up: the share of a period it slept is
 	// what softgpu-smi shows.
 	RegSleptCycles = CountersOffset + 0x098
+	// RegStalled is 1 while the engine may hold a channel stalled on a
+	// replayable fault (managed.go says when it is stored). It is the
+	// driver's alone, on the counters page: whether an engine holds a
+	// stalled channel tells a client of another's faults.
+	RegStalled = CountersOffset + 0x0a0
 )
 
 // In the engine's privileged control page, at EngineControlPage(e),

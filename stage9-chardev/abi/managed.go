@@ -38,13 +38,28 @@ import "encoding/binary"
 //	store RegFaultGet
 //	migrate pages, store valid PTEs
 //	store gen+1 → RegFaultReplay              load RegFaultReplay: moved?
-//	load RegNeedWakeup: 1? → Wake               serve every stalled channel
+//	load RegNeedWakeup, RegStalled:             serve every stalled channel,
+//	  both 1? → Wake                            then store 0 → RegStalled
 //
 // The replay is the doorbell of the need-wakeup handshake (idle.go) for a
 // stalled channel: an engine about to sleep stores RegNeedWakeup = 1 and
 // then loads RegFaultReplay among its checks for work, so either it sees
 // the new generation or the driver sees the flag and wakes it. A spinning engine
 // sees it at its next poll and pays no wake-up.
+//
+// It is a doorbell only for engines that have a channel stalled: as on a
+// real GPU, where a replay restarts the accesses that faulted and an
+// engine with none has nothing to do, an asleep engine with no stalled
+// channel is not woken (waking it would cost a wake-up and then its idle
+// spin, on the cores of the host whose fault is being served). The engine
+// stores RegStalled = 1 before it writes the record of a fault that
+// stalls a channel — before RegFaultPut, which the driver loads before it
+// replays — so the driver's load of RegStalled, after its store of the
+// generation, sees 1 unless the engine has since served a newer replay
+// itself, resuming that channel: then the engine stored the 0, after it
+// loaded the new generation. RegStalled is conservative: an engine whose
+// stalled channel leaves the runlist keeps it at 1 until its next replay,
+// which then wakes it for nothing.
 
 // PTEManaged marks an entry that is not valid (PTEValid clear) as a managed
 // page not resident on the device: an access to it is a replayable fault.

@@ -55,7 +55,11 @@ func (e *Engine) stall() {
 // pairs with the driver's store in replay. Every stalled channel resumes,
 // whichever fault the driver has handled: one whose page is still not
 // resident faults again and is recorded again. (That is how a dropped
-// record, or a fault that raced the replay, is never lost.)
+// record, or a fault that raced the replay, is never lost.) With every
+// channel resumed, the engine holds none stalled, and says so in
+// RegStalled, after its load of the generation: the driver's next replay
+// will not wake it for nothing (abi/managed.go); a channel that faults
+// again stores the 1 again before its record.
 func (e *Engine) checkReplay() {
 	gen := e.regs.Load(abi.RegFaultReplay)
 	if gen == e.replaySeen {
@@ -65,6 +69,7 @@ func (e *Engine) checkReplay() {
 	for _, c := range e.list {
 		c.stalled = false
 	}
+	e.regs.Store(e.statusPage+abi.RegStalled, 0)
 	if e.trace != nil {
 		e.trace.Record(trace.Event{Kind: trace.KindReplay, Start: e.dev.clock.Now(), Engine: e.id, Arg: gen})
 	}
