@@ -142,7 +142,7 @@ const (
 
 // ANCHOR_END: enginebank
 
-// Values of RegEngineState (and EngineAsleep, in idle.go).
+// Values of RegEngineState (and EngineAsleep and EngineIdle, in idle.go).
 const (
 	EngineRunning = 0
 	EngineStopped = 1

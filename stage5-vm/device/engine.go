@@ -35,6 +35,7 @@ type Engine struct {
 	idleSince uint64        // idle.go: clock when the budget started, at its first look; 0 when not started (private)
 	adaptive  adaptive      // adaptive.go: the learnt budget (private)
 	mmu       mmu           // mmu.go: the TLB and the context translated in (private)
+	idling    bool          // idle.go: RegEngineState is EngineIdle or EngineAsleep (private)
 	wokenAt   atomic.Uint64 // idle.go: when Wake was last called
 }
 
@@ -55,6 +56,9 @@ func (e *Engine) pollLoop() {
 	defer e.stop()
 	for polls := 1; ; polls++ {
 		if e.fetch() {
+			if e.idling {
+				e.leaveIdle() // idle.go: before the command translates anything
+			}
 			e.complete(e.execute(&e.job))
 			e.signal()
 			polls = 0

@@ -34,8 +34,8 @@ func (e *Engine) run(addr, size uint64, acc access) ([]byte, abi.Status) {
 		return nil, st
 	}
 	b, st := e.physRunAt(addr, pa, n, host, acc)
-	if h := e.dev.hooks.Resolved; h != nil && st == abi.StatusOK {
-		h(e.id, addr, bool(acc)) // hooks.go
+	if h := e.dev.hooks.Load(); h != nil && h.Resolved != nil && st == abi.StatusOK {
+		h.Resolved(e.id, addr, bool(acc)) // hooks.go
 	}
 	return b, st
 }

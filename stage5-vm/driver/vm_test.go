@@ -526,3 +526,51 @@ func FuzzTranslation(f *testing.F) {
 		}
 	})
 }
+
+// TestUnmapDoesNotWaitForAnIdleEngine: an engine that has run out of
+// commands holds no translation, so an Unmap must not wait for it to run —
+// on two cores an idle engine's thread is often runnable but not running,
+// behind the very thread that unmaps. The device's Idle hook holds the copy
+// engine, idle, with its TLB warm for src; Unmap must return while it is
+// held. Released, the engine must not use the entry it held: a COPY from
+// the unmapped src faults.
+func TestUnmapDoesNotWaitForAnIdleEngine(t *testing.T) {
+	d := openWith(t, device.Config{MemorySize: 16 << 20}, Config{Idle: Idle{Mode: IdleSpin}})
+	c := newContext(t, d)
+	src, err := c.Alloc(4096, abi.Page4K)
+	require.NoError(t, err)
+	dst, err := c.Alloc(4096, abi.Page4K)
+	require.NoError(t, err)
+	var hold atomic.Bool
+	held, release := make(chan struct{}), make(chan struct{})
+	d.hw.(*device.Device).SetHooks(device.Hooks{
+		// Armed while the COPY below holds src's translation, so the idle
+		// that follows it, not one before it, is the one held.
+		Resolved: func(e abi.Engine, va uint64, write bool) {
+			if e == abi.EngineCopy && va == src && !write {
+				hold.Store(true)
+			}
+		},
+		Idle: func(e abi.Engine) {
+			if e == abi.EngineCopy && hold.CompareAndSwap(true, false) {
+				close(held)
+				<-release
+			}
+		},
+	})
+	require.NoError(t, in(d, c, abi.EngineCopy, abi.Command{Op: abi.OpCopy, Src: src, Dst: dst, Size: 4096}))
+	<-held
+	unmapped := make(chan error, 1)
+	go func() { unmapped <- c.Unmap(src) }()
+	select {
+	case err := <-unmapped:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		close(release) // let Unmap finish, so the test can end
+		<-unmapped
+		t.Fatal("Unmap waited for an idle engine the kernel had not run (held 10 s in the Idle hook)")
+	}
+	close(release)
+	assert.ErrorIs(t, in(d, c, abi.EngineCopy, abi.Command{Op: abi.OpCopy, Src: src, Dst: dst, Size: 4096}), abi.StatusOutOfRange,
+		"a COPY from the unmapped src after the engine left idle; want StatusOutOfRange (a fault), not the frame its TLB held")
+}

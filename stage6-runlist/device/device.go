@@ -138,7 +138,7 @@ type Device struct {
 	irqMu sync.Mutex
 	irq   chan struct{}
 
-	hooks Hooks // for tests only (hooks.go)
+	hooks atomic.Pointer[Hooks] // for tests only (hooks.go); nil: none
 
 	running   sync.WaitGroup // one count per engine goroutine
 	live      atomic.Int32   // engines not yet stopped; the last to stop publishes DeviceStopped

@@ -56,7 +56,9 @@ const budgetCheckEvery = 64
 // polls since the engine last ran a command (1 for the first). It reads the
 // driver's choice each time, so a change takes effect at the next poll.
 func (e *Engine) idle(polls int) {
-	e.checkInval() // an idle engine answers invalidations too (mmu.go)
+	if polls == goIdleAfter {
+		e.goIdle()
+	}
 	if polls == 1 {
 		e.publishTLBCounters()
 	}
@@ -128,14 +130,14 @@ func (e *Engine) sleep() {
 	if !e.anyWork() && !e.stopRequested() {
 		regs.Store(e.statusPage+abi.RegSleeps, regs.Load(e.statusPage+abi.RegSleeps)+1) // the engine is its only writer
 		regs.Store(e.statusPage+abi.RegEngineState, abi.EngineAsleep)
+		e.idling = true // idle from here on, whatever the count of polls: leaveIdle before the next command
 		start := e.dev.clock.Now()
 		<-e.wakeup
 		woke := e.dev.clock.Now()
-		// This store pairs with the driver's load of RegEngineState in
-		// invalidate; checkInval's load of RegInvalGen comes after it
-		// (mmu.go has the argument).
-		regs.Store(e.statusPage+abi.RegEngineState, abi.EngineRunning)
-		e.answerInval(true)
+		// Awake, and still idle: the engine holds no translation until
+		// its next command, and leaveIdle looks at RegInvalGen before
+		// that command translates (mmu.go has the argument).
+		regs.Store(e.statusPage+abi.RegEngineState, abi.EngineIdle)
 		since := e.idleSince // the budget's start, or, in sleep mode, the sleep's
 		if since == 0 {
 			since = start
@@ -218,3 +220,44 @@ func (d *Device) resetIdle(e abi.Engine) {
 	d.regs.Store(status+abi.RegNeedWakeup, 0)
 	d.regs.Store(status+abi.RegIdleBudgetNow, abi.DefaultIdleBudget)
 }
+
+// goIdleAfter is how many empty polls an engine makes before it says it is
+// idle. An engine that finds its next command within a few polls — a
+// round trip's — never says it, and so never pays goIdle's and
+// leaveIdle's two stores; an Unmap meanwhile waits the few polls until it
+// either says it or takes a command, whose start is a safe point.
+const goIdleAfter = 64
+
+// ANCHOR: goidle
+
+// goIdle publishes that the engine has run out of commands. An idle engine
+// holds no translation, so the driver need not wait for it to acknowledge
+// an invalidation (driver/vm.go): the engine stays out of the handshake
+// until its next command, and leaveIdle catches up before that command
+// translates anything. On a machine with fewer cores than spinning threads,
+// an idle engine is often runnable and not running — behind the very thread
+// that unmaps — and an Unmap that waited for its acknowledgement would wait
+// for the kernel to run it, not for anything the engine holds.
+func (e *Engine) goIdle() {
+	e.regs.Store(e.statusPage+abi.RegEngineState, abi.EngineIdle)
+	e.idling = true
+	if h := e.dev.hooks.Load(); h != nil && h.Idle != nil {
+		h.Idle(e.id) // hooks.go
+	}
+}
+
+// leaveIdle is the engine's half of that bargain, before the first command
+// after an idle. This store pairs with the driver's load of RegEngineState
+// in invalidate, and the load of RegInvalGen in answerInval comes after
+// it: if the driver read EngineIdle (or EngineAsleep), the generation it
+// stored before that read is seen here. An engine that finds the
+// generation moved drops every entry, as one woken from a sleep does: the
+// driver did not wait for it, so the range registers may already name a
+// later request than the one it missed (mmu.go).
+func (e *Engine) leaveIdle() {
+	e.regs.Store(e.statusPage+abi.RegEngineState, abi.EngineRunning)
+	e.idling = false
+	e.answerInval(true)
+}
+
+// ANCHOR_END: goidle

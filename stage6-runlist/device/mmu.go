@@ -31,34 +31,46 @@ import (
 //	                                             drop the entries the request names
 //	                                             store gen → RegInvalAck
 //	load each engine's RegInvalAck == gen,
-//	  or RegEngineState == EngineAsleep
+//	  or RegEngineState == EngineIdle or EngineAsleep
 //
 // An engine answers only at a safe point, where it holds no translation:
 // at the start of a command (enterContext), before each step of a
 // command's walk over its runs (execute.go: between one run pair and the
-// next, so between the runs of a long copy too), on every poll of a DELAY
-// and of the idle loop, and when it wakes. So a busy or spinning engine
-// acknowledges within a run. A translation is not a safe point: a COPY
+// next, so between the runs of a long copy too), and on every poll of a
+// DELAY. So a busy engine acknowledges within a run. A translation is not a safe point: a COPY
 // translates its source run, then its destination run, then moves the
 // bytes, and an engine that acknowledged inside the second translation
 // would let Unmap return — and the source's frames be freed and handed to
 // someone else — while it still held the source run it was about to read.
 // Nor is one run of several of the same step: the engine holds the first.
-// A sleeping engine is not woken to acknowledge: the driver counts it as
-// done. That is safe because of the order on both sides: the engine
-// stores RegEngineState = EngineRunning when it wakes, and only then,
-// before any translation, loads RegInvalGen;
+// An idle engine — out of commands, spinning or asleep — is not asked at
+// all: the driver counts it as done, and a sleeping one is never woken to
+// acknowledge. That is safe because of the order on both sides: the
+// engine stores RegEngineState = EngineIdle once it has run out of
+// commands, and before its next command stores EngineRunning and only
+// then, before any translation, loads RegInvalGen (leaveIdle, idle.go);
 // the driver stores RegInvalGen, and only then loads RegEngineState. Both
-// are sequentially consistent, so if the driver read EngineAsleep, the
-// engine's store of EngineRunning comes after the driver's load, hence after
-// its store of the generation — and the engine's load sees it, and drops
-// the entries before it translates anything. An engine that finds the
-// generation moved by more than one since it last looked (it slept through
-// several requests) drops everything: it cannot know what the missed ones
-// named. So does one that finds it moved at all as it wakes: the driver,
-// done with the request that engine slept through, may be writing the
-// next one's registers while the engine reads them, and the engine would
-// drop the wrong range and keep the entries it was asked to drop.
+// are sequentially consistent, so if the driver read EngineIdle or
+// EngineAsleep, the engine's store of EngineRunning comes after the
+// driver's load, hence after its store of the generation — and the
+// engine's load sees it, and drops the entries before it translates
+// anything. An engine that finds the generation moved by more than one
+// since it last looked drops everything: it cannot know what the missed
+// ones named. So does one that finds it moved at all as it leaves idle:
+// the driver, done with the request that engine idled through, may be
+// writing the next one's registers while the engine reads them, and the
+// engine would drop the wrong range and keep the entries it was asked to
+// drop.
+//
+// Why not let an idle engine answer as it polls, as a busy one does at its
+// safe points? It could, and for as long as it was running it would answer
+// within a poll. But an idle engine's thread is one of the threads the
+// kernel may leave waiting: on two cores, with the host and two engines,
+// the spinning idle engine is often runnable and not running, and the
+// thread that unmaps, spinning for the acknowledgement, may be the one
+// holding the CPU it needs. Real hardware does not make an invalidation
+// wait for an idle engine either: the acknowledgement says no access with
+// the old translation is in flight, and an idle engine has none.
 
 // maxRun is the most one run moves. Between runs the engine checks for
 // invalidation requests, so this bounds how long an Unmap waits for an
@@ -128,12 +140,12 @@ func (e *Engine) enterContext(c abi.Context) abi.Status {
 // since the engine last looked, and acknowledges it.
 func (e *Engine) checkInval() { e.answerInval(false) }
 
-// answerInval is checkInval; woke says the engine has just woken from a
-// sleep. The driver did not wait for a sleeping engine to acknowledge, so
-// it may already be writing its next request into RegInvalCtx, RegInvalVA
-// and RegInvalSize: those need not describe the request the generation
-// names any more. An engine that has just woken, or has missed more than
-// one request, drops everything.
+// answerInval is checkInval; woke says the engine is leaving idle. The
+// driver did not wait for an idle engine to acknowledge, so it may already
+// be writing its next request into RegInvalCtx, RegInvalVA and
+// RegInvalSize: those need not describe the request the generation names
+// any more. An engine leaving idle, or one that has missed more than one
+// request, drops everything.
 func (e *Engine) answerInval(woke bool) {
 	gen := e.regs.Load(abi.RegInvalGen) // pairs with the driver's store in invalidate
 	if gen == e.mmu.invalSeen {

@@ -136,6 +136,12 @@ const (
 	// EngineAsleep: the engine has set RegNeedWakeup, found nothing to
 	// do, and is about to wait for a wake-up, or waiting.
 	EngineAsleep = 2
+	// EngineIdle: the engine has run out of commands and is awake,
+	// spinning or back from a sleep. It holds no translation, and before
+	// its next command it stores EngineRunning and then looks at
+	// RegInvalGen (device/mmu.go), so the driver counts an idle engine,
+	// like an asleep one, as having answered an invalidation.
+	EngineIdle = 3
 )
 
 // EngineControlPage returns the offset of engine e's privileged control

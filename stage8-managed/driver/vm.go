@@ -124,14 +124,16 @@ func (d *Driver) enableContext(c *Context, sticky bool) {
 // invalidate asks every engine to drop its TLB entries for [va, va+size) of
 // context ctx (size 0: the whole address space) and returns once none can
 // use them any more: each has acknowledged — at its next safe point, where
-// it holds no translation (device/mmu.go) — or is asleep, or stopped.
+// it holds no translation (device/mmu.go) — or is idle, asleep, or
+// stopped.
 //
-// The asleep case needs the order argued in device/mmu.go: this goroutine
-// stores RegInvalGen, then loads RegEngineState; the engine stores
-// EngineRunning when it wakes, then loads RegInvalGen before translating.
-// Reading EngineAsleep therefore proves the engine will see this
-// generation before it uses any entry — so a sleeping engine is never woken
-// just to acknowledge.
+// The idle and asleep cases need the order argued in device/mmu.go: this
+// goroutine stores RegInvalGen, then loads RegEngineState; the engine
+// stores EngineRunning before its next command, then loads RegInvalGen
+// before translating. Reading EngineIdle or EngineAsleep therefore proves
+// the engine will see this generation before it uses any entry — so an
+// idle engine is never waited for, and a sleeping one never woken, just to
+// acknowledge.
 func (d *Driver) invalidate(ctx abi.Context, va, size uint64) {
 	d.vm.invalMu.Lock()
 	defer d.vm.invalMu.Unlock()
@@ -151,7 +153,7 @@ func (d *Driver) invalidate(ctx abi.Context, va, size uint64) {
 			if d.regs.Load(status+abi.RegInvalAck) == gen {
 				break
 			}
-			if s := d.regs.Load(status + abi.RegEngineState); s == abi.EngineAsleep || s == abi.EngineStopped {
+			if s := d.regs.Load(status + abi.RegEngineState); s == abi.EngineIdle || s == abi.EngineAsleep || s == abi.EngineStopped {
 				break
 			}
 			if yield.Due(polls) {

@@ -153,7 +153,7 @@ type Device struct {
 	// faultMu serialises the engines' writes to the fault buffer (fault.go).
 	faultMu sync.Mutex
 
-	hooks Hooks // for tests only (hooks.go)
+	hooks atomic.Pointer[Hooks] // for tests only (hooks.go); nil: none
 
 	running   sync.WaitGroup // one count per engine goroutine
 	live      atomic.Int32   // engines not yet stopped; the last to stop publishes DeviceStopped

@@ -39,6 +39,7 @@ type Engine struct {
 	idleSince uint64        // idle.go: clock when the budget started, at its first look; 0 when not started (private)
 	adaptive  adaptive      // adaptive.go: the learnt budget (private)
 	mmu       mmu           // mmu.go: the TLB and the context translated in (private)
+	idling    bool          // idle.go: RegEngineState is EngineIdle or EngineAsleep (private)
 	context   []byte        // engctx.go: the live engine context, Config.ContextSize bytes (private)
 	wd        watch         // watchdog.go: what the watchdog unit sees of the running command, and its requests
 	wokenAt   atomic.Uint64 // idle.go: when Wake was last called
@@ -69,6 +70,9 @@ func (e *Engine) pollLoop() {
 		e.checkRunlist()
 		e.checkReplay()
 		if e.next() {
+			if e.idling {
+				e.leaveIdle() // idle.go: before the command translates anything
+			}
 			e.startCommand()
 			st := e.execute(&e.job)
 			e.endCommand()

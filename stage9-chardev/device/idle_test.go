@@ -2,12 +2,15 @@ package device
 
 import (
 	"math/rand/v2"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/abi"
+	"softgpu/stage9-chardev/internal/spin"
 )
 
 // setIdle programs engine e's idle registers as the driver's SetIdle does.
@@ -287,4 +290,42 @@ func TestAdaptiveLearnsAfterTheCommand(t *testing.T) {
 	waitFor(t, "the budget chosen within bounds of 40 µs after the DELAY", func() bool {
 		return regs.Load(status+abi.RegIdleBudgetNow) == 40_000
 	})
+}
+
+// TestASharedEngineGivesWayOnceEachTimeItIdles: an engine of a shared
+// device hands its CPU over once each time it runs out of work (giveWay),
+// not at every yield of its idle spin, and an in-process device's engine
+// never does. The Idle hook counts the idle entries, the swapped
+// yieldThread the hand-overs; both are counted from after the engines'
+// first idle, which comes before the hook is set.
+func TestASharedEngineGivesWayOnceEachTimeItIdles(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		t.Run("shared="+strconv.FormatBool(shared), func(t *testing.T) {
+			var idles, gives atomic.Int64
+			yieldThread = func() { gives.Add(1) } // before the engines start: Open's go statements order it
+			t.Cleanup(func() { yieldThread = spin.YieldThread })
+			d := openTest(t, Config{Shared: shared})
+			d.SetHooks(Hooks{Idle: func(abi.Engine) { idles.Add(1) }})
+			setIdle(d, abi.EngineCopy, abi.IdleSpin, 0)
+			setIdle(d, abi.EngineCompute, abi.IdleSpin, 0)
+			time.Sleep(5 * time.Millisecond) // both engines into their idle spin
+			i0, g0 := idles.Load(), gives.Load()
+			const fills = 20
+			for range fills {
+				require.Equal(t, abi.StatusOK, run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: 0, Size: 64, Value: 1}))
+				time.Sleep(200 * time.Microsecond) // the engine idles between commands
+			}
+			waitFor(t, "an idle entry after each FILL", func() bool { return idles.Load()-i0 == fills })
+			if !shared {
+				time.Sleep(10 * time.Millisecond) // an idle spin's worth of yields
+				assert.Zero(t, gives.Load(), "an in-process device's engines gave their CPU away")
+				return
+			}
+			// giveWay comes at an idle's first poll, the hook at its
+			// goIdleAfter-th: the counts meet once the last idle is that far.
+			waitFor(t, "a hand-over for each idle entry", func() bool { return gives.Load()-g0 == fills })
+			time.Sleep(10 * time.Millisecond) // the engines spin on: no more hand-overs
+			assert.Equal(t, int64(fills), gives.Load()-g0, "hand-overs in %d idle entries, after 10 ms more of idle spin", fills)
+		})
+	}
 }

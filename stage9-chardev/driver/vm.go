@@ -124,14 +124,16 @@ func (d *Driver) enableContext(c *Context, sticky bool) {
 // invalidate asks every engine to drop its TLB entries for [va, va+size) of
 // context ctx (size 0: the whole address space) and returns once none can
 // use them any more: each has acknowledged — at its next safe point, where
-// it holds no translation (device/mmu.go) — or is asleep, or stopped.
+// it holds no translation (device/mmu.go) — or is idle, asleep, or
+// stopped.
 //
-// The asleep case needs the order argued in device/mmu.go: this goroutine
-// stores RegInvalGen, then loads RegEngineState; the engine stores
-// EngineRunning when it wakes, then loads RegInvalGen before translating.
-// Reading EngineAsleep therefore proves the engine will see this
-// generation before it uses any entry — so a sleeping engine is never woken
-// just to acknowledge.
+// The idle and asleep cases need the order argued in device/mmu.go: this
+// goroutine stores RegInvalGen, then loads RegEngineState; the engine
+// stores EngineRunning before its next command, then loads RegInvalGen
+// before translating. Reading EngineIdle or EngineAsleep therefore proves
+// the engine will see this generation before it uses any entry — so an
+// idle engine is never waited for, and a sleeping one never woken, just to
+// acknowledge.
 //
 // The wait has a deadline (bound.go): an engine that has not answered
 // within engineBound is hung, and invalidate returns an error wrapping
@@ -178,14 +180,14 @@ func (d *Driver) invalidate(ctx abi.Context, va, size uint64) error {
 // answered reports whether engine e holds no translation from before
 // invalidation gen: it has acknowledged gen or a later one (acks only
 // grow, and an engine that missed generations drops everything), or it is
-// asleep or stopped.
+// idle, asleep or stopped.
 func (d *Driver) answered(e abi.Engine, gen uint64) bool {
 	status := abi.EngineStatusPage(e)
 	if d.regs.Load(status+abi.RegInvalAck) >= gen {
 		return true
 	}
 	s := d.regs.Load(status + abi.RegEngineState)
-	return s == abi.EngineAsleep || s == abi.EngineStopped
+	return s == abi.EngineIdle || s == abi.EngineAsleep || s == abi.EngineStopped
 }
 
 // ANCHOR_END: invalidate

@@ -206,7 +206,9 @@ struct softgpu_engine_info {
 	uint64_t asleep;
 	/* out: an abi.IdleMode */
 	uint32_t idle_mode;
-	/* out: abi.EngineRunning (0), abi.EngineStopped (1) or abi.EngineAsleep (2) */
+	/*
+	 * out: abi.EngineRunning (0), abi.EngineStopped (1), abi.EngineAsleep (2) or abi.EngineIdle (3)
+	 */
 	uint32_t state;
 	/* out: times the engine has gone to sleep */
 	uint64_t sleeps;

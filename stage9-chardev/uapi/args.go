@@ -208,7 +208,7 @@ type EngineInfo struct {
 	Commands uint64 `uapi:"out"`      // commands the engine has completed since the device opened
 	Asleep   uint64 `uapi:"out"`      // ns it has spent asleep since then (idle gating)
 	IdleMode uint32 `uapi:"out"`      // an abi.IdleMode
-	State    uint32 `uapi:"out"`      // abi.EngineRunning (0), abi.EngineStopped (1) or abi.EngineAsleep (2)
+	State    uint32 `uapi:"out"`      // abi.EngineRunning (0), abi.EngineStopped (1), abi.EngineAsleep (2) or abi.EngineIdle (3)
 	Sleeps   uint64 `uapi:"out"`      // times the engine has gone to sleep
 	Channels uint32 `uapi:"out"`      // channels on its runlist
 	Pad      uint32 `uapi:"reserved"` // zero

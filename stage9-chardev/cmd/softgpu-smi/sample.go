@@ -186,6 +186,8 @@ func stateName(state uint32) string {
 		return "stopped"
 	case abi.EngineAsleep:
 		return "asleep"
+	case abi.EngineIdle:
+		return "idle"
 	}
 	return fmt.Sprintf("state(%d)", state)
 }

@@ -45,6 +45,14 @@ const ThreadAfter = 256
 func Yield(polls int) {
 	runtime.Gosched()
 	if polls >= ThreadAfter {
-		syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+		YieldThread()
 	}
+}
+
+// YieldThread hands the OS thread's CPU to any thread the kernel has
+// queued behind this one, now, whatever a loop has counted: sched_yield.
+// A shared device's engine calls it once each time it runs out of work
+// (device/idle.go says why).
+func YieldThread() {
+	syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
 }
