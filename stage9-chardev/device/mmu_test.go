@@ -2,6 +2,7 @@ package device
 
 import (
 	"bytes"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -301,6 +302,51 @@ func TestInvalidationDropsWhatTheTLBHolds(t *testing.T) {
 	if mem[0x20000] != 4 || mem[0x10000] != 3 {
 		t.Fatalf("after invalidation: old frame %d, new frame %d; want the new frame written", mem[0x10000], mem[0x20000])
 	}
+}
+
+// TestACompletionCarriesTheAnswer: an engine answers every invalidation
+// request made while it ran a command before it completes the command, so
+// whoever sees the completion sees the acknowledgement. That is what lets
+// the driver look only once at a generation a hung engine still owes
+// (driver/vm.go): a caller who has just seen the hung command complete and
+// unmaps at once finds it answered, instead of failing as if the engine
+// were still hung. The request here is made from the Resolved hook of a
+// one-run FILL, so the engine holds the run when it comes and the FILL has
+// no safe point after it; and the engine is then held in the Idle hook, so
+// that going idle cannot answer for it.
+func TestACompletionCarriesTheAnswer(t *testing.T) {
+	const va = uint64(1) << 40
+	d := openTest(t, Config{})
+	setIdle(d, abi.EngineCopy, abi.IdleSpin, 0)
+	tb, root := userTables(t, d)
+	tb.mapPage(t, root, va, 0x10000, abi.Page4K, true, false)
+	state := abi.EngineStatusPage(abi.EngineCopy) + abi.RegEngineState
+	waitFor(t, "the copy engine idle", func() bool { return d.regs.Load(state) == abi.EngineIdle })
+	var requested, holding atomic.Bool
+	release := make(chan struct{})
+	d.SetHooks(Hooks{
+		Resolved: func(e abi.Engine, addr uint64, write bool) {
+			if e == abi.EngineCopy && addr == va && !requested.Swap(true) {
+				d.regs.Store(abi.RegInvalCtx, uint64(testCtx))
+				d.regs.Store(abi.RegInvalVA, va)
+				d.regs.Store(abi.RegInvalSize, 4096)
+				d.regs.Store(abi.RegInvalGen, 1)
+			}
+		},
+		Idle: func(e abi.Engine) {
+			if e == abi.EngineCopy && holding.Load() {
+				<-release
+			}
+		},
+	})
+	holding.Store(true)
+	st := run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Ctx: testCtx, Dst: va, Size: 8, Value: 1})
+	ack := d.regs.Load(abi.EngineStatusPage(abi.EngineCopy) + abi.RegInvalAck)
+	holding.Store(false)
+	close(release)
+	require.Equal(t, abi.StatusOK, st, "FILL")
+	require.True(t, requested.Load(), "the FILL never reached the Resolved hook")
+	require.Equal(t, uint64(1), ack, "RegInvalAck once the FILL's completion is seen: the request made during it must be answered by then")
 }
 
 // TestAnIdleEngineDropsWhatItIdledThrough: the driver does not wait for an

@@ -165,7 +165,20 @@ func (e *Engine) take() {
 
 // complete publishes the status of the command fetch took into its
 // completion entry.
+//
+// First it answers any TLB invalidation made while the command ran: the
+// command is over, so the engine holds no run — a safe point (mmu.go) —
+// and answering here, before the completion, means that whoever sees the
+// completion sees the acknowledgement too (the two stores pair with the
+// driver's loads of the entry, then of RegInvalAck). The driver relies on
+// that for a generation a hung engine owes: it looks once, and a caller
+// who has just seen the hung command complete must find it answered
+// (driver/vm.go, invalidate). Otherwise the answer would wait for the
+// engine's next safe point, goIdleAfter polls away if it has no more
+// work. When no request is pending this is one load of a line only the
+// driver writes, and only when it invalidates.
 func (e *Engine) complete(status abi.Status) {
+	e.checkInval()
 	e.record(status)
 	completions := e.cur.completions
 	w := abi.CompletionWord(e.job.seq, e.mask)

@@ -147,7 +147,9 @@ func (d *Driver) enableContext(c *Context, sticky bool) {
 // range may be reused (the engine drops every entry of a generation it
 // missed before it translates again). A hung engine is not waited for
 // again: later requests look once whether it has answered the one it
-// missed, and fail at once if not, so no call spins past the bound.
+// missed, and fail at once if not, so no call spins past the bound. The
+// look is enough once the hung command is seen complete: an engine
+// answers what it owes before it completes a command (device/ring.go).
 func (d *Driver) invalidate(ctx abi.Context, va, size uint64) error {
 	d.vm.invalMu.Lock()
 	defer d.vm.invalMu.Unlock()
