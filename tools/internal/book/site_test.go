@@ -138,6 +138,7 @@ func TestTimeline(t *testing.T) {
 		},
 		{name: "missing trace", src: `{{#timeline trace=nosuch}}`, wantErr: "no trace nosuch: "},
 		{name: "an empty window", src: `{{#timeline trace=stage7 from=50 to=10}}`, wantErr: "bad timeline window"},
+		{name: "a window that shows no event", src: `{{#timeline trace=stage7 from=300 to=400}}`, wantErr: "shows no event in this window (its events span 0.00 to 215.05 µs)"},
 		{name: "a window that is not a number", src: `{{#timeline trace=stage7 from=soon}}`, wantErr: "from=soon: want microseconds"},
 		{name: "no trace named", src: `{{#timeline first=10}}`, wantErr: "missing trace="},
 	}

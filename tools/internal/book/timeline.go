@@ -17,8 +17,8 @@ import (
 // drawn by package trace as an inline SVG timeline, under it the line that
 // says how it was made, from NAME.meta.json (which `trace make` writes
 // beside it): the command, copyable, its commit, date and machine. A missing
-// trace or meta file, a trace package trace refuses, or an empty window
-// fails the build. from and to are microseconds of device time; first=US
+// trace or meta file, a trace package trace refuses, or a window that is
+// empty or shows no event fails the build. from and to are microseconds of device time; first=US
 // shows the first US microseconds instead.
 
 // timelineHTML renders {{#timeline}}.
@@ -72,6 +72,11 @@ func (b *builder) timelineHTML(d directive, prefix string) (string, error) {
 	svg, err := trace.RenderSVG(t, opt)
 	if err != nil {
 		return "", d.errorf("%v", err)
+	}
+	// A figure of nothing under a caption that describes something is
+	// the mistake a moved window makes when a trace is re-taken.
+	if n, err := opt.EventsShown(t); err != nil || n == 0 {
+		return "", d.errorf("trace %s shows no event in this window (its events span %s); move from= and to= to what the caption describes", name, spanText(t))
 	}
 	var out strings.Builder
 	out.WriteString(`<figure class="timeline">` + "\n" + `<div class="timeline-wrap">` + themeTimeline(svg) + "</div>\n")
@@ -150,4 +155,11 @@ func themeTimeline(svg string) string {
 		preferred.WriteString(`:root:not([data-theme="light"]) ` + rule + "\n")
 	}
 	return svg[:m[0]] + pinned.String() + "@media (prefers-color-scheme: dark){\n" + preferred.String() + "}\n</style>" + svg[m[1]:]
+}
+
+// spanText is where a trace's events lie, in microseconds of device time,
+// for a message.
+func spanText(t *trace.Trace) string {
+	first, last := t.Span()
+	return fmt.Sprintf("%.2f to %.2f µs", float64(first)/1e3, float64(last)/1e3)
 }

@@ -136,6 +136,24 @@ func classOf(e *Event) string {
 	return "sgt-other"
 }
 
+// EventsShown counts the events of t that the options' window shows: those
+// that start or end in it, or span it. A window may show none (one after
+// the trace's end, or a trace with no events) and RenderSVG draws it, empty;
+// whoever puts a caption under the figure may want to refuse that.
+func (o TimelineOptions) EventsShown(t *Trace) (int, error) {
+	from, to, err := o.window(t)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range t.Events {
+		if e := &t.Events[i]; e.Start <= to && e.End() >= from {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // window resolves the options' window against the trace.
 func (o TimelineOptions) window(t *Trace) (from, to time.Duration, err error) {
 	if o.From < 0 || o.To < 0 || o.First < 0 {

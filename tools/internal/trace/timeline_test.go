@@ -320,6 +320,19 @@ func TestTimelineWindow(t *testing.T) {
 			}
 		})
 	}
+	for _, w := range []struct {
+		opt  TimelineOptions
+		want bool
+	}{
+		{TimelineOptions{}, true},
+		{TimelineOptions{From: 100, To: 101}, true},
+		{TimelineOptions{From: 300}, false},              // after the end
+		{TimelineOptions{From: 215.051, To: 216}, false}, // just after the last event ends
+	} {
+		n, err := w.opt.EventsShown(tr)
+		require.NoError(t, err)
+		assert.Equal(t, w.want, n > 0, "EventsShown(%+v) = %d", w.opt, n)
+	}
 	empty, err := Parse([]byte(`{"traceEvents":[]}`))
 	require.NoError(t, err)
 	_, err = RenderSVG(empty, TimelineOptions{})
