@@ -2,6 +2,7 @@ package softgpu_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -86,3 +87,93 @@ func BenchmarkSpinYield(b *testing.B) {
 
 // spinYieldDeadline bounds one run of SpinYield (see there).
 const spinYieldDeadline = 2 * time.Second
+
+// BenchmarkRoundTripPaired is RoundTrip/engine=copy and Baseline/handoff
+// measured in turns within one run, and their ratio: the figure the
+// whole-stack chapter reads stage by stage, taken from the two at the same
+// moment of the machine.
+//
+// Why a row of its own: on the 2-vCPU development machine the two vCPUs'
+// placement moves within seconds, and with it every cache-line transfer —
+// on one afternoon the handoff read 82 to 607 ns from one run of it to the
+// next. RoundTrip and Baseline/handoff are separate rows, run seconds
+// apart, so their quotient can put a round trip measured in one placement
+// over a floor measured in another. Here each side gets pairedTimed round
+// trips (a millisecond or so), then the other does, and each round trip
+// block is read against the handoff block that follows it.
+//
+// The device and the bare ring are never up at once: the device's engines
+// spin, and beside them the ring's two goroutines would be measuring the
+// scheduler. So each block opens its device, or starts its ring, and
+// closes it after; the first pairedWarm round trips of a block are not
+// timed.
+//
+// Reported: the median over blocks of the round trip (roundtrip-ns) and
+// of the handoff (handoff-ns), and the median of the per-pair quotients
+// (ratio). ns/op is go test's own, the wall time per round trip with the
+// opens and closes: how long the row took, not a latency.
+func BenchmarkRoundTripPaired(b *testing.B) {
+	withCanary(b)
+	// start begins side k's block: 0 the device's round trip, 1 the bare
+	// ring's. It returns one round trip and how to end the block.
+	start := func(k int) (op func(), end func()) {
+		if k == 1 {
+			r := startHandoff()
+			return r.roundTrip, r.stop
+		}
+		g, err := softgpu.Open(softgpu.Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return func() {
+			if err := g.Nop(softgpu.Copy); err != nil {
+				b.Fatal(err)
+			}
+		}, func() { g.Close() }
+	}
+	var blocks [2][]float64 // ns per round trip of each timed block, per side
+	var ratios []float64    // each round trip block over the handoff block after it
+	cur, n := 0, 0          // the side whose block it is, and its round trips so far
+	op, end := start(cur)
+	var began time.Time
+	for b.Loop() {
+		if n == pairedWarm {
+			began = time.Now()
+		}
+		op()
+		n++
+		if n < pairedWarm+pairedTimed {
+			continue
+		}
+		ns := float64(time.Since(began).Nanoseconds()) / pairedTimed
+		end()
+		blocks[cur] = append(blocks[cur], ns)
+		if cur == 1 {
+			ratios = append(ratios, blocks[0][len(blocks[0])-1]/ns)
+		}
+		cur, n = 1-cur, 0
+		op, end = start(cur)
+	}
+	end()
+	if len(ratios) == 0 {
+		return // a run too short for one pair: no figures
+	}
+	b.ReportMetric(median(blocks[0]), "roundtrip-ns")
+	b.ReportMetric(median(blocks[1]), "handoff-ns")
+	b.ReportMetric(median(ratios), "ratio")
+}
+
+// pairedWarm and pairedTimed are RoundTripPaired's block: round trips
+// untimed after the device opens or the ring starts, then round trips
+// timed.
+const (
+	pairedWarm  = 256
+	pairedTimed = 2048
+)
+
+// median is the lower middle of xs, an observed value.
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[(len(s)-1)/2]
+}
