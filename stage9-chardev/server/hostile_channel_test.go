@@ -97,3 +97,46 @@ func TestAChannelThatChangesHandsStartsClean(t *testing.T) {
 	w.roundTrip(t, "after the next owner", 3)
 	d.stop(t)
 }
+
+// A failure in a handed-over channel is reported as the failure it is, even
+// when it lands in the entry where the previous owner's identical failure
+// was reported. The daemon clears every status word at the handover (its
+// own stores, not the engine's: resetHandedOver), so an engine that
+// decided from memory of its own last store — "this entry already says
+// bad opcode, skip the store" — would leave the next owner reading 0,
+// StatusOK, for a command that failed. The engine must store what it
+// last saw in the entry, or look at the entry itself.
+func TestAFailureInAHandedOverEntryIsReported(t *testing.T) {
+	d := startDaemon(t)
+	ctl := control(t, d.node)
+	bad := abi.Opcode(0xee) // not defined: the engine answers StatusBadOpcode
+	require.False(t, bad.Defined(), "opcode %#x is defined; the test needs one that is not", uint8(bad))
+
+	first := dialRaw(t, d.node)
+	first.attach()
+	ch := first.openChannel(abi.EngineCopy)
+	j := ch.put(abi.Command{Op: bad, Ctx: first.ctx})
+	ch.ring(ch.next)
+	require.Equal(t, abi.StatusBadOpcode, ch.wait(j), "the first owner's bad opcode on %v", ch.id)
+	first.sock.Close()
+	waitClients(t, ctl, 1) // only ctl: the first owner's channel has been handed back
+
+	next := dialRaw(t, d.node)
+	next.attach()
+	nch := next.openChannel(abi.EngineCopy)
+	require.Equal(t, ch.id, nch.id, "the next owner's copy channel is not the first owner's")
+	require.Equal(t, j+1, nch.head, "%v handed over at head %d; the first owner ran one command, %d", nch.id, nch.head, j)
+	// A lap of NOPs, up to the entry the first owner's failure was
+	// reported in.
+	var last uint64
+	for nch.next != j+nch.size {
+		last = nch.put(abi.Command{Op: abi.OpNop, Ctx: next.ctx})
+	}
+	nch.ring(nch.next)
+	require.Equal(t, abi.StatusOK, nch.wait(last), "the last NOP of the lap on %v", nch.id)
+	k := nch.put(abi.Command{Op: bad, Ctx: next.ctx})
+	require.Equal(t, abi.CompletionWord(j, nch.mask), abi.CompletionWord(k, nch.mask), "commands %d and %d share no completion entry", j, k)
+	nch.ring(nch.next)
+	assert.Equal(t, abi.StatusBadOpcode, nch.wait(k), "the next owner's bad opcode on %v, in the entry of the first owner's", nch.id)
+	d.stop(t)
+}
