@@ -98,17 +98,22 @@ const spinYieldDeadline = 2 * time.Second
 // on one afternoon the handoff read 82 to 607 ns from one run of it to the
 // next. RoundTrip and Baseline/handoff are separate rows, run seconds
 // apart, so their quotient can put a round trip measured in one placement
-// over a floor measured in another. Here each side gets pairedTimed round
-// trips (a millisecond or so), then the other does, and each round trip
-// block is read against the handoff block that follows it.
+// over a floor measured in another. Here each side gets a turn of
+// pairedTimed round trips (a few milliseconds), then the other does, and
+// each round trip turn is read against the handoff turn that follows it.
 //
 // The device and the bare ring are never up at once: the device's engines
 // spin, and beside them the ring's two goroutines would be measuring the
-// scheduler. So each block opens its device, or starts its ring, and
-// closes it after; the first pairedWarm round trips of a block are not
-// timed.
+// scheduler. So each turn opens its device, or starts its ring, and
+// closes it after. A device just opened is slow for a while: in stage 4,
+// blocks of 512 round trips read 1 to 15 µs each for up to ~16 ms after
+// Open, against ~230 ns after, with or without a garbage collection
+// forced first, and in some opens not at all. A turn times nothing
+// until it has run for pairedWarm; a first version of this benchmark,
+// which timed from the 257th round trip, read stage 4's ratio 1.65-1.68
+// where this one read 1.46-1.62 in the same minutes.
 //
-// Reported: the median over blocks of the round trip (roundtrip-ns) and
+// Reported: the median over turns of the round trip (roundtrip-ns) and
 // of the handoff (handoff-ns), and the median of the per-pair quotients
 // (ratio). ns/op is go test's own, the wall time per round trip with the
 // opens and closes: how long the row took, not a latency.
@@ -131,44 +136,47 @@ func BenchmarkRoundTripPaired(b *testing.B) {
 			}
 		}, func() { g.Close() }
 	}
-	var blocks [2][]float64 // ns per round trip of each timed block, per side
-	var ratios []float64    // each round trip block over the handoff block after it
-	cur, n := 0, 0          // the side whose block it is, and its round trips so far
+	var turns [2][]float64 // ns per round trip of each timed turn, per side
+	var ratios []float64   // each round trip turn over the handoff turn after it
+	cur, n := 0, -1        // the side whose turn it is; its timed round trips, -1 while warming
 	op, end := start(cur)
-	var began time.Time
+	began := time.Now() // the turn's start, then its timed part's
 	for b.Loop() {
-		if n == pairedWarm {
-			began = time.Now()
-		}
 		op()
-		n++
-		if n < pairedWarm+pairedTimed {
+		if n < 0 {
+			if time.Since(began) >= pairedWarm {
+				n, began = 0, time.Now()
+			}
+			continue
+		}
+		if n++; n < pairedTimed {
 			continue
 		}
 		ns := float64(time.Since(began).Nanoseconds()) / pairedTimed
 		end()
-		blocks[cur] = append(blocks[cur], ns)
+		turns[cur] = append(turns[cur], ns)
 		if cur == 1 {
-			ratios = append(ratios, blocks[0][len(blocks[0])-1]/ns)
+			ratios = append(ratios, turns[0][len(turns[0])-1]/ns)
 		}
-		cur, n = 1-cur, 0
+		cur, n = 1-cur, -1
 		op, end = start(cur)
+		began = time.Now()
 	}
 	end()
 	if len(ratios) == 0 {
 		return // a run too short for one pair: no figures
 	}
-	b.ReportMetric(median(blocks[0]), "roundtrip-ns")
-	b.ReportMetric(median(blocks[1]), "handoff-ns")
+	b.ReportMetric(median(turns[0]), "roundtrip-ns")
+	b.ReportMetric(median(turns[1]), "handoff-ns")
 	b.ReportMetric(median(ratios), "ratio")
 }
 
-// pairedWarm and pairedTimed are RoundTripPaired's block: round trips
-// untimed after the device opens or the ring starts, then round trips
-// timed.
+// pairedWarm and pairedTimed are a RoundTripPaired turn: how long it runs
+// round trips untimed after the device opens or the ring starts (about
+// twice the longest slow start measured), then how many it times.
 const (
-	pairedWarm  = 256
-	pairedTimed = 2048
+	pairedWarm  = 30 * time.Millisecond
+	pairedTimed = 16384
 )
 
 // median is the lower middle of xs, an observed value.
