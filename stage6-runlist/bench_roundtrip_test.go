@@ -119,8 +119,8 @@ const spinYieldDeadline = 2 * time.Second
 // opens and closes: how long the row took, not a latency.
 func BenchmarkRoundTripPaired(b *testing.B) {
 	withCanary(b)
-	// start begins side k's block: 0 the device's round trip, 1 the bare
-	// ring's. It returns one round trip and how to end the block.
+	// start begins side k's turn: 0 the device's round trip, 1 the bare
+	// ring's. It returns one round trip and how to end the turn.
 	start := func(k int) (op func(), end func()) {
 		if k == 1 {
 			r := startHandoff()
