@@ -1,6 +1,8 @@
 package device
 
 import (
+	"runtime"
+
 	"softgpu/stage4-nolock/abi"
 	"softgpu/stage4-nolock/trace"
 )
@@ -16,7 +18,8 @@ import (
 // interrupt thread receives from (Interrupts); the engine's send never
 // blocks — a token already waiting means the thread has yet to look, and
 // it will see the new bits when it does. The engine spends no time in the
-// driver's handler. When the device stops, it raises IrqCauseStopped and
+// driver's handler, though it lends its thread to it (raise). When the
+// device stops, it raises IrqCauseStopped and
 // then closes the line: the driver's interrupt thread handles the cause
 // and, finding the line closed, ends. When it faults a channel, it raises
 // IrqCauseChannel (engine.go, fault): that channel's fences stop where
@@ -118,13 +121,32 @@ func (e *Engine) raiseFence() {
 // raise sets cause in RegIrqCause and asserts the line. The bits are set
 // before the token is sent: the driver's thread, once it has the token,
 // reads every cause raised before it.
+//
+// A token that went in may have woken the driver's interrupt thread, and
+// Go runs a goroutine woken by a channel send next on the sender's own
+// thread (its runnext slot), not now: on a spinning engine's thread that
+// is at its next yield, up to spin.YieldAfter away, unless an idle thread
+// steals it sooner. A real line is taken by another CPU at once, so the
+// engine yields here, once, after letting go of irqMu: the handler runs
+// and the engine goes back to work after it, or on the other thread if
+// that one comes free first. With nobody parked on the line, the yield
+// finds nothing else to run and costs a trip through the scheduler.
 func (d *Device) raise(cause uint64) {
 	d.regs.Set(abi.RegIrqCause, cause)
+	if d.assert() {
+		runtime.Gosched()
+	}
+}
+
+// assert sends the line's token and reports whether it went in.
+func (d *Device) assert() bool {
 	d.irqMu.Lock()
 	defer d.irqMu.Unlock()
 	select {
 	case d.irq <- struct{}{}: // a nil line (no driver connected) is never ready
+		return true
 	default: // a token is already waiting: the driver has yet to look, and will see these bits too
+		return false
 	}
 }
 

@@ -122,10 +122,10 @@ func (d *Device) faultRing() (base, size uint64, ok bool) {
 // and reports false if there is no usable fault buffer.
 func (d *Device) recordBurst(e *Engine, va, n uint64, pages []uint64, acc access) bool {
 	d.faultMu.Lock()
-	defer d.faultMu.Unlock()
 	regs := d.regs
 	base, size, ok := d.faultRing()
 	if !ok {
+		d.faultMu.Unlock()
 		return false
 	}
 	// Before any record, and before RegFaultPut: a driver that reads a
@@ -172,7 +172,12 @@ func (d *Device) recordBurst(e *Engine, va, n uint64, pages []uint64, acc access
 	// The load comes after the store of RegFaultPut: a handler that is
 	// polling sees the records, one that is about to block sees them on
 	// its last look, or has stored 1 here first (abi/managed.go).
-	if regs.Load(abi.RegFaultNeedIrq) != 0 {
+	irq := regs.Load(abi.RegFaultNeedIrq) != 0
+	d.faultMu.Unlock()
+	// Raised after faultMu is let go: raise lends this thread to the
+	// handler (fence.go), and another engine's burst may be waiting for
+	// the lock meanwhile.
+	if irq {
 		d.raise(abi.IrqCauseFault)
 	}
 	return true
