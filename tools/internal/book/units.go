@@ -19,6 +19,7 @@ const (
 	kindTime      unitKind = iota // nanoseconds: ns/op, p50-ns, p99-ns, ...
 	kindBandwidth                 // bytes per second, stored as B/s, MB/s or GB/s
 	kindCores                     // process CPU seconds per wall second
+	kindRatio                     // a quotient a benchmark reports itself: ratio, p99-ratio, ...
 	kindOther                     // counts per op and anything else
 )
 
@@ -30,6 +31,8 @@ func classify(unit string) unitKind {
 		return kindBandwidth
 	case unit == "cores":
 		return kindCores
+	case unit == "ratio" || strings.HasSuffix(unit, "-ratio"):
+		return kindRatio
 	}
 	return kindOther
 }
@@ -47,7 +50,7 @@ func bytesPerSecond(unit string) float64 {
 }
 
 // FormatValue formats v, measured in unit, for a reader: "1.23 µs",
-// "52.0 GB/s", "0.05 cores", "1.50 wakeups/op".
+// "52.0 GB/s", "0.05 cores", "1.25×" (a ratio a benchmark reports), "1.50 wakeups/op".
 func FormatValue(v float64, unit string) string {
 	return formatValue(v, unit, false)
 }
@@ -82,6 +85,8 @@ func formatValue(v float64, unit string, trim bool) string {
 			s = trimZeros(s)
 		}
 		return s + " cores"
+	case kindRatio:
+		return num(v) + "×" // "1.25×", as {{#ratio}} shows a quotient
 	}
 	return num(v) + " " + displayUnit(unit)
 }

@@ -33,6 +33,9 @@ func TestFormatValue(t *testing.T) {
 		{1234.5, "B/op", "1235 B/op"},
 		{8.7, "us/page", "8.70 µs/page"},
 		{0, "wakeups/op", "0 wakeups/op"},
+		{1.2514, "ratio", "1.25×"},
+		{0.8731, "p99-ratio", "0.873×"},
+		{1.5, "iterations", "1.50 iterations"}, // "ratio" only as the whole unit or its suffix
 	}
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, FormatValue(tt.v, tt.unit), "FormatValue(%g, %q)", tt.v, tt.unit)
