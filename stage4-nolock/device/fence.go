@@ -19,9 +19,9 @@ import (
 // blocks — a token already waiting means the thread has yet to look, and
 // it will see the new bits when it does. The engine spends no time in the
 // driver's handler, though it lends its thread to it (raise). When the
-// device stops, it raises IrqCauseStopped and
-// then closes the line: the driver's interrupt thread handles the cause
-// and, finding the line closed, ends. When it faults a channel, it raises
+// device stops, it raises IrqCauseStopped and then closes the line: the
+// driver's interrupt thread handles the cause and, finding the line
+// closed, ends. When it faults a channel, it raises
 // IrqCauseChannel (engine.go, fault): that channel's fences stop where
 // they are, and its waiters must be told.
 //

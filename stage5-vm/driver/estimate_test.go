@@ -80,9 +80,8 @@ func TestEstimateQueuesCopies(t *testing.T) {
 }
 
 // TestBudgetForAnEstimate: no estimate keeps PollBudget; an estimate
-// shorter than it keeps it too; a longer one polls a quarter past the
-// expected completion, up to MaxSizedPoll; one beyond MaxSizedPoll does
-// not poll at all.
+// polls through the expected completion and PollBudget past it, up to
+// MaxSizedPoll; one beyond MaxSizedPoll does not poll at all.
 func TestBudgetForAnEstimate(t *testing.T) {
 	ch := &Channel{pollBudget: DefaultPollBudget}
 	for _, tt := range []struct {
@@ -93,9 +92,9 @@ func TestBudgetForAnEstimate(t *testing.T) {
 	}{
 		{"no estimate", expectation{}, DefaultPollBudget, false},
 		{"no rate yet", expectation{bytes: 1 << 20, start: 5}, DefaultPollBudget, false},
-		{"expected soon", expectation{bytes: 1 << 20, start: 5, due: 5 + 10_000}, DefaultPollBudget, false},
-		{"expected after the budget", expectation{bytes: 1 << 20, start: 5, due: 5 + 80_000}, 100_000, false},
-		{"expected near the cap", expectation{bytes: 1 << 20, start: 5, due: 5 + 450_000}, MaxSizedPoll, false},
+		{"expected soon", expectation{bytes: 1 << 20, start: 5, due: 5 + 10_000}, 10_000 + DefaultPollBudget, false},
+		{"expected after the budget", expectation{bytes: 1 << 20, start: 5, due: 5 + 80_000}, 80_000 + DefaultPollBudget, false},
+		{"expected near the cap", expectation{bytes: 1 << 20, start: 5, due: 5 + 470_000}, MaxSizedPoll, false},
 		{"expected beyond the cap", expectation{bytes: 1 << 20, start: 5, due: 5 + MaxSizedPoll + 1}, 0, true},
 	} {
 		budget, blockNow := ch.budgetFor(tt.exp)
