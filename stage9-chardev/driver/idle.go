@@ -60,10 +60,10 @@ func (ch *Channel) wakeIfIdle() bool {
 // soon, and asks an idle thread to come and steal it in case it does not.
 // A submitter that waits for its command right away yields within a few
 // polls and the engine runs on its thread with no thread wake-up at all.
-// That does not make a wake cheap: on the 2-vCPU development machine the
-// records put IdleWake's median at several times a bare futex wake of a
-// sleeping thread (Baseline/wake), not below it. But a submitter that goes
-// on computing leaves the engine in its run queue until the other thread
+// That does not make a wake free: the records set IdleWake beside a bare
+// futex wake of a sleeping thread (Baseline/wake), and on the 2-vCPU
+// development machine it comes out above it, not below. But a submitter
+// that goes on computing leaves the engine in its run queue until the other thread
 // gets a CPU and steals it, which is far worse: there, with this handoff
 // made a no-op, IdleWake/waker=busy took about 100 µs at the median and
 // milliseconds at the tail, against about 10 µs with it. runtime.Gosched
