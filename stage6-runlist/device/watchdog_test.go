@@ -208,27 +208,43 @@ func TestABadContextSaveAreaFaultsOnlyItsChannel(t *testing.T) {
 // back as the engine saved it (here: its stamp overwritten while the
 // command waited preempted) faults the channel with FaultContextSave rather
 // than resume the command on someone else's state.
+//
+// The stamp is spoiled on the engine's own goroutine, at a point that must
+// come after the fill's save and before its resume: the one run of a small
+// FILL on a channel of higher priority, published at the fill's first
+// boundary. After the save the engine must serve that channel first (it
+// is of higher priority, and the fill's channel has not waited at all), and
+// it can return to the fill only once that FILL has completed. An earlier
+// version spoiled the stamp from the test goroutine while a 300 ms DELAY
+// held the engine, and waited to see RegPreempts at exactly 1 first; but
+// the starvation rule (sched.go, starveLimit) gives the engine back to the
+// fill after 1 ms, the two channels then alternate and the counter moves
+// on, so a test goroutine kept off the CPU for a millisecond never saw 1
+// and failed after 10 s.
 func TestACorruptSavedContextFaultsTheChannel(t *testing.T) {
 	d := openTest(t, Config{MemorySize: 4 << 20})
 	const e, c, high = abi.EngineCopy, abi.Channel(9), abi.Channel(10)
+	const spoil = 0x200000 // the high channel's FILL: no run of the test's fill comes near it
 	var fired atomic.Bool
 	d.engines[e].forcePreempt = func(*job) bool {
 		if fired.Swap(true) {
 			return false
 		}
-		// A channel of higher priority takes the engine for 300 ms: the
-		// window in which the test spoils the saved context.
-		publish(d, high, abi.Command{Op: abi.OpDelay, Value: 300_000_000})
+		publish(d, high, abi.Command{Op: abi.OpFill, Dst: spoil, Size: 64, Value: 1})
 		return true
 	}
+	d.SetHooks(Hooks{Resolved: func(_ abi.Engine, va uint64, _ bool) {
+		if va == spoil {
+			binary.LittleEndian.PutUint64(d.mem[ctxFor(d, c):], 0xbad)
+		}
+	}})
 	require.Equal(t, abi.RunlistOK, submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, c, abi.PriorityNormal, 0),
 		rlEntry(d, high, abi.PriorityHigh, 0)}), "runlist")
 	i := publish(d, c, abi.Command{Op: abi.OpFill, Dst: 0x1000, Size: 1 << 20, Value: 7})
-	waitUntil(t, "the fill to be saved", func() bool { return counter(d, e, abi.RegPreempts) == 1 }) // stored after the save
-	binary.LittleEndian.PutUint64(d.mem[ctxFor(d, c):], 0xbad)
 	st := abi.ChannelStatusPage(c)
 	waitUntil(t, "the channel to fault", func() bool { return d.regs.Load(st+abi.RegChannelFault) != 0 })
 	assert.Equal(t, abi.FaultContextSave, abi.ChannelFault(d.regs.Load(st+abi.RegChannelFault)), "fault")
+	assert.Equal(t, uint64(1), counter(d, e, abi.RegPreempts), "preemptions; want the fill's one")
 	if completed(d, c, i) {
 		t.Errorf("the fill completed on a context it never saved")
 	}
