@@ -25,6 +25,8 @@ import (
 // default row should come within a few percent of the polled one, having
 // polled about as long; at 16 MiB, far past MaxSizedPoll, the default
 // sleeps at once and the polled wait polls 150 µs before it sleeps too.
+// Each row also reports wakeups/op (reportWaits): how many of its copies'
+// waits blocked, which is what the budget decides.
 //
 // SOFTGPU_POLL_BUDGET, when set, sets both rows' budget (openBench): a
 // record made with it has no default row to compare.

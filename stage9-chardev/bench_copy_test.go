@@ -54,12 +54,25 @@ func benchPinned(b *testing.B, n int, dir direction, cfg softgpu.Config) {
 	defer g.HostFree(buf)
 	writeDevice(b, g, p, n)
 	host := buf.Bytes()
+	before := g.Stats()
 	measureCopies(b, host, dir, func() error {
 		if dir == toDevice {
 			return g.Write(p, host)
 		}
 		return g.Read(host, p)
 	})
+	reportWaits(b, g, before)
+}
+
+// reportWaits adds to a pinned copy row how its copies' waits ended:
+// wakeups/op is the share of copies whose waiter stopped polling, blocked,
+// and was woken by the interrupt. A row in which some copies paid a
+// wake-up and a row in which none did can read alike in ns/op; this tells
+// them apart. It is read after measureCopies, when b.N is the number of
+// copies timed (the fill before is not counted: Stats was read after it).
+func reportWaits(b *testing.B, g *softgpu.GPU, before softgpu.Stats) {
+	s := g.Stats()
+	b.ReportMetric(float64(s.Wakeups-before.Wakeups)/float64(b.N), "wakeups/op")
 }
 
 // direction is which way a copy goes.
