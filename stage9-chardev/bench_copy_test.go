@@ -64,15 +64,20 @@ func benchPinned(b *testing.B, n int, dir direction, cfg softgpu.Config) {
 	reportWaits(b, g, before)
 }
 
-// reportWaits adds to a pinned copy row how its copies' waits ended:
-// wakeups/op is the share of copies whose waiter stopped polling, blocked,
-// and was woken by the interrupt. A row in which some copies paid a
-// wake-up and a row in which none did can read alike in ns/op; this tells
-// them apart. It is read after measureCopies, when b.N is the number of
-// copies timed (the fill before is not counted: Stats was read after it).
+// reportWaits adds to a pinned copy row how its copies' waits ended, and
+// now how they began: wakeups/op is the share of copies whose waiter
+// stopped polling, blocked, and was woken by the interrupt; wakes/op the
+// share whose doorbell found the copy engine asleep and woke it (idle.go:
+// the engine sleeps once its ring has been empty for its budget, and the
+// host's write of the next copy's bytes is such a gap). Either wake-up
+// costs the copy microseconds, and rows that differ in ns/op can differ in
+// which side slept; this tells them apart. It is read after measureCopies,
+// when b.N is the number of copies timed (the fill before is not counted:
+// Stats was read after it).
 func reportWaits(b *testing.B, g *softgpu.GPU, before softgpu.Stats) {
 	s := g.Stats()
 	b.ReportMetric(float64(s.Wakeups-before.Wakeups)/float64(b.N), "wakeups/op")
+	b.ReportMetric(float64(s.EngineWakes-before.EngineWakes)/float64(b.N), "wakes/op")
 }
 
 // direction is which way a copy goes.

@@ -60,11 +60,12 @@ func (ch *Channel) wakeIfIdle() bool {
 // soon, and asks an idle thread to come and steal it in case it does not.
 // A submitter that waits for its command right away yields within a few
 // polls and the engine runs on its thread with no thread wake-up at all.
-// That does not make a wake free: the records set IdleWake beside a bare
+// That does not make a wake cheap: the records set IdleWake beside a bare
 // futex wake of a sleeping thread (Baseline/wake), and on the 2-vCPU
-// development machine it comes out above it, not below. But a submitter
-// that goes on computing leaves the engine in its run queue until the other thread
-// gets a CPU and steals it, which is far worse: there, with this handoff
+// development machine which of the two costs more depends on how long the
+// engine slept, so the chapter reads them gap by gap. But a submitter
+// that goes on computing leaves the engine in its run queue until the
+// other thread gets a CPU and steals it, which is far worse: there, with this handoff
 // made a no-op, IdleWake/waker=busy took about 100 µs at the median and
 // milliseconds at the tail, against about 10 µs with it. runtime.Gosched
 // puts the submitter at the back of the global queue and runs the engine
