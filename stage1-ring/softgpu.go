@@ -70,27 +70,35 @@ type GPU struct {
 
 // Open starts a device with its engines and binds a driver to it.
 func Open(cfg Config) (*GPU, error) {
+	g, _, err := open(cfg, false)
+	return g, err
+}
+
+// open is Open, and returns the device too; stepped opens it with no
+// engine goroutines, for the benchmark that measures a command's path on
+// one goroutine (device/stepped.go, export_test.go).
+func open(cfg Config, stepped bool) (*GPU, *device.Device, error) {
 	g := &GPU{}
 	if err := g.openTrace(cfg); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	dev, err := device.Open(device.Config{MemorySize: cfg.MemorySize, YieldEvery: cfg.YieldEvery, RingSize: cfg.RingSize, Trace: g.trace})
+	dev, err := device.Open(device.Config{MemorySize: cfg.MemorySize, YieldEvery: cfg.YieldEvery, RingSize: cfg.RingSize, Trace: g.trace, Stepped: stepped})
 	if errors.Is(err, device.ErrConfig) {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	drv, err := driver.New(dev, driver.Config{YieldEvery: cfg.YieldEvery})
 	if err != nil {
 		dev.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	g.drv, g.powerOff = drv, dev.Close
 	for e := range abi.Engine(abi.NumEngines) {
 		g.channels[e], _ = drv.Channel(abi.DefaultChannel(e)) // a channel of the device: cannot fail
 	}
-	return g, nil
+	return g, dev, nil
 }
 
 // Close stops the device. Calls in progress and later calls fail with

@@ -119,26 +119,116 @@ const spinYieldDeadline = 2 * time.Second
 // opens and closes: how long the row took, not a latency.
 func BenchmarkRoundTripPaired(b *testing.B) {
 	withCanary(b)
-	// start begins side k's turn: 0 the device's round trip, 1 the bare
-	// ring's. It returns one round trip and how to end the turn.
-	start := func(k int) (op func(), end func()) {
-		if k == 1 {
+	turns := inTurns(b, 2, func(side int) (op func(), end func()) {
+		if side == 1 {
 			r := startHandoff()
 			return r.roundTrip, r.stop
 		}
-		g, err := softgpu.Open(softgpu.Config{})
-		if err != nil {
+		return openRoundTrip(b)
+	})
+	if turns == nil {
+		return // a run too short for one round of turns: no figures
+	}
+	ratios := make([]float64, len(turns[0])) // each round trip turn over the handoff turn after it
+	for i := range ratios {
+		ratios[i] = turns[0][i] / turns[1][i]
+	}
+	b.ReportMetric(median(turns[0]), "roundtrip-ns")
+	b.ReportMetric(median(turns[1]), "handoff-ns")
+	b.ReportMetric(median(ratios), "ratio")
+}
+
+// BenchmarkRoundTripStepped is RoundTrip/engine=copy on a stepped device
+// (device/stepped.go): the driver's hook after the doorbell runs the
+// engine's side of the NOP on the submitter's goroutine, so the whole
+// round trip — the host's submission, the engine's fetch, execution and
+// completion, the host's wait — runs on one core, with nothing to cross
+// to another. It is the round trip's own code, timed alone: what is left
+// of RoundTrip when the cache lines cost nothing to move.
+func BenchmarkRoundTripStepped(b *testing.B) {
+	op, end := openStepped(b)
+	defer end()
+	b.ReportAllocs()
+	for b.Loop() {
+		op()
+	}
+}
+
+// BenchmarkRoundTripFloor puts a round trip beside its floor, in turns as
+// RoundTripPaired does: a turn of RoundTrip/engine=copy, one of
+// Baseline/handoff (the ring's three cache lines crossing between two
+// cores, with almost no code), one of RoundTripStepped (all of the round
+// trip's code, with no crossing). Neither of the last two is a round trip;
+// their sum is what one would cost if nothing but its code and its
+// crossings stood in its way, so a round trip above the sum is paying
+// for something else — the lines it moves that the bare ring does not,
+// or code that runs slower on a line another core has just written.
+//
+// Reported: the medians over turns of each side (roundtrip-ns, handoff-ns,
+// stepped-ns), and the median over rounds of the round trip over the sum
+// of the two turns after it (floor-ratio).
+func BenchmarkRoundTripFloor(b *testing.B) {
+	withCanary(b)
+	turns := inTurns(b, 3, func(side int) (op func(), end func()) {
+		switch side {
+		case 1:
+			r := startHandoff()
+			return r.roundTrip, r.stop
+		case 2:
+			return openStepped(b)
+		}
+		return openRoundTrip(b)
+	})
+	if turns == nil {
+		return
+	}
+	ratios := make([]float64, len(turns[0]))
+	for i := range ratios {
+		ratios[i] = turns[0][i] / (turns[1][i] + turns[2][i])
+	}
+	b.ReportMetric(median(turns[0]), "roundtrip-ns")
+	b.ReportMetric(median(turns[1]), "handoff-ns")
+	b.ReportMetric(median(turns[2]), "stepped-ns")
+	b.ReportMetric(median(ratios), "floor-ratio")
+}
+
+// openRoundTrip opens a device for a turn of round trips: one is a NOP on
+// the copy engine, submitted and waited for.
+func openRoundTrip(b *testing.B) (op func(), end func()) {
+	g, err := softgpu.Open(softgpu.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		if err := g.Nop(softgpu.Copy); err != nil {
 			b.Fatal(err)
 		}
-		return func() {
-			if err := g.Nop(softgpu.Copy); err != nil {
-				b.Fatal(err)
-			}
-		}, func() { g.Close() }
+	}, func() { g.Close() }
+}
+
+// openStepped is openRoundTrip on a stepped device (OpenStepped).
+func openStepped(b *testing.B) (op func(), end func()) {
+	g, stop, err := softgpu.OpenStepped(softgpu.Config{})
+	if err != nil {
+		b.Fatal(err)
 	}
-	var turns [2][]float64 // ns per round trip of each timed turn, per side
-	var ratios []float64   // each round trip turn over the handoff turn after it
-	cur, n := 0, -1        // the side whose turn it is; its timed round trips, -1 while warming
+	return func() {
+		if err := g.Nop(softgpu.Copy); err != nil {
+			b.Fatal(err)
+		}
+	}, stop
+}
+
+// inTurns gives sides turns until b.Loop ends: side 0's, side 1's, and so
+// on round. A turn starts its side (start, which returns one operation and
+// how to end the turn), runs it untimed for pairedWarm, times pairedTimed
+// operations, and ends it, so that no two sides are ever up at once. It
+// returns each side's ns per operation, turn by turn, for the complete
+// rounds only — turns[s][i] is side s's turn in round i — or nil if there
+// was not one. b.Loop counts every operation, timed or not.
+func inTurns(b *testing.B, sides int, start func(side int) (op func(), end func())) [][]float64 {
+	turns := make([][]float64, sides)
+	cur, n := 0, -1 // the side whose turn it is; its timed operations, -1 while warming
 	op, end := start(cur)
 	began := time.Now() // the turn's start, then its timed part's
 	for b.Loop() {
@@ -155,20 +245,19 @@ func BenchmarkRoundTripPaired(b *testing.B) {
 		ns := float64(time.Since(began).Nanoseconds()) / pairedTimed
 		end()
 		turns[cur] = append(turns[cur], ns)
-		if cur == 1 {
-			ratios = append(ratios, turns[0][len(turns[0])-1]/ns)
-		}
-		cur, n = 1-cur, -1
+		cur, n = (cur+1)%sides, -1
 		op, end = start(cur)
 		began = time.Now()
 	}
 	end()
-	if len(ratios) == 0 {
-		return // a run too short for one pair: no figures
+	rounds := len(turns[sides-1])
+	if rounds == 0 {
+		return nil
 	}
-	b.ReportMetric(median(turns[0]), "roundtrip-ns")
-	b.ReportMetric(median(turns[1]), "handoff-ns")
-	b.ReportMetric(median(ratios), "ratio")
+	for s := range turns {
+		turns[s] = turns[s][:rounds]
+	}
+	return turns
 }
 
 // pairedWarm and pairedTimed are a RoundTripPaired turn: how long it runs

@@ -120,20 +120,28 @@ type GPU struct {
 
 // Open starts a device with its engines and binds a driver to it.
 func Open(cfg Config) (*GPU, error) {
+	g, _, err := open(cfg, false)
+	return g, err
+}
+
+// open is Open, and returns the device too; stepped opens it with no
+// engine goroutines, for the benchmark that measures a command's path on
+// one goroutine (device/stepped.go, export_test.go).
+func open(cfg Config, stepped bool) (*GPU, *device.Device, error) {
 	g := &GPU{}
 	if err := g.openTrace(cfg); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if cfg.Watchdog < 0 {
-		return nil, fmt.Errorf("%w: Watchdog %v is negative", ErrConfig, cfg.Watchdog)
+		return nil, nil, fmt.Errorf("%w: Watchdog %v is negative", ErrConfig, cfg.Watchdog)
 	}
 	dev, err := device.Open(device.Config{MemorySize: cfg.MemorySize, YieldEvery: cfg.YieldEvery, RingSize: cfg.RingSize, Trace: g.trace,
-		Walker: cfg.Walker, ContextSize: cfg.ContextSize})
+		Walker: cfg.Walker, ContextSize: cfg.ContextSize, Stepped: stepped})
 	if errors.Is(err, device.ErrConfig) {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	drv, err := driver.New(dev, driver.Config{YieldEvery: cfg.YieldEvery, Wait: cfg.Wait, PollBudget: cfg.PollBudget,
 		Delivery: cfg.Delivery, Wake: cfg.Wake, BounceChunk: cfg.BounceChunk, BounceBuffers: cfg.BounceBuffers,
@@ -141,13 +149,13 @@ func Open(cfg Config) (*GPU, error) {
 		Watchdog: uint64(cfg.Watchdog)})
 	if err != nil {
 		dev.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	g.drv, g.powerOff = drv, dev.Close
 	for e := range abi.Engine(abi.NumEngines) {
 		g.channels[e], _ = drv.Channel(abi.DefaultChannel(e)) // a channel of the device: cannot fail
 	}
-	return g, nil
+	return g, dev, nil
 }
 
 // Close stops the device. Calls in progress and later calls fail with

@@ -96,6 +96,9 @@ func (ch *Channel) Submit(cmd abi.Command) error {
 		h(ch.id) // a benchmark may stall the submitter here, holding the lock
 	}
 	seq := ch.push(cmd)
+	if h := ch.hooks.Published; h != nil {
+		h(ch.id) // a benchmark may run the engine's side here (device/stepped.go)
+	}
 	if err := ch.waitLocked(seq); err != nil {
 		return err
 	}

@@ -42,8 +42,7 @@ func (e *Engine) pollLoop() {
 	defer e.dev.running.Done()
 	defer e.stop()
 	for polls := 1; ; polls++ {
-		if e.fetch() {
-			e.complete(e.execute(&e.job))
+		if e.step() {
 			polls = 0
 			continue
 		}
@@ -52,6 +51,19 @@ func (e *Engine) pollLoop() {
 		}
 		e.idle(polls)
 	}
+}
+
+// step runs the next command, if there is one: fetch it, execute it,
+// publish its completion. It reports whether there was one. It is the
+// whole of the engine's work for a command; pollLoop adds the waiting
+// between commands, and a stepped device (stepped.go) calls it on the
+// driver's goroutine instead.
+func (e *Engine) step() bool {
+	if !e.fetch() {
+		return false
+	}
+	e.complete(e.execute(&e.job))
+	return true
 }
 
 // ANCHOR_END: pollloop

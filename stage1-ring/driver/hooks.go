@@ -10,6 +10,11 @@ type Hooks struct {
 	// place on channel c — taken the global lock — and
 	// has not yet published its command.
 	Reserved func(c abi.Channel)
+	// Published, if set, is called by a submitter right after it has
+	// stored channel c's doorbell, holding the lock. A benchmark with a
+	// stepped device runs the engine's side of the commands from here
+	// (device/stepped.go).
+	Published func(c abi.Channel)
 }
 
 // SetHooks installs h. Call it before any submission, from a test or a

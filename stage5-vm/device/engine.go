@@ -55,12 +55,7 @@ func (e *Engine) pollLoop() {
 	defer e.dev.running.Done()
 	defer e.stop()
 	for polls := 1; ; polls++ {
-		if e.fetch() {
-			if e.idling {
-				e.leaveIdle() // idle.go: before the command translates anything
-			}
-			e.complete(e.execute(&e.job))
-			e.signal()
+		if e.step() {
 			polls = 0
 			continue
 		}
@@ -69,6 +64,23 @@ func (e *Engine) pollLoop() {
 		}
 		e.idle(polls)
 	}
+}
+
+// step runs the next command, if there is one: fetch it, execute it,
+// publish its completion and signal its fence. It reports whether there
+// was one. It is the whole of the engine's work for a command; pollLoop
+// adds the waiting between commands, and a stepped device (stepped.go)
+// calls it on the driver's goroutine instead.
+func (e *Engine) step() bool {
+	if !e.fetch() {
+		return false
+	}
+	if e.idling {
+		e.leaveIdle() // idle.go: before the command translates anything
+	}
+	e.complete(e.execute(&e.job))
+	e.signal()
+	return true
 }
 
 // ANCHOR_END: pollloop

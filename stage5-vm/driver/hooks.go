@@ -12,6 +12,11 @@ type Hooks struct {
 	// Publishing, if set, is called by the goroutine that holds channel
 	// c's publishing flag, just before it lets go of it.
 	Publishing func(c abi.Channel)
+	// Published, if set, is called by the goroutine that holds channel
+	// c's publishing flag, right after it has stored the doorbell. A
+	// benchmark with a stepped device runs the engine's side of the
+	// commands from here (device/stepped.go).
+	Published func(c abi.Channel)
 }
 
 // SetHooks installs h. Call it before any submission, from a test or a

@@ -94,6 +94,10 @@ type Config struct {
 	// means DefaultContextSize (256 KiB; 1/64 of MemorySize below 16 MiB);
 	// otherwise a multiple of 64 up to MaxContextSize.
 	ContextSize uint64
+	// Stepped opens the device with no engine goroutines: an engine runs
+	// a command only when Step is called, on the caller's goroutine. It is
+	// a measuring instrument, not a mode a driver runs in (stepped.go).
+	Stepped bool
 }
 
 // DefaultMemorySize is the device memory of a zero Config.
@@ -143,6 +147,7 @@ type Device struct {
 	running   sync.WaitGroup // one count per engine goroutine
 	live      atomic.Int32   // engines not yet stopped; the last to stop publishes DeviceStopped
 	closeOnce sync.Once
+	stepStop  sync.Once // a stepped device's engines stop once (stepped.go)
 
 	// The watchdog unit's goroutine (watchdog.go) also counts in running;
 	// watchStop is closed, once (watchOnce), to end it.
@@ -190,6 +195,12 @@ func Open(cfg Config) (*Device, error) {
 		d.engines[e] = newEngine(d, e)
 	}
 	d.live.Store(abi.NumEngines)
+	if cfg.Stepped {
+		for _, eng := range d.engines {
+			eng.goIdle() // between Steps a stepped engine is idle (stepped.go)
+		}
+		return d, nil // no engine goroutines: Step runs the engines
+	}
 	for _, eng := range d.engines {
 		d.running.Add(1)
 		go eng.pollLoop()
@@ -250,4 +261,5 @@ func (d *Device) stop() {
 	d.wakeAll()                                   // and a sleeping engine must wake to see it (idle.go)
 	d.stopWatchdog()                              // the last engine to stop has done it too; this is for a device that never started one
 	d.running.Wait()
+	d.StopStepped() // a stepped device has no loops to stop (stepped.go)
 }

@@ -77,6 +77,10 @@ type Config struct {
 	Start uint64
 	// Trace, if not nil, receives the device's events (package trace).
 	Trace *trace.Buffer
+	// Stepped opens the device with no engine goroutines: an engine runs
+	// a command only when Step is called, on the caller's goroutine. It is
+	// a measuring instrument, not a mode a driver runs in (stepped.go).
+	Stepped bool
 }
 
 // DefaultMemorySize is the device memory of a zero Config.
@@ -122,6 +126,7 @@ type Device struct {
 	running   sync.WaitGroup // one count per engine goroutine
 	live      atomic.Int32   // engines not yet stopped; the last to stop publishes DeviceStopped
 	closeOnce sync.Once
+	stepStop  sync.Once // a stepped device's engines stop once (stepped.go)
 }
 
 // Open creates a device and starts its engines.
@@ -153,6 +158,9 @@ func Open(cfg Config) (*Device, error) {
 		d.engines[e] = newEngine(d, e)
 	}
 	d.live.Store(abi.NumEngines)
+	if cfg.Stepped {
+		return d, nil // no engine goroutines: Step runs the engines (stepped.go)
+	}
 	for _, eng := range d.engines {
 		d.running.Add(1)
 		go eng.pollLoop()
@@ -210,4 +218,5 @@ func (d *Device) stop() {
 	d.regs.Store(abi.RegControl, abi.ControlStop) // every engine loop loads it; see stopRequested
 	d.wakeAll()                                   // and a sleeping engine must wake to see it (idle.go)
 	d.running.Wait()
+	d.StopStepped() // a stepped device has no loops to stop (stepped.go)
 }

@@ -65,33 +65,7 @@ func (e *Engine) pollLoop() {
 	defer e.dev.running.Done()
 	defer e.stop()
 	for polls := 1; ; polls++ {
-		e.checkRunlist()
-		e.checkReplay()
-		if e.next() {
-			if e.idling {
-				e.leaveIdle() // idle.go: before the command translates anything
-			}
-			e.startCommand()
-			st := e.execute(&e.job)
-			e.endCommand()
-			switch st {
-			case preempted:
-				e.preempt() // sched.go: saved; another channel runs next
-			case stalled:
-				e.stall() // fault.go: saved, and not served until the driver replays
-			case abi.StatusTimeout:
-				e.complete(st)
-				e.signal()
-				e.hang() // sched.go: the watchdog faults the channel and its context
-			case engineReset:
-				e.complete(abi.StatusTimeout)
-				e.signal()
-				e.hang()
-				e.resetEngine() // watchdog.go: the command never reached a boundary
-			default:
-				e.complete(st)
-				e.signal()
-			}
+		if e.step() {
 			polls = 0
 			continue
 		}
@@ -100,6 +74,46 @@ func (e *Engine) pollLoop() {
 		}
 		e.idle(polls)
 	}
+}
+
+// step runs the next command, if there is one, after taking any runlist
+// the driver has submitted and serving any replay it has asked for
+// (fault.go): it chooses the command (sched.go), executes it, and
+// publishes its completion, or saves it if it was preempted or stalled
+// on a fault. It reports whether there was one. It is the whole of the engine's work for a command; pollLoop
+// adds the waiting between commands, and a stepped device (stepped.go)
+// calls it on the driver's goroutine instead.
+func (e *Engine) step() bool {
+	e.checkRunlist()
+	e.checkReplay()
+	if !e.next() {
+		return false
+	}
+	if e.idling {
+		e.leaveIdle() // idle.go: before the command translates anything
+	}
+	e.startCommand()
+	st := e.execute(&e.job)
+	e.endCommand()
+	switch st {
+	case preempted:
+		e.preempt() // sched.go: saved; another channel runs next
+	case stalled:
+		e.stall() // fault.go: saved, and not served until the driver replays
+	case abi.StatusTimeout:
+		e.complete(st)
+		e.signal()
+		e.hang() // sched.go: the watchdog faults the channel and its context
+	case engineReset:
+		e.complete(abi.StatusTimeout)
+		e.signal()
+		e.hang()
+		e.resetEngine() // watchdog.go: the command never reached a boundary
+	default:
+		e.complete(st)
+		e.signal()
+	}
+	return true
 }
 
 // ANCHOR_END: pollloop

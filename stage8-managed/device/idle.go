@@ -192,6 +192,10 @@ func (d *Device) WakeEngine(e abi.Engine) {
 		return
 	}
 	eng := d.engines[e]
+	if d.cfg.Stepped {
+		eng.wakeStepped() // stepped.go: no goroutine to wake; the waker runs the checks
+		return
+	}
 	eng.wokenAt.Store(d.clock.Now()) // for the trace and the adaptive budget: where the gap ended
 	select {
 	case eng.wakeup <- struct{}{}:

@@ -1,0 +1,77 @@
+package device
+
+import "softgpu/stage6-runlist/abi"
+
+// A stepped device (Config.Stepped) has no engine goroutines: an engine
+// runs its next command when Step is called, on the caller's goroutine,
+// and at no other time. It is a measuring instrument.
+//
+// What it measures: a round trip costs the time its cache lines take to
+// cross between two cores, plus the time its code takes to run on them.
+// Baseline/handoff measures the first with almost no code; a stepped
+// device measures the second with no crossing. A benchmark installs a
+// driver hook that runs right after the doorbell store
+// (driver.Hooks.Published) and calls Step from it, so the engine's side
+// of the command runs between the host's publish and its wait, on the
+// same goroutine, with every line it touches already in that core's
+// cache; the wait then finds the completion at its first look
+// (BenchmarkRoundTripStepped). Neither figure alone is a round trip; their
+// sum is what a round trip could cost if nothing but its own code and
+// those crossings stood in its way.
+//
+// A stepped device is not the device: nothing runs unless asked, so a
+// driver that waits for a command nobody steps waits forever.
+//
+// Between Steps a stepped engine is idle, as a running engine is once it
+// has run out of commands (goIdle, idle.go): it holds no translation, so
+// an invalidation (driver/vm.go) does not wait for it — nothing would run
+// it to acknowledge. So a Step that finds nothing to run announces the
+// idle, and the next command retracts it first (leaveIdle): two stores
+// and a load more than a running engine makes between two round trips,
+// on lines this core already holds.
+
+// Step runs engine e's next command, if there is one, and reports whether
+// there was. Only a stepped device steps, and only one goroutine at a
+// time may call Step (an engine is one thread of execution, whoever runs
+// it).
+func (d *Device) Step(e abi.Engine) bool {
+	if !d.cfg.Stepped || e >= abi.NumEngines {
+		return false
+	}
+	eng := d.engines[e]
+	if eng.step() {
+		return true
+	}
+	if !eng.idling {
+		eng.goIdle()
+	}
+	return false
+}
+
+// StopStepped stops a stepped device's engines as ControlStop stops
+// running ones: each publishes that it has stopped, and the last that the
+// device has. A driver's Close waits for DeviceStopped, so call it first;
+// Close calls it too, for a device closed without a driver. It does
+// nothing to a device that is not stepped, and nothing the second time.
+func (d *Device) StopStepped() {
+	if !d.cfg.Stepped {
+		return
+	}
+	d.stepStop.Do(func() {
+		d.regs.Store(abi.RegControl, abi.ControlStop)
+		for _, e := range d.engines {
+			e.stop()
+		}
+	})
+}
+
+// wakeStepped is WakeEngine for a stepped engine. Nothing is asleep, but
+// the driver also wakes an engine to make it look, between commands, at
+// something the driver then waits for — a runlist it has submitted
+// (driver/runlist.go) — and no goroutine of the engine's own would look.
+// So the waker runs the engine's between-commands checks itself, as Step
+// does before each command; the rule that one goroutine at a time runs
+// the engine holds for it too.
+func (e *Engine) wakeStepped() {
+	e.checkRunlist()
+}
