@@ -3,8 +3,9 @@ package driver
 import "softgpu/stage1-ring/abi"
 
 // Hooks are points where a test or a benchmark may stop a driver goroutine,
-// to show what happens to everyone else while one submitter is held. They
-// are not a feature: production code never sets them.
+// to show what happens to everyone else while one submitter is held, or
+// run something of its own in the submitter's place (Published). They are
+// not a feature: production code never sets them.
 type Hooks struct {
 	// Reserved, if set, is called by a submitter that has claimed its
 	// place on channel c — taken the global lock — and
