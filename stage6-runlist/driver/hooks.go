@@ -4,8 +4,9 @@ import "softgpu/stage6-runlist/abi"
 
 // Hooks are points where a test or a benchmark may stop a driver goroutine,
 // to show what happens to everyone else while one submitter is held, or
-// run something of its own in the submitter's place (Published). They are
-// not a feature: production code never sets them.
+// run something of its own in the submitter's place (Published), or choose
+// a wait's poll budget (WaitBudget). They are not a feature: production
+// code never sets them.
 type Hooks struct {
 	// Reserved, if set, is called by a submitter that has reserved its
 	// ring indices on channel c and has not yet written its commands.
@@ -18,6 +19,14 @@ type Hooks struct {
 	// benchmark with a stepped device runs the engine's side of the
 	// commands from here (device/stepped.go).
 	Published func(c abi.Channel)
+	// WaitBudget, if set and returning a non-zero number of cycles, is
+	// the poll budget of the next hybrid wait, in place of the one the
+	// channel would choose (budgetFor) — the estimate still learns from
+	// the copy. A benchmark that alternates two budgets copy by copy on
+	// one channel sets it (BenchmarkCopyWaitAlternate), so both budgets
+	// meet the same engine, cores and moment. It is called by the waiting
+	// goroutine, just before it polls.
+	WaitBudget func() uint64
 }
 
 // SetHooks installs h. Call it before any submission, from a test or a

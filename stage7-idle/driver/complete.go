@@ -82,6 +82,11 @@ func (ch *Channel) awaitCommand(i uint64, exp expectation) (abi.Status, error) {
 		// than PollBudget for a copy expected later, none at all for one
 		// expected beyond MaxSizedPoll.
 		budget, blockNow := ch.budgetFor(exp)
+		if h := ch.hooks.WaitBudget; h != nil {
+			if b := h(); b != 0 {
+				budget, blockNow = b, false
+			}
+		}
 		if blockNow {
 			break
 		}
