@@ -163,10 +163,15 @@ var ErrNodeBusy = errors.New("softgpu: a daemon is already serving this node")
 // (Boundary/op=wake3ms/path=node's mean-ns in book/records/chardev.json,
 // taken before uapi 2.2), against under 10 µs in-process, with a long
 // tail; 100 µs is that, rounded up. Since 2.2 the kick wakes the engine
-// itself (device/kick.go), which costs less; the budget stays until a
-// record of the new kick says by how much. A client whose commands come 60 µs apart — the time it
-// takes to write a megabyte and be woken for the last copy — would find
-// the engine asleep at many of them with the in-process 50 µs.
+// itself (device/kick.go), and the chardev record taken at a4b32fd put
+// that row's median near 47 µs, about half. The budget stays at 100 µs
+// all the same, for the other half of the rule: the gaps a client leaves.
+// A client copying a megabyte leaves about 60 µs between its commands —
+// the time to write the megabyte and be woken for the last copy — and
+// record chardev-budget50 (SOFTGPU_IDLE_BUDGET=50000, the in-process
+// budget on both sides) shows what 50 µs does to it: the daemon's engine
+// is asleep at many of those commands, each pays a kick, and the copy
+// across the boundary falls below the in-process one in every pass.
 const DefaultIdleBudget = 100_000
 
 // ANCHOR_END: budget
