@@ -181,6 +181,14 @@ func HigherIsBetter(unit string) bool {
 	return strings.HasSuffix(unit, "/s")
 }
 
+// Signed reports whether a unit may read below zero: a difference of two
+// measurements rather than a measurement. The one such unit is
+// onpath-share (BenchmarkRoundTripFloor): a round trip's excess over the
+// bare handoff, as a share of the stage's own code run alone. A round trip
+// that beats the handoff — stage 0's mailbox, whose lines are not the
+// handoff's — reads below zero, and that is a finding, not a broken run.
+func Signed(unit string) bool { return unit == "onpath-share" }
+
 // Metric returns the row's metric with the given unit.
 func (r Row) Metric(unit string) (Metric, bool) {
 	for _, m := range r.Metrics {

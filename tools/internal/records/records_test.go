@@ -220,6 +220,12 @@ func TestValidate(t *testing.T) {
 			"records: r: stage0-mailbox Fill/size=64B: B/s: value 1 is 0: a rate must be positive"},
 		{"negative cores", func(r *Record) { r.Rows[0].Metrics[0] = NewMetric("cores", []float64{1, -0.1}) },
 			"cores: value 2 is -0.1"},
+		{"negative onpath-share, a signed unit", func(r *Record) {
+			r.Rows[0].Metrics = append(r.Rows[0].Metrics, NewMetric("onpath-share", []float64{-0.68, 0.2}))
+		}, ""},
+		{"negative floor-ratio", func(r *Record) {
+			r.Rows[0].Metrics = append(r.Rows[0].Metrics, NewMetric("floor-ratio", []float64{-0.68, 0.2}))
+		}, "floor-ratio: value 1 is -0.68: a measurement cannot be negative"},
 		{"machine cores", func(r *Record) { r.Machine.Cores = -1 }, "records: r: machine cores -1"},
 		{"no rows", func(r *Record) { r.Rows = nil }, "records: r: no rows"},
 		{"no metrics", func(r *Record) { r.Rows[0].Metrics = nil }, "records: r: stage0-mailbox Fill/size=64B: no metrics"},

@@ -106,7 +106,7 @@ func checkMetric(m Metric) []string {
 		switch {
 		case math.IsNaN(v) || math.IsInf(v, 0):
 			out = append(out, fmt.Sprintf("%s: %s is %v", unit, what, v))
-		case v < 0:
+		case v < 0 && !Signed(unit):
 			out = append(out, fmt.Sprintf("%s: %s is %v: a measurement cannot be negative", unit, what, v))
 		case rate && v == 0:
 			out = append(out, fmt.Sprintf("%s: %s is 0: a rate must be positive", unit, what))
