@@ -20,6 +20,7 @@ const (
 	kindBandwidth                 // bytes per second, stored as B/s, MB/s or GB/s
 	kindCores                     // process CPU seconds per wall second
 	kindRatio                     // a quotient a benchmark reports itself: ratio, p99-ratio, ...
+	kindShare                     // a share of something, possibly below zero: onpath-share
 	kindOther                     // counts per op and anything else
 )
 
@@ -33,6 +34,8 @@ func classify(unit string) unitKind {
 		return kindCores
 	case unit == "ratio" || strings.HasSuffix(unit, "-ratio"):
 		return kindRatio
+	case strings.HasSuffix(unit, "-share"):
+		return kindShare
 	}
 	return kindOther
 }
@@ -87,6 +90,8 @@ func formatValue(v float64, unit string, trim bool) string {
 		return s + " cores"
 	case kindRatio:
 		return num(v) + "×" // "1.25×", as {{#ratio}} shows a quotient
+	case kindShare:
+		return num(v) // "0.413": the text or the column says a share of what
 	}
 	return num(v) + " " + displayUnit(unit)
 }

@@ -35,6 +35,8 @@ func TestFormatValue(t *testing.T) {
 		{0, "wakeups/op", "0 wakeups/op"},
 		{1.2514, "ratio", "1.25×"},
 		{0.8731, "p99-ratio", "0.873×"},
+		{-0.4813, "onpath-share", "-0.481"},
+		{0.413, "onpath-share", "0.413"},
 		{1.5, "iterations", "1.50 iterations"}, // "ratio" only as the whole unit or its suffix
 	}
 	for _, tt := range tests {
