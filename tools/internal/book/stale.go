@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"go/scanner"
+	"go/token"
 	"os/exec"
+	"path"
 	"sort"
 	"strings"
 	"time"
@@ -21,6 +24,13 @@ import (
 // — short hash and subject, computed, never typed — under every table and
 // chart fed by such a stale record, at the end of a page whose inline
 // figures come from one, and in the records appendix.
+//
+// A commit that changed only comments and layout is left out too: if
+// every file of the record's stages it touched is a Go file whose tokens,
+// comments skipped, are the same before and after (go/scanner), the
+// compiler was given the same program, and the record still measures it.
+// So a false comment can be corrected without re-taking the records; a
+// change to one token of code, or to any other kind of file, counts.
 //
 // Printing is automatic; the check behind it is the guard. After a
 // chapter is rendered, every stale record the chapter read (through
@@ -115,11 +125,113 @@ func (sc *staleChecker) compute(rec *records.Record) staleness {
 	}
 	s := staleness{known: true}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		if hash, subject, ok := strings.Cut(line, "\t"); ok {
+		hash, subject, ok := strings.Cut(line, "\t")
+		if !ok {
+			continue
+		}
+		same, err := sc.commentsOnly(hash, recordStageDirs(rec))
+		if err != nil {
+			return staleness{err: err}
+		}
+		if !same {
 			s.commits = append(s.commits, staleCommit{Hash: hash, Subject: subject})
 		}
 	}
 	return s
+}
+
+// commentsOnly reports whether commit hash changed, in the non-test code of
+// stages, nothing but comments and layout: every file it touched there is
+// a Go file, present before and after, with the same tokens.
+func (sc *staleChecker) commentsOnly(hash string, stages []string) (bool, error) {
+	args := append([]string{"diff-tree", "--no-commit-id", "-r", "--name-status", hash + "^", hash, "--"}, stages...)
+	out, err := sc.git(append(args, nonTestExcludes...)...)
+	if err != nil {
+		return false, err
+	}
+	files := strings.Split(strings.TrimSpace(out), "\n")
+	if len(files) == 0 || files[0] == "" {
+		return false, nil // git log listed it; count it rather than guess
+	}
+	for _, f := range files {
+		status, name, _ := strings.Cut(f, "\t")
+		if status != "M" || path.Ext(name) != ".go" {
+			return false, nil // added, deleted, renamed, or not Go
+		}
+		before, err := sc.git("show", hash+"^:"+name)
+		if err != nil {
+			return false, err
+		}
+		after, err := sc.git("show", hash+":"+name)
+		if err != nil {
+			return false, err
+		}
+		if !sameTokens(before, after) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// sameTokens reports whether two Go sources scan to the same tokens with
+// comments skipped. A file that does not scan cleanly is never the same.
+func sameTokens(a, b string) bool {
+	ta, okA := goTokens(a)
+	tb, okB := goTokens(b)
+	if !okA || !okB || len(ta) != len(tb) {
+		return false
+	}
+	for i := range ta {
+		if ta[i] != tb[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// goToken is one token of a Go source, without its position.
+type goToken struct {
+	tok token.Token
+	lit string
+}
+
+// goTokens scans src; ok is false if the scanner reported an error, or
+// if src uses cgo, whose preamble is a comment the compiler reads. The
+// comments a compiler or the go command reads (//go:, //line, //export,
+// //extern, // +build) are kept as tokens.
+func goTokens(src string) (toks []goToken, ok bool) {
+	var s scanner.Scanner
+	errors := 0
+	fset := token.NewFileSet()
+	file := fset.AddFile("", fset.Base(), len(src))
+	s.Init(file, []byte(src), func(token.Position, string) { errors++ }, scanner.ScanComments)
+	for {
+		_, tok, lit := s.Scan()
+		switch {
+		case tok == token.EOF:
+			return toks, errors == 0
+		case tok == token.COMMENT && !compilerComment(lit):
+			continue
+		case tok == token.SEMICOLON && lit == "\n":
+			lit = ";" // an inserted semicolon: where the line broke is layout
+		case tok == token.STRING && lit == `"C"` && len(toks) > 0 && toks[len(toks)-1].tok == token.IMPORT:
+			return nil, false
+		case (tok == token.RBRACE || tok == token.RPAREN) && len(toks) > 0 && toks[len(toks)-1].tok == token.SEMICOLON:
+			toks = toks[:len(toks)-1] // the spec lets it be left out, so it is layout too
+		}
+		toks = append(toks, goToken{tok, lit})
+	}
+}
+
+// compilerComment reports whether a comment is one that the compiler or the go
+// command reads.
+func compilerComment(comment string) bool {
+	for _, p := range []string{"//go:", "//line ", "/*line ", "//export ", "//extern ", "// +build"} {
+		if strings.HasPrefix(comment, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func (sc *staleChecker) git(args ...string) (string, error) {

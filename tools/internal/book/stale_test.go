@@ -13,7 +13,8 @@ import (
 
 // staleRepo is a git repository with one stage and a book whose chapter
 // shows a figure of record r, taken at the first commit; after it come a
-// change to the stage's code, one to its test and one to its README. It
+// change to the stage's code, one to its comments and layout only, one to
+// its test, one to its README and one to another stage. It
 // returns the config and the subject of the code change.
 func staleRepo(t *testing.T) (Config, string) {
 	t.Helper()
@@ -48,13 +49,14 @@ func staleRepo(t *testing.T) (Config, string) {
 	require.NoError(t, records.Save(filepath.Join(root, "book", "records", "r.json"), rec))
 	git("add", "-A")
 	git("commit", "-qm", "the record")
-	for _, c := range []struct{ file, subject string }{
-		{"stage7-idle/idle.go", "idle: sleep sooner"},
-		{"stage7-idle/idle_test.go", "idle: a test only"},
-		{"stage7-idle/README.md", "idle: words only"},
-		{"stage4-nolock/other.go", "nolock: another stage"},
+	for _, c := range []struct{ file, subject, text string }{
+		{"stage7-idle/idle.go", "idle: sleep sooner", "package idle\n\nconst budget = 1\n"},
+		{"stage7-idle/idle.go", "idle: a comment corrected, the code laid out anew", "package idle\n\n// budget is right.\nconst budget = /* cycles */ 1\n"},
+		{"stage7-idle/idle_test.go", "idle: a test only", "package idle\n"},
+		{"stage7-idle/README.md", "idle: words only", "words\n"},
+		{"stage4-nolock/other.go", "nolock: another stage", "package other\n\nconst x = 2\n"},
 	} {
-		write(c.file, "package idle\n// "+c.subject+"\n")
+		write(c.file, c.text)
 		git("add", "-A")
 		git("commit", "-qm", c.subject)
 	}
@@ -75,7 +77,7 @@ func TestStaleRecord(t *testing.T) {
 			t.Errorf("ch.html lacks %q", want)
 		}
 	}
-	for _, not := range []string{"a test only", "words only", "another stage"} {
+	for _, not := range []string{"a comment corrected", "a test only", "words only", "another stage"} {
 		if strings.Contains(page, not) {
 			t.Errorf("ch.html lists the commit %q, which changed no non-test code of the record's stages", not)
 		}
@@ -136,5 +138,31 @@ func TestBeforeEdition(t *testing.T) {
 		if of != tt.of || before != tt.before {
 			t.Errorf("beforeEdition(%s) = %q, %v; want %q, %v", tt.name, of, before, tt.of, tt.before)
 		}
+	}
+}
+
+// TestSameTokens: comments and line breaks are layout; a token of code, a
+// comment the compiler reads, or a cgo preamble is not.
+func TestSameTokens(t *testing.T) {
+	base := "package p\n\n// F is one.\nfunc F() int { return 1 }\n"
+	for _, c := range []struct {
+		name, other string
+		same        bool
+	}{
+		{"a comment reworded", "package p\n\n// F returns one, always.\nfunc F() int { return 1 }\n", true},
+		{"a comment added inside", "package p\n\nfunc F() int {\n\t// one\n\treturn 1\n}\n", true},
+		{"a literal changed", "package p\n\n// F is one.\nfunc F() int { return 2 }\n", false},
+		{"an identifier changed", "package p\n\n// F is one.\nfunc G() int { return 1 }\n", false},
+		{"a directive added", "package p\n\n// F is one.\n//go:noinline\nfunc F() int { return 1 }\n", false},
+		{"a comment that ends a return", "package p\n\nfunc F() int { return /*\n*/ 1 }\n", false},
+		{"does not scan", "package p\n\nfunc F() int { return 1 }\n`", false},
+	} {
+		if got := sameTokens(base, c.other); got != c.same {
+			t.Errorf("%s: sameTokens = %v; want %v", c.name, got, c.same)
+		}
+	}
+	cgo := "package p\n\n// #include <stdio.h>\nimport \"C\"\n"
+	if sameTokens(cgo, cgo) {
+		t.Errorf("a cgo file is the same as itself by tokens; want never, since its preamble is a comment the compiler reads")
 	}
 }
