@@ -162,16 +162,20 @@ var ErrNodeBusy = errors.New("softgpu: a daemon is already serving this node")
 // daemon, and on the measured machine that cost about 80 µs on average
 // (Boundary/op=wake3ms/path=node's mean-ns in book/records/chardev.json,
 // taken before uapi 2.2), against under 10 µs in-process, with a long
-// tail; 100 µs is that, rounded up. Since 2.2 the kick wakes the engine
-// itself (device/kick.go), and the chardev record taken at a4b32fd put
-// that row's median near 47 µs, about half. The budget stays at 100 µs
-// all the same, for the other half of the rule: the gaps a client leaves.
-// A client copying a megabyte leaves about 60 µs between its commands —
-// the time to write the megabyte and be woken for the last copy — and
-// record chardev-budget50 (SOFTGPU_IDLE_BUDGET=50000, the in-process
-// budget on both sides) shows what 50 µs does to it: the daemon's engine
-// is asleep at many of those commands, each pays a kick, and the copy
-// across the boundary falls below the in-process one in every pass.
+// tail; 100 µs is that, rounded up. Since 2.2 the client's FUTEX_WAKE
+// wakes the engine itself, asleep in futex_waitv (device/kick.go), and
+// the chardev record taken at 885b3ad put that row's median near 30 µs,
+// 1.26 times the bare cross-process futex wake measured beside it, and
+// the in-process row's near 11 µs. The budget stays at 100 µs all the same, for the
+// other half of the rule: the gaps a client leaves. A client copying a
+// megabyte leaves about 60 µs between its commands — the time to write
+// the megabyte and be woken for the last copy — and record
+// chardev-budget50 (SOFTGPU_IDLE_BUDGET=50000, the in-process budget on
+// both sides, same commit) shows what 50 µs does to it: the daemon's
+// engine was asleep at 0.11 to 0.82 of those commands, pass by pass,
+// against at most 0.03 at 100 µs; each of those paid a kick, and the copy
+// across the boundary fell below the in-process one in four passes of
+// five and was level with it in the other.
 const DefaultIdleBudget = 100_000
 
 // ANCHOR_END: budget
