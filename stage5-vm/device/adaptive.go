@@ -20,12 +20,15 @@ import (
 //	g >  B   B + W   it spun B for nothing, slept, and paid a wake-up, W
 //
 // W, the price of a wake-up, is 100 µs of spinning. A wake costs the core
-// little — a few microseconds of the waker's and the engine's threads —
-// but it costs the command that waits for it 8 to 20 µs of latency, which
-// is what an idle policy is for; W weighs that at twice the hybrid
-// default's judgement that a wake is worth 50 µs of spinning. With a W of
-// 50 µs the engine gave up spinning for gaps of ~50 µs — the shortest a
-// sleeping host makes here — and paid a wake for every one. The best B is always 0, the min, the max, or one
+// little — a few microseconds of the waker's and the engine's threads (no
+// record measures that part apart) — but it costs the command that waits
+// for it 8 to 14 µs of latency at the median (IdleWake, idle record at
+// 885b3ad), which is what an idle policy is for; W weighs that at twice
+// the hybrid default's judgement that a wake is worth 50 µs of spinning.
+// With a W of 50 µs the engine gave up spinning for gaps of ~50 µs — what
+// a 30 µs sleep of the host's really lasts here (Gap/gap=30us, 51 µs of
+// gap-ns at the median in that record) — and paid a wake for every one
+// (no record has W = 50 µs). The best B is always 0, the min, the max, or one
 // of the gaps seen (between them the cost only grows with B), so the engine
 // tries those, within [RegIdleBudgetMin, RegIdleBudgetMax], and on a tie
 // takes the smaller: every budget from the longest gap up costs the same
@@ -44,7 +47,10 @@ import (
 // raised: the min already means "sleep almost at once". Measured against
 // the default with IdleMixPaired, the headroom took away the runs in which
 // adaptive's 99th percentile on mix=drift was ~1.7 times the default's
-// (three of six runs without it, none of six with it), at the same bill.
+// (three of six interleaved runs without it, none of six with it; commit
+// 6a999b7, in no record), at the same bill. With it, the idle-paired
+// record at 885b3ad reads that ratio at 0.996 to 1.025 in its five passes,
+// at 0.79 times the default's CPU.
 //
 // What it converges to, for a steady gap G, within the bounds: B = 1.5 G
 // if G < W — spin through every gap, never wake — and otherwise B = the

@@ -16,8 +16,10 @@ import (
 // loop's clock also runs while the kernel has the thread descheduled, so on
 // a busy machine a spin crosses any stated time soon after the thread is
 // given its CPU back, and the next yield would give the CPU away again. A
-// 4 µs ThreadAfter, measured against this count in stage 7 on the loaded
-// development machine, made FenceSignal more than twice as slow.
+// 4 µs ThreadAfter, measured against this count in one interleaved run of
+// stage 7 binaries on the loaded development machine, made
+// FenceSignal/irq=threaded 2.7 times as slow (commit 560a324, in no
+// record).
 const ThreadAfter = 256
 
 // Yield is what a loop that has polled polls times without success does
@@ -37,11 +39,16 @@ const ThreadAfter = 256
 // the host's poll budget ran out and it blocked, and a host left behind an
 // idle engine's spin until the engine's idle budget ran out and it slept —
 // each time the length of a budget, tens of microseconds, in the tail of
-// every idle mode that spins.
+// every idle mode that spins (the traced runs are in commit 615bd58; the
+// idle-before record, taken at e1658fb before this yield, has the
+// default's 99th percentile on IdleGap/gap=30us at 54.8 µs, a budget on
+// top of the fill).
 //
 // The system call is not free, and where every thread spins it costs more
 // than it saves: with two engines that never sleep and a host, on two CPUs,
-// it made round trips slower. That is the spin idle mode, and it pays it.
+// it made round trips slower (RoundTrip +36 % tried from stage 0; stage
+// 7's spin mode +5 to 18 % at the median; interleaved runs in commit
+// 615bd58, in no record). That is the spin idle mode, and it pays it.
 func Yield(polls int) {
 	runtime.Gosched()
 	if polls >= ThreadAfter {
