@@ -225,7 +225,7 @@ func (e *Engine) addRuns(j *job) abi.Status {
 // then doubles, copying the filled prefix over what follows, so it is a few
 // memmoves, not a byte loop. (Doubling from a single byte, as this did at
 // first, spent six memmoves on a 64-byte fill: half the engine's time per
-// command in FillStream.)
+// command in FillStream in the profile of the day, which no record keeps.)
 func fill(b []byte, v byte) {
 	var block [64]byte
 	word := uint64(v) * 0x0101010101010101 // v in every byte

@@ -154,12 +154,20 @@ func (e *Engine) stop() {
 //
 // Two spinning engines and a host thread do not fit on a 2-core machine. An
 // engine that never yields holds its P until the Go scheduler preempts it
-// (~10-20 ms), so the host that rang the doorbell waits that long to run.
+// (sysmon asks after 10 ms; MACHINE.md's hand probe of three spinners on
+// two cores measured ~20 ms), so the host that rang the doorbell waits
+// that long to run. The stages record at f0bd540 shows it as an average:
+// SpinYield/every=never, nothing yielding, took 1.4 µs a round trip at the
+// median in stage 0 (0.43-1.9 µs over five passes, against 124 ns for
+// RoundTrip/engine=copy) and 0.34 ms in stages 2 to 4, most round trips
+// fast and a few waiting out a preemption. (From stage 7 on, an idle
+// compute engine sleeps, and two spinners fit on two cores.)
 // Calling runtime.Gosched every quarter of a microsecond spun hands the P
 // to any runnable goroutine — the host, the other engine — and costs a few
 // hundred nanoseconds when nothing else wants it. The engine goroutine is not locked
 // to an OS thread: on a locked thread each yield is a trip through the kernel
-// (~20 µs here), which is worse than not yielding at all.
+// (21 µs a round trip in MACHINE.md's hand probe of a locked ping-pong; no
+// record measures it), which is worse than not yielding at all.
 func (e *Engine) pause(polls int) {
 	if e.yield.Due(polls) {
 		spin.Yield(polls)

@@ -13,9 +13,10 @@
 // vDSO, and what that costs depends on the clock source the hypervisor
 // gives the guest: on the 2-vCPU development machine it took ~175 ns when
 // the cadence was chosen, and 36–41 ns on a later day with the kernel on
-// the tsc clock source (a bare benchmark of time.Since, three runs) —
-// against ~7 ns for the load of a line that stays in the cache and ~16 ns
-// for an idle engine's whole empty poll. Read on every poll, it would cut
+// the tsc clock source (a bare benchmark of time.Since run by hand, three
+// runs; no record times it) — against ~7 ns for the load of a line that
+// stays in the cache and ~16 ns for an idle engine's whole empty poll
+// (hand timings too). Read on every poll, it would cut
 // the polls by three to ten times. A loop reads the clock once every
 // CheckEvery polls instead, and the yield comes at most that many polls
 // after YieldAfter. The read still makes the average empty poll longer (by
@@ -35,13 +36,20 @@ import "time"
 // a wake, an interrupt handler, a woken waiter — gets a P from a spinner,
 // so the interval is paid by every wake-up as well as saved by every loop.
 // It was chosen by measurement, old and new test binaries run in turn on
-// the loaded 2-vCPU development machine: at 2 µs, and at 1 µs or 500 ns
-// with a clock read every 16 polls, RoundTrip and FenceSignal were slower
-// than with the old 64 polls (2 µs: two to three times) in stages 0, 3, 4
-// and 7; at 250 ns with a read every 8 polls they were as fast or faster.
-// With the read, that is a yield every two to three checks, about a
-// microsecond of CPU, close to what 64 polls came to in stage 3's idle
-// engine (~1.2 µs of CPU per yield).
+// the loaded 2-vCPU development machine (scratch runs, in no record): at
+// 2 µs, and at 1 µs or 500 ns with a clock read every 16 polls, RoundTrip
+// and FenceSignal were slower than with the old 64 polls (2 µs: two to
+// three times) in stages 0, 3, 4 and 7; at 250 ns with a read every 8
+// polls they were as fast or faster in those runs. The records read it
+// closer: RoundTrip/engine=copy at this cadence over SpinYield/every=64
+// (the old count, kept as a knob), pass by pass in one placement, is 0.89
+// in stage 0, 1.02 in stage 3, 0.95 in stage 4 and 1.03 in stage 7 at the
+// median in the roundtrip record at f0bd540 (0.96, 1.05, 1.06 and 1.11 in
+// the stages record): within the noise of each other, and in stages 3 and
+// 7 a little slower in most passes. With the read, that is a yield every
+// two to three checks, about a microsecond of CPU, close to what 64 polls
+// came to in stage 3's idle engine (~1.2 µs of CPU per yield by the hand
+// timings above; no record measures CPU per yield).
 const YieldAfter = 250 * time.Nanosecond
 
 // CheckEvery is how many polls a loop makes between reads of the clock
