@@ -55,11 +55,14 @@ import (
 // twice the best it could have done. A copy is a wait that cannot end
 // before its expected completion, so polling up to then is not part of the
 // bet; the bet starts there. (An earlier version polled a quarter past the
-// expectation instead. A copy's time here varies by more than a quarter
-// from one copy to the next, and one that came later than that paid a
+// expectation instead, and a copy that came later than that paid a
 // wake-up on top of the time it had polled: in the copies record taken at
 // 3b09376, stage 3's pinned 1 MiB H2D copy at the defaults ran at 0.84 of
-// its rate with a fixed 150 µs budget, at the median of five passes.)
+// its rate with a fixed 150 µs budget, at the median of five passes
+// (git show 41af9a7:book/records/copies.json). With the budget past the
+// expectation, the copies record at 885b3ad reads the two waits,
+// interleaved copy by copy (CopyWaitAlternate/dir=H2D/size=1MiB), at a
+// rate-ratio of 1.00 in stage 3, 0.94 to 1.20 over five passes.)
 //
 // The estimate only ever lengthens the default budget. An explicit
 // Config.PollBudget (or SOFTGPU_POLL_BUDGET in the benchmarks) turns the
@@ -74,18 +77,24 @@ import (
 // wake-up (fence.go).
 
 // MaxSizedPoll is the longest a sized wait polls: 500 µs. Beyond it a
-// wake-up is cheap in proportion: waking a parked goroutine costs about
-// 72 µs at the median and 103 µs at the 99th percentile on the measured
-// machine (MACHINE.md), under a fifth of a 500 µs wait, and a futex wake of
-// a thread idle for 2 ms about 45 µs; spinning longer buys back at most
-// that, while holding one of the two cores that the engines share. A copy
+// wake-up is cheap in proportion. MACHINE.md's hand probes put waking a
+// parked goroutine, with no thread at hand to run it, at about 72 µs at the
+// median, and a futex wake of a thread idle for 2 ms at about 45 µs; this
+// device does better, since the engine that completes a copy lends its
+// thread to the waiter it wakes: in the stages record at f0bd540 a blocked
+// waiter runs again 0.9 µs after its fence at the median in stage 2, 2.8 µs
+// at the 99th percentile (FenceSignal/irq=direct), and in the idle record
+// at 885b3ad a bare futex wake after 3 ms idle takes 11 µs at the median
+// (Baseline/wake/gap=3ms). Spinning longer buys back at most that, while
+// holding one of the two cores that the engines share. A copy
 // expected later than this does not poll at all: polling the cap and then
 // blocking would pay both.
 const MaxSizedPoll = 500_000
 
 // MinEstimatedCopy is the least COPY the estimate covers, 64 KiB. A smaller
-// copy completes well within DefaultPollBudget (64 KiB at the machine's
-// tens of GB/s takes a few microseconds), so no estimate could change its
+// copy completes well within DefaultPollBudget (in the copies record at
+// 885b3ad, stage 3, a pinned 64 KiB copy took 2.3 µs to the device and
+// 8.8 µs from it, medians of five passes), so no estimate could change its
 // wait; and its time is mostly the doorbell and the completion, not its
 // bytes, so as a sample it would make the per-byte rate look slower than
 // it is.

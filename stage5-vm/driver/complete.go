@@ -173,8 +173,9 @@ func (ch *Channel) spinFor(cond func() bool, budget uint64) error {
 		if budget > 0 {
 			// The clock is read only here, every 64 polls: a wait that
 			// ends sooner — most do — never pays for a read (tens of
-			// nanoseconds on this machine), and the budget starts a
-			// few hundred nanoseconds late, which it does not notice.
+			// nanoseconds by internal/spin's hand timings of
+			// time.Since; no record times it), and the budget starts
+			// 64 polls late, which it does not notice.
 			if now := ch.regs.Load(abi.RegTimestamp); start == 0 {
 				start = now
 			} else if now-start >= budget {
