@@ -188,7 +188,8 @@ func (e *Engine) complete(status abi.Status) {
 	// host is polling for the index below: by the time the engine gets
 	// here the host has read it since the engine last wrote it, and on
 	// the development machine that load cost 10-25 ns a round trip
-	// against about 3 for the locked store (XCHG on amd64) it saved. Nor
+	// against about 3 for the locked store (XCHG on amd64) it saved
+	// (scratch runs when this was written, in no record). Nor
 	// may the engine remember what it last stored here: the word is in
 	// the client's memory, where the client may write anything, and the
 	// daemon rewrites it at a handover (resetHandedOver).
