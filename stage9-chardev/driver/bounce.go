@@ -42,8 +42,11 @@ import (
 
 // DefaultBounceChunk and DefaultBounceBuffers size the bounce ring of a
 // zero Config: 4 buffers of 256 KiB, 1 MiB of pinned memory. A chunk of
-// 256 KiB is long enough that the per-command cost (a round trip of a few
-// microseconds) is small beside its copy, and short enough to keep the
+// 256 KiB is long enough that the per-command cost is small beside its
+// copy (in the copies record at 885b3ad, stage 3, a pinned 4 KiB COPY and
+// its wait took 0.59 µs to the device and 1.07 µs from it, at the median,
+// against about 10 µs for 256 KiB at the engine's 26 GB/s), and short
+// enough to keep the
 // CPU and the engine busy together on a copy of a megabyte. (Where the
 // engine shares two cores with the host, as on the 2-vCPU development
 // machine, handing a buffer from one core's cache to the other's costs
