@@ -291,10 +291,11 @@ func (e *Engine) leaveIdle() {
 // the very CPU of the client that kicked it awake (a wake-up goes where the
 // waker ran), and there the client, which has run ahead to poll for the
 // completion, waits behind the engine's idle spin until the kernel
-// preempts it. Measured across the boundary with cmd/wakesplit, the
-// client's part of a NOP after a 3 ms gap (the fence's stamp to the client
-// seeing it) was about as long as the wake itself without this call, and a
-// fraction of it with.
+// preempts it. Measured across the boundary with cmd/wakesplit (readings
+// taken by hand when this was added, three of each daemon, unpinned; not
+// a record), the client's part of a NOP after a 3 ms gap (the fence's
+// stamp to the client seeing it) was about as long as the wake itself
+// without this call, and a fraction of it with.
 //
 // Once, not at every yield of the spin: an idle engine whose yields all
 // gave up the CPU spent its budget mostly off it, and an engine that is

@@ -41,7 +41,9 @@ const retireWait = 100 * time.Millisecond
 // every poll of a DELAY or a spin, in the idle loop; an asleep engine
 // answers by being asleep. One second is four orders of magnitude past
 // that, room for a two-core machine shared with other builds, where a
-// runnable goroutine may wait tens of milliseconds for a core. An engine
+// runnable goroutine may wait tens of milliseconds for a core (three
+// spinners on two cores waited about 20 ms for sysmon's preemption in
+// MACHINE.md's hand probe). An engine
 // that has not answered by then is hung, whatever the reason: the daemon
 // trusts no engine to answer, even one that cannot miss a safe point by
 // construction (the tests reach this bound through the device's Resolved

@@ -159,10 +159,10 @@ var ErrNodeBusy = errors.New("softgpu: a daemon is already serving this node")
 // driver handing its thread to the engine; here it is a client's kick,
 // which must wake a thread of the daemon asleep in the kernel. When this
 // was chosen the kick was an eventfd write read by a goroutine of the
-// daemon, and on the measured machine that cost about 80 µs on average
-// (Boundary/op=wake3ms/path=node's mean-ns in book/records/chardev.json,
-// taken before uapi 2.2), against under 10 µs in-process, with a long
-// tail; 100 µs is that, rounded up. Since 2.2 the client's FUTEX_WAKE
+// daemon, and on the measured machine that cost about 80 µs on average,
+// with a long tail, against 8 µs in-process (Boundary/op=wake3ms's mean-ns
+// in the chardev record taken at d081839, before uapi 2.2: git show
+// 109a2a3:book/records/chardev.json); 100 µs is that, rounded up. Since 2.2 the client's FUTEX_WAKE
 // wakes the engine itself, asleep in futex_waitv (device/kick.go), and
 // the chardev record taken at 885b3ad put that row's median near 30 µs,
 // 1.26 times the bare cross-process futex wake measured beside it, and

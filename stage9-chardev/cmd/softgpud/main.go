@@ -121,10 +121,11 @@ func main() {
 // others, and a command that never ends would hold its engine's slot,
 // its channel's teardown and its memory for good. The engines' own
 // watchdog (stage 6) stops it at the next boundary past the limit and
-// faults its channel and context. Two seconds is a hundred times the
+// faults its channel and context. Two seconds is hundreds of times the
 // longest command a client of a 64 MiB device needs (a copy of all of
-// it takes milliseconds), and short enough that a stuck client is
-// noticed before its user gives up.
+// it takes about 3 ms here: four times H2D/mem=pinned/size=16MiB's
+// 0.81 ms at the median in the chardev record at 885b3ad), and short
+// enough that a stuck client is noticed before its user gives up.
 const defaultWatchdog = 2 * time.Second
 
 // ANCHOR: shutdown
