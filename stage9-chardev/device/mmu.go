@@ -77,11 +77,14 @@ import (
 // engine in the middle of a long copy: about 50 µs at this machine's copy
 // bandwidth. It is 1 MiB, not less, because Go's memmove changes strategy
 // there: from 1 MiB up (runtime/memmove_amd64.s) it writes with
-// non-temporal stores that bypass the cache. Runs of 256 KiB copy a 1 MiB
-// buffer the host has just written half again as fast as one memmove does,
-// and a 16 MiB one a quarter slower — a difference that has nothing to do
-// with translation, and would make the comparison with untranslated
-// copies lie about what translation costs.
+// non-temporal stores that bypass the cache. Runs of 256 KiB copied a
+// 1 MiB buffer the host had just written half again as fast as one
+// memmove, and a 16 MiB one a quarter slower, in the scratch runs made
+// when maxRun was set (in no record; on 2026-12-04, four rounds of
+// VMH2D/page=4KiB in turns showed the 16 MiB loss in three and no 1 MiB
+// gain) — a difference that has nothing to do with translation, and
+// would make the comparison with untranslated copies lie about what
+// translation costs.
 const maxRun = 1 << 20
 
 // tlbEntries is the size of each engine's TLB: fully associative, replaced
