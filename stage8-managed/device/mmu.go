@@ -80,9 +80,9 @@ import (
 // non-temporal stores that bypass the cache. Runs of 256 KiB copied a
 // 1 MiB buffer the host had just written half again as fast as one
 // memmove, and a 16 MiB one a quarter slower, in the scratch runs made
-// when maxRun was set (in no record; on 2026-12-04, four rounds of
-// VMH2D/page=4KiB in turns showed the 16 MiB loss in three and no 1 MiB
-// gain) — a difference that has nothing to do with translation, and
+// when maxRun was set (in no record; on 2026-12-04, on an Intel Xeon
+// guest, four rounds of VMH2D/page=4KiB in turns showed the 16 MiB loss
+// in three and no 1 MiB gain) — a difference that has nothing to do with translation, and
 // would make the comparison with untranslated copies lie about what
 // translation costs.
 const maxRun = 1 << 20
