@@ -23,8 +23,9 @@
 //	go run ./cmd/uffdstw
 //
 // On the development machine (Linux 6.18, 2 vCPUs) the first child
-// answered about 170,000 faults a second (169,003 in a run on 2026-12-04;
-// the command prints it, and no record keeps it) — a handler in the same
+// answered about 170,000 faults a second (169,003 in a run on 2026-12-04,
+// on an Intel Xeon guest; the command prints it, and no record keeps
+// it) — a handler in the same
 // process, its thread never asleep — and the second stopped within its
 // first report. Where userfaultfd is not permitted at all the child says
 // so and the command exits 1.
