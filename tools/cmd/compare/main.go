@@ -5,6 +5,7 @@
 //	go run ./tools/cmd/compare stage1-ring                # its predecessor (stage0-mailbox) vs stage1-ring
 //	go run ./tools/cmd/compare stage4-nolock stage5-vm    # stage4-nolock (base) vs stage5-vm
 //	go run ./tools/cmd/compare stage3-pinned -bench '^BenchmarkH2D$' -count 10
+//	go run ./tools/cmd/compare -at 98b1309 stage1-ring    # stage1-ring at commit 98b1309 (base) vs the working tree's
 //
 // The two stages run in alternating rounds (base, other; then other, base;
 // -count rounds), so that drift on a noisy machine falls on both alike. The
@@ -17,11 +18,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 
 	"softgpu/tools/internal/benchfmt"
@@ -36,9 +39,12 @@ func main() {
 }
 
 const usage = `usage: go run ./tools/cmd/compare [flags] STAGE [OTHER] [flags]
+       go run ./tools/cmd/compare -at REV [flags] STAGE [flags]
 
 With one stage, compares its predecessor in build order (base) with it.
-With two, compares STAGE (base) with OTHER. Both are built once, then run in
+With two, compares STAGE (base) with OTHER. With -at, compares STAGE as
+commit REV holds it (base) with STAGE in the working tree, both built as
+modules on their own (GOWORK=off). Both are built once, then run in
 -count alternating rounds; benchstat's table goes to stdout, progress and an
 estimate of the time left to stderr. The default (6 rounds of -benchtime 1s)
 takes about 12 minutes (stages 0 and 1) to 65 minutes (stages 8 and 9) for
@@ -53,6 +59,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		count     = c.Flags.Int("count", 6, "rounds; each round runs every benchmark once in each stage")
 		benchtime = benchrun.MustBenchtime("1s")
 		save      = c.Flags.String("o", "", "also keep the benchstat-format input in `FILE`")
+		at        = c.Flags.String("at", "", "compare STAGE at git commit `REV` (base) with STAGE in the working tree")
 		env       cli.EnvFlag
 	)
 	c.Flags.Var(&benchtime, "benchtime", "-test.benchtime of each benchmark: a `duration` (1s) or a count (100x)")
@@ -63,6 +70,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if len(names) < 1 || len(names) > 2 {
 		return c.Misuse("want one or two stages, got %d arguments %q", len(names), names)
+	}
+	if *at != "" && len(names) != 1 {
+		return c.Misuse("-at %s compares one stage with itself at that commit; got %d stages %q", *at, len(names), names)
 	}
 	if *count < 1 {
 		return c.Misuse("-count %d: want at least 1", *count)
@@ -80,7 +90,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return c.Fail(err)
 	}
 	base, other := "", names[len(names)-1]
-	if len(names) == 2 {
+	var sides []side // base, then other
+	if *at != "" {
+		if err := stages.CheckExists(root, other); err != nil {
+			return c.Misuse("%v", err)
+		}
+		committed, err := resolveAt(ctx, root, *at, other)
+		if errors.Is(err, errAtUsage) {
+			return c.Misuse("%v", strings.TrimPrefix(err.Error(), errAtUsage.Error()+": "))
+		}
+		if err != nil {
+			return c.Fail(err)
+		}
+		base = committed.label(other)
+		sides = []side{{label: base, stage: other, at: &committed}, {label: other, stage: other}}
+	} else if len(names) == 2 {
 		base = names[0]
 	} else {
 		s, _ := stages.Lookup(other)
@@ -89,13 +113,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		base = s.Predecessor
 	}
-	for _, s := range []string{base, other} {
-		if err := stages.CheckExists(root, s); err != nil {
-			return c.Misuse("%v", err)
+	if sides == nil {
+		for _, s := range []string{base, other} {
+			if err := stages.CheckExists(root, s); err != nil {
+				return c.Misuse("%v", err)
+			}
 		}
-	}
-	if base == other {
-		return c.Misuse("comparing %s with itself", base)
+		if base == other {
+			return c.Misuse("comparing %s with itself", base)
+		}
+		sides = []side{{label: base, stage: base}, {label: other, stage: other}}
 	}
 	if *save != "" {
 		if err := records.ProbeFile(*save); err != nil {
@@ -104,7 +131,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	o := benchrun.Options{Bench: *bench, Benchtime: benchtime.String(), Env: env}
-	text, err := measure(ctx, c, root, base, other, *count, o, benchtime)
+	text, err := measure(ctx, c, root, sides, *count, o, benchtime)
 	if ctx.Err() != nil {
 		c.Printf("interrupted; nothing written")
 		return cli.ExitInterrupted
@@ -133,20 +160,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return cli.ExitOK
 }
 
-// measure builds both stages, surveys them for an estimate, and runs them
+// side is one column of the comparison: a stage of the working tree, or
+// one as a commit holds it (at).
+type side struct {
+	label string // the column's name: the stage, or stage@commit
+	stage string
+	at    *commitStage // nil: the working tree's
+}
+
+// measure builds both sides, surveys them for an estimate, and runs them
 // in alternating rounds, returning the benchstat input: every base output
 // first, then every other output, so that benchstat's first column, the one
 // compared against, is base.
-func measure(ctx context.Context, c *cli.Command, root, base, other string, count int, o benchrun.Options, bt benchrun.Benchtime) ([]byte, error) {
+func measure(ctx context.Context, c *cli.Command, root string, sides []side, count int, o benchrun.Options, bt benchrun.Benchtime) ([]byte, error) {
 	binDir, err := os.MkdirTemp("", "softgpu-compare-bin-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(binDir)
-	bins, err := benchrun.BuildAll(ctx, root, []string{base, other}, binDir, c.Printf)
+	bins, err := build(ctx, c, root, binDir, sides)
 	if err != nil {
 		return nil, err
 	}
+	base, other := sides[0].label, sides[1].label
 
 	// The steps of the run, in order: count rounds of both stages.
 	var steps []string
@@ -197,6 +233,41 @@ func measure(ctx context.Context, c *cli.Command, root, base, other string, coun
 		}
 	}
 	return text.Bytes(), nil
+}
+
+// build builds each side once. Stages of the working tree are built as
+// compare always has, in the workspace. With a committed side, that side
+// is first copied out of git, and both are built with GOWORK=off, each
+// the module it is on its own ("every stage stands alone"), so that the
+// two columns differ by the commits' code and nothing else: not by a
+// dependency version the workspace would choose for one of them.
+func build(ctx context.Context, c *cli.Command, root, binDir string, sides []side) (benchrun.Set, error) {
+	committed := sides[0].at != nil
+	if !committed {
+		return benchrun.BuildAll(ctx, root, []string{sides[0].stage, sides[1].stage}, binDir, c.Printf)
+	}
+	set := benchrun.Set{}
+	for i, s := range sides {
+		dir := filepath.Join(root, s.stage)
+		if s.at != nil {
+			c.Printf("copying %s out of commit %s (git archive)", s.stage, s.at.short)
+			var err error
+			if dir, err = s.at.extract(ctx, root, s.stage, filepath.Join(binDir, "src")); err != nil {
+				return nil, err
+			}
+		}
+		c.Printf("building %s (go test -c, GOWORK=off)", s.label)
+		out := filepath.Join(binDir, fmt.Sprint(i)) // both binaries are <stage>.test
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			return nil, err
+		}
+		bin, err := benchrun.BuildEnv(ctx, dir, out, "GOWORK=off")
+		if err != nil {
+			return nil, err
+		}
+		set[s.label] = bin
+	}
+	return set, nil
 }
 
 // benchstat runs the benchstat tool of the tools module on input. It runs

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -43,6 +44,9 @@ func TestRunUsage(t *testing.T) {
 		{"-o a directory", []string{"-o", root, "stage1-ring"}, "compare: -o " + root + ": " + root + " is a directory"},
 		{"-o under a file", []string{"stage1-ring", "-o", filepath.Join(file, "out.txt")},
 			"compare: -o " + filepath.Join(file, "out.txt") + ": cannot write " + filepath.Join(file, "out.txt") + ": " + file + " is not a directory"},
+		{"-at with two stages", []string{"-at", "HEAD", "stage0-mailbox", "stage1-ring"},
+			`compare: -at HEAD compares one stage with itself at that commit; got 2 stages ["stage0-mailbox" "stage1-ring"]`},
+		{"-at outside git", []string{"-at", "HEAD", "stage1-ring"}, "compare: -at HEAD: " + root + " is not in a git repository"},
 		{"-o in a missing directory", []string{"stage1-ring", "-o", filepath.Join(root, "nope", "out.txt")},
 			"compare: -o " + filepath.Join(root, "nope", "out.txt") + ": cannot write " + filepath.Join(root, "nope", "out.txt") + ": " + filepath.Join(root, "nope") + ": no such file or directory"},
 	}
@@ -109,4 +113,103 @@ func TestRunFixture(t *testing.T) {
 	if fi, err := os.Stat(saved); err != nil || fi.Mode().Perm() != 0o644 {
 		t.Errorf("-o file mode = %v, %v; want 0644", fi.Mode().Perm(), err)
 	}
+}
+
+// gitRepo makes a fixture repository of stages with benchstat's go.mod in
+// tools/, as TestRunFixture does, and commits what add names (every file
+// if add is empty). It returns the root and the commit's short hash.
+func gitRepo(t *testing.T, add []string, stages ...string) (root, short string) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	root = fixture.Repo(t, stages...)
+	for _, f := range []string{"go.mod", "go.sum"} {
+		data, err := os.ReadFile(filepath.Join("..", "..", f))
+		require.NoError(t, err)
+		require.NoError(t, os.MkdirAll(filepath.Join(root, "tools"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(root, "tools", f), data, 0o644))
+	}
+	if len(add) == 0 {
+		add = []string{"."}
+	}
+	git := func(args ...string) string {
+		out, err := exec.Command("git", append([]string{"-C", root}, args...)...).CombinedOutput()
+		require.NoError(t, err, "git %q: %s", args, out)
+		return strings.TrimSpace(string(out))
+	}
+	git("init", "-q")
+	git(append([]string{"add", "--"}, add...)...)
+	git("-c", "user.email=t@example.com", "-c", "user.name=test", "commit", "-q", "-m", "fixture")
+	return root, git("rev-parse", "--short", "HEAD")
+}
+
+// TestRunAtUsage checks the -at misuse that needs a repository: a commit
+// that is not there, and a stage the commit does not have.
+func TestRunAtUsage(t *testing.T) {
+	root, short := gitRepo(t, []string{"go.work", "tools", "stage0-mailbox"}, "stage0-mailbox", "stage1-ring")
+	t.Chdir(root)
+	fixture.CheckMisuse(t, "compare", run, []string{"-at", "nosuch", "stage0-mailbox"},
+		"compare: -at nosuch: no such commit in the repository at "+root)
+	fixture.CheckMisuse(t, "compare", run, []string{"-at", "HEAD", "stage1-ring"},
+		"compare: -at HEAD: commit "+short+" has no stage stage1-ring")
+	fixture.CheckMisuse(t, "compare", run, []string{"-at", "HEAD", "stage2-fence"},
+		"compare: stage stage2-fence does not exist under "+root+" yet; existing stages: stage0-mailbox, stage1-ring")
+}
+
+// TestRunAtFixture compares a fixture stage as committed with the same
+// stage changed in the working tree, for real: the committed column must
+// come from the commit (it lacks the benchmark the working tree adds),
+// come first, and be named stage@commit; and the working tree, index
+// included, must be left as it was.
+func TestRunAtFixture(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds fixture stages and benchstat")
+	}
+	root, short := gitRepo(t, nil, "stage0-mailbox", "stage1-ring")
+	added := `package softgpu_test
+
+import "testing"
+
+func BenchmarkWorkingTreeOnly(b *testing.B) {
+	for b.Loop() {
+	}
+}
+`
+	require.NoError(t, os.WriteFile(filepath.Join(root, "stage1-ring", "added_test.go"), []byte(added), 0o644))
+	t.Chdir(root)
+	saved := filepath.Join(t.TempDir(), "in.txt")
+	var stdout, stderr strings.Builder
+	args := []string{"-at", "HEAD", "stage1-ring", "-count", "2", "-benchtime", "20x", "-bench", "Fill$|WorkingTreeOnly", "-o", saved}
+	if code := run(context.Background(), args, &stdout, &stderr); code != cli.ExitOK {
+		t.Fatalf("compare %q = exit %d:\n%s", args, code, stderr.String())
+	}
+	committed := "stage1-ring@" + short
+	out := stdout.String()
+	i, j := strings.Index(out, committed), strings.Index(out, "stage1-ring ")
+	if i < 0 || j < i || !strings.Contains(out, "vs base") {
+		t.Errorf("benchstat output should have columns %s, then stage1-ring vs base:\n%s", committed, out)
+	}
+	for _, want := range []string{
+		"compare: copying stage1-ring out of commit " + short + " (git archive)",
+		"compare: building " + committed + " (go test -c, GOWORK=off)",
+		"compare: building stage1-ring (go test -c, GOWORK=off)",
+		"compare: " + committed + ": 1 benchmark, stage1-ring: 2 benchmarks; 2 rounds of -benchtime 20x: about ",
+		"compare: round 1 of 2: " + committed + " (about ",
+	} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("compare progress lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	text, err := os.ReadFile(saved)
+	require.NoError(t, err)
+	if n := strings.Count(string(text), "stage: "+committed+"\n"); n != 2 {
+		t.Errorf("-o file names %s in %d runs; want 2\n%s", committed, n, text)
+	}
+	if n := strings.Count(string(text), "BenchmarkWorkingTreeOnly"); n != 2 {
+		t.Errorf("-o file has %d WorkingTreeOnly results; want 2, from the working tree's runs only\n%s", n, text)
+	}
+	status, err := exec.Command("git", "-C", root, "status", "--porcelain").CombinedOutput()
+	require.NoError(t, err)
+	require.Equal(t, "?? stage1-ring/added_test.go\n", string(status), "git status after compare -at")
 }

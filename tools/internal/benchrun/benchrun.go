@@ -30,10 +30,19 @@ type Binary struct {
 // Build compiles the root package tests of the stage in stageDir into
 // outDir/<stage>.test.
 func Build(ctx context.Context, stageDir, outDir string) (*Binary, error) {
+	return BuildEnv(ctx, stageDir, outDir)
+}
+
+// BuildEnv is Build with env (KEY=VALUE) added to go's environment:
+// GOWORK=off builds the stage as the module it is on its own.
+func BuildEnv(ctx context.Context, stageDir, outDir string, env ...string) (*Binary, error) {
 	stage := filepath.Base(stageDir)
 	path := filepath.Join(outDir, stage+".test")
 	cmd := cli.ExecGroup(ctx, "go", "test", "-c", "-o", path, ".")
 	cmd.Dir = stageDir
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		if ctx.Err() != nil {
