@@ -63,7 +63,10 @@ func (c commitStage) label(stage string) string { return stage + "@" + c.short }
 
 // extract writes the committed stage's files under dir/<stage> and
 // returns that directory. Files are written with the modes git records
-// (0644, or 0755 for executables); a stage holds no links.
+// (0644, or 0755 for executables); a stage holds no links. (git archive
+// honours export-ignore and export-subst in .gitattributes; the repository
+// has no such file, and one that dropped or rewrote a stage's file would
+// make the base column measure something else.)
 func (c commitStage) extract(ctx context.Context, root, stage, dir string) (string, error) {
 	cmd := exec.CommandContext(ctx, "git", "archive", "--format=tar", c.tree)
 	cmd.Dir = root
