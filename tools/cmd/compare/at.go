@@ -8,9 +8,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"softgpu/tools/internal/cli"
 )
 
 // A comparison across commits (-at REV): the stage as one commit holds it
@@ -68,7 +69,7 @@ func (c commitStage) label(stage string) string { return stage + "@" + c.short }
 // has no such file, and one that dropped or rewrote a stage's file would
 // make the base column measure something else.)
 func (c commitStage) extract(ctx context.Context, root, stage, dir string) (string, error) {
-	cmd := exec.CommandContext(ctx, "git", "archive", "--format=tar", c.tree)
+	cmd := cli.ExecGroup(ctx, "git", "archive", "--format=tar", c.tree)
 	cmd.Dir = root
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -119,9 +120,11 @@ func (c commitStage) extract(ctx context.Context, root, stage, dir string) (stri
 	}
 }
 
-// gitOut runs git in dir and returns its output, trimmed.
+// gitOut runs git in dir and returns its output, trimmed. Like every child
+// of compare it runs in a process group of its own, killed with the group
+// when compare is stopped (cli.ExecGroup).
 func gitOut(ctx context.Context, dir string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd := cli.ExecGroup(ctx, "git", args...)
 	cmd.Dir = dir
 	out, err := cmd.Output()
 	return strings.TrimSpace(string(out)), err
