@@ -2,7 +2,6 @@ package main
 
 import (
 	"archive/tar"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"softgpu/tools/internal/cli"
+	"softgpu/tools/internal/stages"
 )
 
 // A comparison across commits (-at REV): the stage as one commit holds it
@@ -69,16 +68,12 @@ func (c commitStage) label(stage string) string { return stage + "@" + c.short }
 // has no such file, and one that dropped or rewrote a stage's file would
 // make the base column measure something else.)
 func (c commitStage) extract(ctx context.Context, root, stage, dir string) (string, error) {
-	cmd := cli.ExecGroup(ctx, "git", "archive", "--format=tar", c.tree)
-	cmd.Dir = root
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	archive, err := cmd.Output()
+	archive, err := stages.Git(ctx, root, "archive", "--format=tar", c.tree)
 	if err != nil {
-		return "", fmt.Errorf("git archive %s: %w: %s", c.tree, err, strings.TrimSpace(stderr.String()))
+		return "", err
 	}
 	dst := filepath.Join(dir, stage)
-	r := tar.NewReader(bytes.NewReader(archive))
+	r := tar.NewReader(strings.NewReader(archive))
 	for {
 		h, err := r.Next()
 		if err == io.EOF {
@@ -120,12 +115,8 @@ func (c commitStage) extract(ctx context.Context, root, stage, dir string) (stri
 	}
 }
 
-// gitOut runs git in dir and returns its output, trimmed. Like every child
-// of compare it runs in a process group of its own, killed with the group
-// when compare is stopped (cli.ExecGroup).
+// gitOut runs git in dir (stages.Git) and returns its output, trimmed.
 func gitOut(ctx context.Context, dir string, args ...string) (string, error) {
-	cmd := cli.ExecGroup(ctx, "git", args...)
-	cmd.Dir = dir
-	out, err := cmd.Output()
-	return strings.TrimSpace(string(out)), err
+	out, err := stages.Git(ctx, dir, args...)
+	return strings.TrimSpace(out), err
 }

@@ -49,7 +49,7 @@ func Forward(ctx context.Context, root, dir string, check bool) ([]ForwardResult
 	if patch == "" {
 		return nil, fmt.Errorf("%s has no uncommitted change to forward", dir)
 	}
-	top, err := git(ctx, root, "rev-parse", "--show-toplevel")
+	top, err := Git(ctx, root, "rev-parse", "--show-toplevel")
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +93,7 @@ func uncommittedPatch(ctx context.Context, root, dir string) (string, error) {
 	stageDir := filepath.Join(root, dir)
 	// An exercise's checker is never forwarded: it belongs to its
 	// chapter's stage (files.go).
-	tracked, err := git(ctx, stageDir, "diff", "HEAD", "--binary", "--no-color", "--no-ext-diff", "--src-prefix=a/", "--dst-prefix=b/", "--relative", "--", ".", ":(exclude,glob)**/exercise_*_test.go")
+	tracked, err := Git(ctx, stageDir, "diff", "HEAD", "--binary", "--no-color", "--no-ext-diff", "--src-prefix=a/", "--dst-prefix=b/", "--relative", "--", ".", ":(exclude,glob)**/exercise_*_test.go")
 	if err != nil {
 		return "", fmt.Errorf("%w (forward diffs against the last commit; is %s in a git repository with one?)", err, dir)
 	}
@@ -128,8 +128,10 @@ func applyProblems(out string, check bool) []string {
 	return problems
 }
 
-// git runs git in dir and returns its standard output.
-func git(ctx context.Context, dir string, args ...string) (string, error) {
+// Git runs git in dir, in a process group of its own (cli.ExecGroup), and
+// returns its standard output; an error carries git's arguments and its
+// standard error.
+func Git(ctx context.Context, dir string, args ...string) (string, error) {
 	cmd := cli.ExecGroup(ctx, "git", args...)
 	cmd.Dir = dir
 	var stderr bytes.Buffer

@@ -21,14 +21,14 @@ func Untracked(ctx context.Context, root string, dirs ...string) ([]string, erro
 	if _, err := exec.LookPath("git"); err != nil {
 		return nil, nil
 	}
-	if out, err := git(ctx, root, "rev-parse", "--is-inside-work-tree"); err != nil || strings.TrimSpace(out) != "true" {
+	if out, err := Git(ctx, root, "rev-parse", "--is-inside-work-tree"); err != nil || strings.TrimSpace(out) != "true" {
 		return nil, nil
 	}
 	args := []string{"ls-files", "-z", "--others", "--exclude-standard", "--full-name", "--"}
 	for _, d := range dirs {
 		args = append(args, filepath.Join(root, d))
 	}
-	out, err := git(ctx, root, args...)
+	out, err := Git(ctx, root, args...)
 	if err != nil {
 		return nil, err
 	}
