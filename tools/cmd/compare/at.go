@@ -23,7 +23,6 @@ import (
 
 // commitStage is one stage as a commit holds it.
 type commitStage struct {
-	rev   string // what the user asked for, as they wrote it
 	short string // the commit's abbreviated hash, for labels
 	tree  string // "<full hash>:<path of the stage in the repository>"
 }
@@ -54,7 +53,7 @@ func resolveAt(ctx context.Context, root, rev, stage string) (commitStage, error
 	if _, err := gitOut(ctx, root, "cat-file", "-e", tree+"/go.mod"); err != nil {
 		return commitStage{}, fmt.Errorf("%w: -at %s: commit %s has no stage %s", errAtUsage, rev, short, stage)
 	}
-	return commitStage{rev: rev, short: short, tree: tree}, nil
+	return commitStage{short: short, tree: tree}, nil
 }
 
 // label is how the committed stage is named in progress and in
