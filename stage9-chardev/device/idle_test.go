@@ -295,37 +295,51 @@ func TestAdaptiveLearnsAfterTheCommand(t *testing.T) {
 // TestASharedEngineGivesWayOnceEachTimeItIdles: an engine of a shared
 // device hands its CPU over once each time it runs out of work (giveWay),
 // not at every yield of its idle spin, and an in-process device's engine
-// never does. The Idle hook counts the idle entries, the swapped
-// yieldThread the hand-overs; both are counted from after the engines'
-// first idle, which comes before the hook is set.
+// never does. The Idle hook counts each engine's idle entries and notes
+// how many commands the engine had completed at the latest (RegCommands,
+// read on the engine's own goroutine); the swapped yieldThread counts the
+// hand-overs. Nothing waits on the clock: a command on each engine, and
+// the idle entry that follows it, put both engines in their idle spin with
+// that entry's hand-over made (giveWay comes at an idle's first poll, the
+// hook at its goIdleAfter-th), and each FILL is followed by its own idle
+// entry before the next is sent. (An earlier version slept 5 ms to let the
+// engines settle and 200 µs between FILLs; on a loaded machine, under
+// -race, an engine that had not gone idle yet, or a FILL sent before the
+// one before it had its idle entry, put the counts off by one.)
 func TestASharedEngineGivesWayOnceEachTimeItIdles(t *testing.T) {
 	for _, shared := range []bool{false, true} {
 		t.Run("shared="+strconv.FormatBool(shared), func(t *testing.T) {
-			var idles, gives atomic.Int64
+			var idles, idleAfter [abi.NumEngines]atomic.Int64 // entries; commands completed at the latest
+			var gives atomic.Int64
 			yieldThread = func() { gives.Add(1) } // before the engines start: Open's go statements order it
 			t.Cleanup(func() { yieldThread = spin.YieldThread })
 			d := openTest(t, Config{Shared: shared})
-			d.SetHooks(Hooks{Idle: func(abi.Engine) { idles.Add(1) }})
+			d.SetHooks(Hooks{Idle: func(e abi.Engine) {
+				idleAfter[e].Store(int64(d.Registers().Load(abi.EngineStatusPage(e) + abi.RegCommands)))
+				idles[e].Add(1)
+			}})
 			setIdle(d, abi.EngineCopy, abi.IdleSpin, 0)
 			setIdle(d, abi.EngineCompute, abi.IdleSpin, 0)
-			time.Sleep(5 * time.Millisecond) // both engines into their idle spin
-			i0, g0 := idles.Load(), gives.Load()
-			const fills = 20
-			for range fills {
-				require.Equal(t, abi.StatusOK, run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: 0, Size: 64, Value: 1}))
-				time.Sleep(200 * time.Microsecond) // the engine idles between commands
+			for _, e := range []abi.Engine{abi.EngineCopy, abi.EngineCompute} {
+				require.Equal(t, abi.StatusOK, run(t, d, e, abi.Command{Op: abi.OpNop}))
+				waitFor(t, e.String()+" idle after its first command", func() bool { return idleAfter[e].Load() == 1 })
 			}
-			waitFor(t, "an idle entry after each FILL", func() bool { return idles.Load()-i0 == fills })
+			i0, c0, g0 := idles[abi.EngineCopy].Load(), idles[abi.EngineCompute].Load(), gives.Load()
+			const fills = 20
+			for k := range int64(fills) {
+				require.Equal(t, abi.StatusOK, run(t, d, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: 0, Size: 64, Value: 1}))
+				waitFor(t, "an idle entry after each FILL", func() bool { return idleAfter[abi.EngineCopy].Load() == k+2 })
+			}
+			assert.Equal(t, int64(fills), idles[abi.EngineCopy].Load()-i0, "the copy engine's idle entries in %d FILLs, each waited for", fills)
 			if !shared {
 				time.Sleep(10 * time.Millisecond) // an idle spin's worth of yields
 				assert.Zero(t, gives.Load(), "an in-process device's engines gave their CPU away")
 				return
 			}
-			// giveWay comes at an idle's first poll, the hook at its
-			// goIdleAfter-th: the counts meet once the last idle is that far.
 			waitFor(t, "a hand-over for each idle entry", func() bool { return gives.Load()-g0 == fills })
 			time.Sleep(10 * time.Millisecond) // the engines spin on: no more hand-overs
 			assert.Equal(t, int64(fills), gives.Load()-g0, "hand-overs in %d idle entries, after 10 ms more of idle spin", fills)
+			assert.Equal(t, c0, idles[abi.EngineCompute].Load(), "the idle compute engine entered idle again")
 		})
 	}
 }
