@@ -385,24 +385,35 @@ func TestEqualChannelsShareTheEngine(t *testing.T) {
 		}
 	}
 
-	// Starvation: two high-priority channels stream for about 60 ms; the
-	// low one's single fill must not wait for them to finish.
+	// Starvation: two high-priority channels stream for about 60 ms, each
+	// ending in a FILL of its own flag; the low one's single command, a
+	// COPY of both flags, must not wait for them to finish. What the COPY
+	// read says where it ran among their commands, in the engine's order,
+	// so no host timing enters the verdict. (An earlier version published
+	// the low command after the runlist had started the high ones, and
+	// looked at their completions once it saw its own: a host descheduled
+	// for the rest of the 60 ms at either point failed it, starved or not.)
+	// As above, every doorbell rings before the runlist that serves them.
 	const low = abi.Channel(30)
 	hi := []abi.Channel{31, 32}
-	require.Equal(t, abi.RunlistOK, submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, hi[0], abi.PriorityHigh, 20_000), rlEntry(d, hi[1], abi.PriorityHigh, 20_000),
-		rlEntry(d, low, abi.PriorityLow, 0)}), "runlist")
-	var last [2]uint64
+	const flags, seen = 1 << 20, 2 << 20 // apart from the fills above, which are at k<<22
+	mem := data(d)
+	clear(mem[flags : flags+128])
+	clear(mem[seen : seen+128])
 	for k, c := range hi {
-		cmds := make([]abi.Command, 200)
+		cmds := make([]abi.Command, 200, 201)
 		for n := range cmds {
 			cmds[n] = abi.Command{Op: abi.OpDelay, Value: 150_000} // 150 µs each: 30 ms per channel
 		}
-		last[k] = publish(d, c, cmds...) + 199
+		cmds = append(cmds, abi.Command{Op: abi.OpFill, Dst: flags + uint64(k)*64, Size: 64, Value: 1})
+		publish(d, c, cmds...)
 	}
-	i := publish(d, low, abi.Command{Op: abi.OpFill, Dst: 0, Size: 64, Value: 1})
-	require.Equal(t, abi.StatusOK, await(t, d, low, i), "the low-priority fill")
-	if completed(d, hi[0], last[0]) && completed(d, hi[1], last[1]) {
-		t.Errorf("the low-priority fill completed only after both high-priority channels had finished: starved")
+	i := publish(d, low, abi.Command{Op: abi.OpCopy, Src: flags, Dst: seen, Size: 128})
+	require.Equal(t, abi.RunlistOK, submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, hi[0], abi.PriorityHigh, 20_000), rlEntry(d, hi[1], abi.PriorityHigh, 20_000),
+		rlEntry(d, low, abi.PriorityLow, 0)}), "runlist")
+	require.Equal(t, abi.StatusOK, await(t, d, low, i), "the low-priority COPY")
+	if mem[seen] == 1 && mem[seen+64] == 1 {
+		t.Errorf("the low-priority COPY ran only after both high-priority channels had finished: starved")
 	}
 }
 
