@@ -29,3 +29,17 @@ func OpenStepped(cfg Config) (g *GPU, stop func(), err error) {
 	}})
 	return g, func() { dev.StopStepped(); g.Close() }, nil
 }
+
+// OpenWatched opens a GPU as Open does, and returns with it a function
+// that reports whether engine e says, in its status page, that it is
+// asleep (RegEngineState is EngineAsleep): what a test waits for before a
+// gap the engine must sleep through. Test builds only.
+func OpenWatched(cfg Config) (g *GPU, asleep func(e Engine) bool, err error) {
+	g, dev, err := open(cfg, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	return g, func(e Engine) bool {
+		return dev.Registers().Load(abi.EngineStatusPage(e)+abi.RegEngineState) == abi.EngineAsleep
+	}, nil
+}

@@ -48,14 +48,20 @@ func TestSetIdleRejectsAnUnknownMode(t *testing.T) {
 
 // TestTraceShowsTheSleepAndTheWake traces a fill after a gap an engine in
 // sleep mode sleeps through: the copy engine's track must show it asleep,
-// with the wake latency, and the fill after the sleep ends.
+// with the wake latency, and the fill after the sleep ends. The gap starts
+// once the engine says it is asleep, not when the first fill returns: an
+// engine kept off a core for the gap's length between its completion and
+// its sleep (a loaded machine) would otherwise sleep through little or
+// none of it, and the trace would rightly show no such sleep.
 func TestTraceShowsTheSleepAndTheWake(t *testing.T) {
 	leakcheck.Check(t)
 	path := filepath.Join(t.TempDir(), "trace.json")
-	g, err := softgpu.Open(softgpu.Config{MemorySize: 1 << 20, Idle: softgpu.IdleSleep, Trace: path})
+	g, asleep, err := softgpu.OpenWatched(softgpu.Config{MemorySize: 1 << 20, Idle: softgpu.IdleSleep, Trace: path})
 	require.NoError(t, err)
 	p := mustAlloc(t, g, 64)
 	must(t, g.Fill(p, 64, 1))
+	require.Eventually(t, func() bool { return asleep(softgpu.Copy) }, 10*time.Second, 50*time.Microsecond,
+		"after 10 s: the copy engine asleep after a fill, in sleep mode")
 	time.Sleep(5 * time.Millisecond)
 	must(t, g.Fill(p, 64, 2))
 	must(t, g.Close())
