@@ -35,12 +35,16 @@ func TestStopStopsTheDaemon(t *testing.T) {
 		d.Process.Kill()
 		<-exited
 	})
+	// Wait for the pid file to name the daemon, not merely to exist: the
+	// daemon creates it, then writes it, and a -stop that read it in
+	// between would find no pid (a daemon kept off a core there, as on a
+	// loaded machine, holds that window open).
 	for deadline := time.Now().Add(patience); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Stat(pidFile(node)); err == nil {
+		if pid, err := readPid(node); err == nil && pid == d.Process.Pid {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no pid file %s after %v", pidFile(node), patience)
+			t.Fatalf("no pid file %s naming pid %d after %v", pidFile(node), d.Process.Pid, patience)
 		}
 	}
 	if out, err := exec.Command(bin, "-node", node, "-stop").CombinedOutput(); err != nil {
