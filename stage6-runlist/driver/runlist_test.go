@@ -81,6 +81,13 @@ func TestChannelOptionsAreChecked(t *testing.T) {
 // queued ends every one of them — run, or StatusRemoved, or ErrClosed for
 // one published after the drain — and loses none: each waiter returns, and
 // the commands that ran are exactly those whose status says so.
+//
+// Nothing waits on the clock: the channel is closed once its first batch
+// has signalled, so some commands have run, and the last batch's DELAY
+// never ends on its own, so some are still queued whatever the scheduler
+// does. (An earlier version slept 1 ms and closed then; a test goroutine
+// held off the CPU for the 10 ms the queue takes — a loaded machine under
+// -race — found every command run and none to remove.)
 func TestClosingAChannelWithQueuedWork(t *testing.T) {
 	d := openWith(t, device.Config{MemorySize: 8 << 20}, Config{})
 	ch, err := d.NewChannel(abi.EngineCompute, d.DefaultContext(), ChannelOptions{Priority: abi.PriorityNormal})
@@ -89,20 +96,21 @@ func TestClosingAChannelWithQueuedWork(t *testing.T) {
 	counter, _ := d.Alloc(64)
 	cmds := make([]abi.Command, n)
 	for i := range cmds {
-		// A DELAY, then an ADD32 that counts: 100 × 100 µs of work.
+		// A DELAY, then an ADD32 that counts: 100 µs of work a batch.
 		cmds[i] = abi.Command{Op: abi.OpAdd32, Dst: counter, Size: 4, Value: 1}
 	}
 	delays := make([]abi.Command, n)
 	for i := range delays {
 		delays[i] = abi.Command{Op: abi.OpDelay, Value: 100_000}
 	}
+	delays[n-1].Value = 1 << 62 // ends only when Close takes the channel off the engine
 	var pendings []*Pending
 	for i := range n {
 		p, err := ch.SubmitBatch([]abi.Command{delays[i], cmds[i]})
 		require.NoError(t, err)
 		pendings = append(pendings, p)
 	}
-	time.Sleep(time.Millisecond)
+	waitUntil(t, "the channel's first batch done", pendings[0].Fence().Signaled)
 	require.NoError(t, ch.Close())
 	ran, removed := 0, 0
 	for _, p := range pendings {
