@@ -298,22 +298,47 @@ func stressIdle(t testing.TB, d *Driver, perEngine int, meddle func(*rand.Rand))
 // long command must not burn a core for as long as the engine takes: after
 // its poll budget it sleeps on the channel's fence timeline, where the test
 // finds it among the waiters, and it is woken when room appears.
+//
+// What the test sees proves something only while the DELAY still runs:
+// once it ends, the submitter rightly returns, and may sleep again on the
+// timeline, waiting for its own NOP. So the DELAY's completion is read
+// after the observations; a machine that stalled the test for the whole
+// DELAY (a loaded one under -race) makes the attempt void, and the test
+// tries again with a DELAY twice as long. A driver that spins is never
+// among the waiters while the ring is full, so every attempt is void and
+// the last one fails.
 func TestAFullRingDoesNotSpin(t *testing.T) {
-	d := openWith(t, device.Config{RingSize: 2}, Config{PollBudget: 10_000})
-	_, err := d.SubmitBatch(abi.EngineCompute, []abi.Command{{Op: abi.OpDelay, Value: 200_000_000}, {Op: abi.OpNop}})
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- d.Submit(abi.EngineCompute, abi.Command{Op: abi.OpNop}) }() // needs the DELAY's slot
-	ch := d.channels[abi.DefaultChannel(abi.EngineCompute)].Load()
-	require.Eventually(t, func() bool {
-		ch.timeline.mu.Lock()
-		defer ch.timeline.mu.Unlock()
-		return len(ch.timeline.waiters) > 0
-	}, 5*time.Second, 100*time.Microsecond, "the submitter waiting for room never went to sleep on the timeline")
-	select {
-	case err := <-done:
-		t.Fatalf("Submit returned (%v) while the ring was full", err)
-	default:
+	const attempts = 4 // DELAYs of 200 ms, 400 ms, 800 ms, 1.6 s
+	for attempt := 1; ; attempt++ {
+		delay := uint64(200_000_000) << (attempt - 1)
+		d := openWith(t, device.Config{RingSize: 2}, Config{PollBudget: 10_000})
+		p, err := d.SubmitBatch(abi.EngineCompute, []abi.Command{{Op: abi.OpDelay, Value: delay}, {Op: abi.OpNop}})
+		require.NoError(t, err)
+		ch, delayIndex := p.ch, p.reqs[0].index
+		done := make(chan error, 1)
+		go func() { done <- d.Submit(abi.EngineCompute, abi.Command{Op: abi.OpNop}) }() // needs the DELAY's slot
+		var asleep, returned bool
+		for !ch.completed(delayIndex) {
+			asleep, returned = waitersOf(d, abi.EngineCompute) > 0, len(done) > 0
+			if asleep || returned {
+				break
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		// Read after both observations: if the DELAY still runs, they
+		// were made while the ring was full.
+		if !ch.completed(delayIndex) {
+			if returned {
+				t.Fatalf("Submit returned (%v) while the ring was full", <-done)
+			}
+			assert.NoError(t, <-done, "Submit after room appeared")
+			return
+		}
+		require.NoError(t, <-done, "Submit after room appeared")
+		if attempt == attempts {
+			t.Fatalf("in %d attempts the submitter waiting for room was never seen asleep on the timeline while a DELAY (up to %v) ran",
+				attempts, time.Duration(delay))
+		}
+		t.Logf("attempt %d: the %v DELAY ended before the test saw the submitter asleep; trying again", attempt, time.Duration(delay))
 	}
-	assert.NoError(t, <-done, "Submit after room appeared")
 }
