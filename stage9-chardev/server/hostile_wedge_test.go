@@ -47,9 +47,11 @@ func TestANeverEndingCommandIsStoppedAndOthersKeepTheirLatency(t *testing.T) {
 
 // TestAHungEngineIsResetByTheDefaultWatchdog: a SPIN never reaches a
 // preemption point, so no timeslice takes its engine back; softgpud's
-// default watchdog (2 s) resets the engine and faults the SPIN's channel,
-// while another client's round trips on the other engine keep their
-// latency, and on the hung one come back once it is reset.
+// default watchdog (2 s) asks it to stop at 2 s, which it cannot, and
+// resets the engine a limit later (device/watchdog.go), so the SPIN ends
+// about 4 s after it began. The reset faults the SPIN's channel, while
+// another client's round trips on the other engine keep their latency,
+// and on the hung one come back once it is reset.
 func TestAHungEngineIsResetByTheDefaultWatchdog(t *testing.T) {
 	d := startDaemon(t)             // softgpud's defaults, its watchdog among them
 	w := dialWellBehaved(t, d.node) // dialled before the hang: a Dial needs every engine's runlist ack
@@ -79,7 +81,7 @@ func TestAHungEngineIsResetByTheDefaultWatchdog(t *testing.T) {
 	for deadline := time.Now().Add(patience); f == abi.FaultNone && time.Now().Before(deadline); f = ch.fault() {
 		time.Sleep(time.Millisecond)
 	}
-	t.Logf("the SPIN stopped %v after it began (watchdog 2 s); its channel: %v", time.Since(start), f)
+	t.Logf("the SPIN stopped %v after it began (watchdog 2 s: asked to stop at 2 s, reset a limit later); its channel: %v", time.Since(start), f)
 	if f == abi.FaultNone {
 		t.Errorf("the SPIN's channel, %v after the watchdog stopped it: no fault", patience)
 	}
