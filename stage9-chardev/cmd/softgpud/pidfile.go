@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,9 +19,28 @@ import (
 // pidFile is the pid file of node.
 func pidFile(node string) string { return node + ".pid" }
 
-// writePid records this process's pid for node.
+// writePid records this process's pid for node. It writes a temporary
+// file beside the pid file and renames it over: a rename is atomic, so a
+// `softgpud -stop` that reads the pid file the moment the daemon starts
+// finds it absent or whole. (os.WriteFile creates the file empty and then
+// writes it, and a -stop that read in between failed with "does not hold
+// a pid".)
 func writePid(node string) error {
-	return os.WriteFile(pidFile(node), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600)
+	f, err := os.CreateTemp(filepath.Dir(node), filepath.Base(pidFile(node))+".*")
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(strconv.Itoa(os.Getpid()) + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), pidFile(node))
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
 }
 
 // removePid removes node's pid file if it names this process.
