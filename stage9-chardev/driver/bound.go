@@ -70,7 +70,10 @@ func hungError(e abi.Engine, what string, bound time.Duration) error {
 
 // spinBounded polls cond until it reports true, yielding on the default
 // cadence in time (internal/spin), for at most bound; then it returns
-// ErrTimeout. It looks at the deadline every 64 polls.
+// ErrTimeout. It looks at the deadline every 64 polls, and once past it
+// looks at cond once more: a waiter kept off its core across the deadline
+// (a loaded machine can hold a goroutine that long) must not call an
+// answer that came meanwhile a timeout.
 func spinBounded(cond func() bool, bound time.Duration) error {
 	deadline := time.Now().Add(bound)
 	yield := spin.NewCadence(0)
@@ -79,6 +82,9 @@ func spinBounded(cond func() bool, bound time.Duration) error {
 			runtime.Gosched()
 		}
 		if polls%64 == 0 && time.Now().After(deadline) {
+			if cond() {
+				return nil
+			}
 			return fmt.Errorf("%w (%v)", ErrTimeout, bound)
 		}
 	}
