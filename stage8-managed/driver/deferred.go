@@ -114,15 +114,21 @@ func (d *Driver) reclaimFreed() {
 // ANCHOR: deferfree
 
 // allocMemory runs alloc (an allocation from d.alloc) after reclaiming what
-// has passed. If it finds too little memory while some is still deferred,
-// it waits for the oldest deferred memory to pass — the engines get there
-// by running what is already queued — and tries again.
+// has passed. If it finds too little memory, it takes back what managed
+// pages hold (yieldFrames, evict.go) and tries again; if that is still too
+// little while some is deferred, it waits for the oldest deferred memory
+// to pass — the engines get there by running what is already queued — and
+// tries again.
 func (d *Driver) allocMemory(alloc func() (uint64, error)) (uint64, error) {
+	yielded := 0 // the steps of yieldFrames taken
 	for {
 		d.reclaimFreed()
 		addr, err := alloc()
 		if err == nil || !errors.Is(err, ErrOutOfMemory) {
 			return addr, err
+		}
+		if d.yieldFrames(&yielded) {
+			continue
 		}
 		d.vm.freeMu.Lock()
 		i := slices.IndexFunc(d.vm.deferred, func(f deferredFree) bool { return f.pa != 0 })

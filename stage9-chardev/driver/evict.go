@@ -3,6 +3,7 @@ package driver
 import (
 	"container/list"
 	"fmt"
+	"math"
 )
 
 // Eviction: when device memory is full, the fault handler moves blocks of
@@ -123,6 +124,46 @@ func (d *Driver) evict(keep *Managed, lo, hi, n int) {
 }
 
 // ANCHOR_END: evict
+
+// yieldFrames gives device memory that managed pages hold back to the
+// allocator, for an Alloc that found the device full (allocMemory).
+// Managed pages are a cache of device memory: the fault handler evicts
+// them when it needs frames, and an Alloc may not be refused for them
+// either. NVIDIA's driver is built the same way: UVM takes its frames from
+// the physical allocator it shares with the rest of the driver (PMA), and
+// registers eviction callbacks with it (uvm_pmm_gpu.c), so an allocation
+// that finds memory short has UVM evict. Without this, a program that had
+// moved a managed allocation to the device was refused the memory its
+// pages held, and one whose pages had all gone home again was refused the
+// frames they left idle in the pool. In the daemon an Alloc is charged
+// against its client's quota of device memory and managed pages are not
+// (server/quota.go), so without it a stranger's managed pages would hold
+// memory that another client's quota grants.
+// Each call takes the next step that gives memory back, and reports
+// whether one did; *step, which the caller starts at 0, says which steps
+// are taken:
+//
+//	1  the frame-pool chunks none of whose frames is in use: they cost
+//	   no one anything
+//	2  every block on the device goes home, and its chunks with it: all
+//	   of them, since which blocks would free a run as large as the Alloc
+//	   wants cannot be told from the blocks
+func (d *Driver) yieldFrames(step *int) bool {
+	d.um.mu.Lock()
+	defer d.um.mu.Unlock()
+	for *step < 2 {
+		*step++
+		before := d.alloc.InUse()
+		if *step == 2 {
+			d.evict(nil, 0, 0, math.MaxInt)
+		}
+		d.releaseChunks()
+		if d.alloc.InUse() < before {
+			return true
+		}
+	}
+	return false
+}
 
 // referenced reports whether an engine has used any of the pages
 // [first, end) of m on the device since the bits were last cleared, and

@@ -22,7 +22,11 @@ import (
 // left. The pools:
 //
 //	DeviceMemory   ALLOC's bytes, each rounded up to the pages the driver
-//	               maps it with (the memory it really takes)
+//	               maps it with (the memory it really takes). Managed
+//	               pages on the device are not charged: they live in what
+//	               ALLOCs leave, and an ALLOC that finds the device full
+//	               evicts them (driver: allocMemory, yieldFrames), so no
+//	               client's managed memory holds what another's quota grants
 //	PinnedBytes    the bytes the daemon locks for a client's memfd
 //	               (HOST_REGISTER, MANAGED_ALLOC): every byte of the
 //	               range, since mlock makes a sparse memfd's pages real —
