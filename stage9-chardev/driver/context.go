@@ -36,9 +36,10 @@ type Context struct {
 	id   abi.Context
 	root uint64 // device PA of its root table
 
-	// mu guards va, nextVA, mappings, closed and channels, and the context's
-	// tables against a concurrent map and unmap (pagetable.go).
+	// mu guards va, nextVA, mappings, closed, channels and tables, and the
+	// context's tables against a concurrent map and unmap (pagetable.go).
 	mu       sync.Mutex
+	tables   uint64     // pages of page-table pool its tables take, root included (TablePages)
 	va       *Allocator // its virtual addresses (nil for context 0, which maps everything)
 	nextVA   uint64     // where the next VA search starts: next fit (deferred.go)
 	mappings map[uint64]*mapping
@@ -83,7 +84,7 @@ func (d *Driver) NewContext() (*Context, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Context{d: d, id: id, root: root, va: NewRangeAllocator(userVABase, userVAEnd), mappings: map[uint64]*mapping{}}
+	c := &Context{d: d, id: id, root: root, tables: tablePages(abi.RootBytes), va: NewRangeAllocator(userVABase, userVAEnd), mappings: map[uint64]*mapping{}}
 	d.vm.contexts[id] = c
 	d.enableContext(c, true)
 	return c, nil
@@ -91,6 +92,20 @@ func (d *Driver) NewContext() (*Context, error) {
 
 // ID returns the context's id, the one its commands carry.
 func (c *Context) ID() abi.Context { return c.id }
+
+// TablePages reports how much of the page-table pool the context's tables
+// take, in pages of 4 KiB (abi.PageShift), its root included: more after a
+// map that needed new tables, less after an unmap that emptied some, none
+// once Close has given them back. Tables an unmap leaves out of reuse for
+// a hung engine (Unmap) are not the context's any more and are not
+// counted. The daemon charges a client's quota by it (stage 9's
+// server/quota.go). The count is guarded by the context's mu, so it is
+// exact between one map or unmap and the next.
+func (c *Context) TablePages() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tables
+}
 
 // pageFor returns the page size to map size bytes with: page if given,
 // else the largest of 4 KiB, 64 KiB and 2 MiB that size fills — the largest
@@ -171,10 +186,10 @@ func (c *Context) mapAt(pa, size uint64, page abi.PageSize, pinned *Pinned) (uin
 		return 0, fmt.Errorf("%w: no virtual addresses left: %w", ErrContext, err)
 	}
 	rounded := (size + uint64(page) - 1) &^ (uint64(page) - 1)
-	runs, err := c.d.mapRange(c.root, va, pa, rounded, page, true, pinned != nil)
+	runs, err := c.d.mapRange(c.root, va, pa, rounded, page, true, pinned != nil, &c.tables)
 	if err != nil {
 		// mapRange cleared what it mapped; the tables it made go too.
-		empty := c.d.unlinkEmptyTables(c.root, va, rounded)
+		empty := c.d.unlinkEmptyTables(c.root, va, rounded, &c.tables)
 		c.d.invalidate(c.id, va, rounded)
 		c.d.vm.pool.freeTables(empty)
 		c.va.Free(va)
@@ -233,7 +248,7 @@ func (c *Context) unmap(m *mapping) error {
 	queued := c.d.queuedWork() // before the entries go: the commands that might name m
 	c.mu.Lock()
 	c.d.unmapRange(c.root, m.runs)
-	empty := c.d.unlinkEmptyTables(c.root, m.va, m.size)
+	empty := c.d.unlinkEmptyTables(c.root, m.va, m.size, &c.tables)
 	c.mu.Unlock()
 	err := c.d.invalidate(c.id, m.va, m.size) // after this, no engine translates into m, nor walks a table unlinked above
 	if err == nil {
@@ -308,6 +323,9 @@ func (c *Context) Close() error {
 		return errors.Join(err, ierr)
 	}
 	c.d.freeTables(c.root, abi.RootLevel)
+	c.mu.Lock()
+	c.tables = 0
+	c.mu.Unlock()
 	c.d.vm.mu.Lock()
 	c.d.vm.contexts[c.id] = nil
 	c.d.vm.mu.Unlock()

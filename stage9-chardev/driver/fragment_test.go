@@ -32,7 +32,7 @@ func fragmentLayout(t *testing.T, skipMiddle bool) (*Driver, *Context, uint64, u
 		if i == 1 && skipMiddle {
 			continue
 		}
-		if runs[i], err = d.mapRange(c.root, va+p.off, pa+p.off, p.size, abi.Page4K, true, false); err != nil {
+		if runs[i], err = d.mapRange(c.root, va+p.off, pa+p.off, p.size, abi.Page4K, true, false, &c.tables); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -59,7 +59,7 @@ func invalidationRounds(t *testing.T, idle IdleMode) {
 	y, err := c.Alloc(4096, abi.Page4K) // its frame is x's second home; its VA the other request's range
 	require.NoError(t, err)
 	frames := [2]uint64{paOf(t, c, x), paOf(t, c, y)}
-	pte, err := d.leafEntry(c.root, x)
+	pte, err := d.leafEntry(c.root, x, &c.tables)
 	require.NoError(t, err)
 	original := loadPTE(d.vm.pool.mem, pte)
 	t.Cleanup(func() { // x's entry back to its own frame before Close frees both

@@ -309,7 +309,7 @@ func (c *Context) mapManaged(m *Managed, rounded uint64) error {
 		return fmt.Errorf("%w: no virtual addresses left: %w", ErrContext, err)
 	}
 	for i := range m.pages {
-		pte, err := c.d.leafEntry(c.root, va+uint64(i)<<abi.PageShift)
+		pte, err := c.d.leafEntry(c.root, va+uint64(i)<<abi.PageShift, &c.tables)
 		if err != nil {
 			for _, p := range m.pages[:i] {
 				storePTE(c.d.vm.pool.mem, p.pte, 0)
@@ -699,7 +699,7 @@ func (d *Driver) freeManagedLocked(m *Managed) error {
 		storePTE(d.vm.pool.mem, m.pages[i].pte, 0)
 	}
 	d.refragment(m.ctx.root, m.va, uint64(len(m.pages))<<abi.PageShift)
-	empty := d.unlinkEmptyTables(m.ctx.root, m.va, uint64(len(m.pages))<<abi.PageShift)
+	empty := d.unlinkEmptyTables(m.ctx.root, m.va, uint64(len(m.pages))<<abi.PageShift, &m.ctx.tables)
 	m.ctx.mu.Unlock()
 	err := d.invalidate(m.ctx.id, m.va, uint64(len(m.pages))<<abi.PageShift)
 	if err == nil {

@@ -29,6 +29,9 @@ import (
 //     zeroed before it was linked;
 //   - a leaf maps a page-aligned PA with the context's chosen size, and a
 //     64 KiB page's entry is in all 16 of its level-3 slots.
+//   - a context's tables field is the pages (abi.PageShift) of the tables
+//     reachable from its root, the root's included: a table is counted
+//     when it is linked in and uncounted when it is unlinked.
 
 // tablePool hands out page tables from the top of device memory.
 type tablePool struct {
@@ -70,10 +73,11 @@ var pageKinds = map[abi.PageSize]struct {
 // ANCHOR: mappage
 
 // mapPage makes va map the page at pa, of the given size, in the tables
-// under root, making the tables on the way down. It fails if a table would
-// have to go where a page is mapped (the caller never maps over a live
-// mapping) or the pool is empty.
-func (d *Driver) mapPage(root, va, pa uint64, size abi.PageSize, writable, host bool) error {
+// under root, making the tables on the way down and adding the pages they
+// take to *tables (Context.tables). It fails if a table would have to go
+// where a page is mapped (the caller never maps over a live mapping) or
+// the pool is empty.
+func (d *Driver) mapPage(root, va, pa uint64, size abi.PageSize, writable, host bool, tables *uint64) error {
 	leaf := pageKinds[size]
 	table := root
 	for level := abi.RootLevel; level < leaf.level; level++ {
@@ -85,6 +89,7 @@ func (d *Driver) mapPage(root, va, pa uint64, size abi.PageSize, writable, host 
 			if err != nil {
 				return err
 			}
+			*tables += tablePages(abi.TableBytes)
 			// This store links the zeroed table in: an engine's walk that
 			// loads it finds the table whole (its entries all invalid).
 			storePTE(d.vm.pool.mem, at, abi.MakeTable(next))
@@ -112,9 +117,10 @@ func (d *Driver) mapPage(root, va, pa uint64, size abi.PageSize, writable, host 
 // ANCHOR_END: mappage
 
 // leafEntry returns the PA of the level-3 entry for the 4 KiB page at va in
-// the tables under root, making the tables on the way down, as mapPage
-// does; the caller stores the entry (managed.go).
-func (d *Driver) leafEntry(root, va uint64) (uint64, error) {
+// the tables under root, making the tables on the way down and counting
+// them in *tables, as mapPage does; the caller stores the entry
+// (managed.go).
+func (d *Driver) leafEntry(root, va uint64, tables *uint64) (uint64, error) {
 	table := root
 	for level := abi.RootLevel; level < abi.LeafLevel; level++ {
 		at := table + abi.LevelIndex(va, level)*8
@@ -125,6 +131,7 @@ func (d *Driver) leafEntry(root, va uint64) (uint64, error) {
 			if err != nil {
 				return 0, err
 			}
+			*tables += tablePages(abi.TableBytes)
 			storePTE(d.vm.pool.mem, at, abi.MakeTable(next)) // links the zeroed table in, as mapPage does
 			table = next
 		case e.Kind() == abi.PTETable:
@@ -162,7 +169,8 @@ func (d *Driver) unmapPage(root, va uint64, size abi.PageSize) {
 // to maxPage, that the alignment of va, pa and what is left allow — as real
 // drivers do — and returns the pages it used, for unmapRange. The small
 // pages' fragment fields are written once all of them are (fragment.go).
-func (d *Driver) mapRange(root, va, pa, size uint64, maxPage abi.PageSize, writable, host bool) ([]pageRun, error) {
+// The tables it makes are counted in *tables, and stay on an error.
+func (d *Driver) mapRange(root, va, pa, size uint64, maxPage abi.PageSize, writable, host bool, tables *uint64) ([]pageRun, error) {
 	d.vm.tableMu.Lock()
 	defer d.vm.tableMu.Unlock()
 	defer d.refragmentLocked(root, va, size)
@@ -176,7 +184,7 @@ func (d *Driver) mapRange(root, va, pa, size uint64, maxPage abi.PageSize, writa
 				break
 			}
 		}
-		if err := d.mapPage(root, va+done, pa+done, page, writable, host); err != nil {
+		if err := d.mapPage(root, va+done, pa+done, page, writable, host, tables); err != nil {
 			d.unmapRangeLocked(root, runs)
 			return nil, err
 		}
@@ -219,6 +227,7 @@ func (d *Driver) unmapRangeLocked(root uint64, runs []pageRun) {
 
 // freeTables gives back every table under root, and root itself (rootBytes
 // long): a context being closed, whose entries no engine can use any more.
+// The caller zeroes the context's count of them (Context.tables).
 func (d *Driver) freeTables(table uint64, level int) {
 	slots := uint64(abi.TableSlots)
 	if level == abi.RootLevel {
@@ -237,16 +246,26 @@ func (d *Driver) freeTables(table uint64, level int) {
 // unlinkEmptyTables clears, under root, every entry that points to a table
 // an unmap of [va, va+size) has left with every entry zero — from the leaves
 // up, so a table whose tables all went goes too — and returns those
-// tables. The caller invalidates, then gives them back (tablePool.
+// tables, taking their pages off *tables: unlinked, they are no longer
+// the context's. The caller invalidates, then gives them back (tablePool.
 // freeTables): a walk that loaded the entry before it was cleared may be
 // reading the table until the engine's next safe point. The root stays.
 // Call with the context's mu held, so no mapPage puts an entry into a
 // table being unlinked.
-func (d *Driver) unlinkEmptyTables(root, va, size uint64) []uint64 {
+func (d *Driver) unlinkEmptyTables(root, va, size uint64, tables *uint64) []uint64 {
 	var empty []uint64
 	d.unlinkEmptyBelow(root, abi.RootLevel, va, va+size, &empty)
+	if n := uint64(len(empty)) * tablePages(abi.TableBytes); n > *tables {
+		panic(fmt.Sprintf("driver: invariant broken: %d table pages unlinked from a context that counts %d", n, *tables))
+	} else {
+		*tables -= n
+	}
 	return empty
 }
+
+// tablePages is the pages of the pool (abi.PageShift) a table of n bytes
+// takes: what Context.tables counts.
+func tablePages(n uint64) uint64 { return n >> abi.PageShift }
 
 // unlinkEmptyBelow visits the entries of the level-level table at table
 // that cover [lo, hi), unlinks each table under them that is empty after

@@ -88,13 +88,14 @@ func (d *Driver) initVM() error {
 		return err
 	}
 	// The kernel's linear map: data memory, then the bus range.
-	if _, err := d.mapRange(root, 0, 0, d.vm.dataSize, abi.Page1G, true, false); err != nil {
+	tables := tablePages(abi.RootBytes)
+	if _, err := d.mapRange(root, 0, 0, d.vm.dataSize, abi.Page1G, true, false, &tables); err != nil {
 		return err
 	}
-	if _, err := d.mapRange(root, abi.BusBase, abi.BusBase, abi.BusSize, abi.Page1G, true, true); err != nil {
+	if _, err := d.mapRange(root, abi.BusBase, abi.BusBase, abi.BusSize, abi.Page1G, true, true, &tables); err != nil {
 		return err
 	}
-	c := &Context{d: d, id: 0, root: root, mappings: map[uint64]*mapping{}}
+	c := &Context{d: d, id: 0, root: root, tables: tables, mappings: map[uint64]*mapping{}}
 	d.vm.contexts[0] = c
 	d.enableContext(c, false)
 	// Every other context is disabled until the driver makes it: an
@@ -197,6 +198,16 @@ func (d *Driver) answered(e abi.Engine, gen uint64) bool {
 // DataSize reports the bytes of device memory the allocator hands out: all
 // of it but the page-table pool.
 func (d *Driver) DataSize() uint64 { return d.vm.dataSize }
+
+// TablePoolFree reports the pages of 4 KiB (abi.PageShift) of the
+// page-table pool that no table — nor the fault buffer (faults.go) —
+// holds now: what new contexts and their maps can still take. Right after
+// New it is what the users' contexts will share; stage 9's daemon takes
+// its default quota of tables from it (server/quota.go).
+func (d *Driver) TablePoolFree() uint64 {
+	pool := d.memSize - d.vm.dataSize - schedArea
+	return (pool - d.vm.pool.alloc.InUse()) >> abi.PageShift
+}
 
 // DefaultContext returns the driver's own context, context 0.
 func (d *Driver) DefaultContext() *Context { return d.vm.contexts[0] }

@@ -87,9 +87,9 @@ func TestACopyAcrossApertures(t *testing.T) {
 	const va = 64 << 20 // a VA of the test's choosing, out of the allocator's way
 	devPA, err := d.alloc.AllocAligned(8192, 4096)
 	require.NoError(t, err)
-	_, err = d.mapRange(c.root, va, devPA, 8192, abi.Page4K, true, false)
+	_, err = d.mapRange(c.root, va, devPA, 8192, abi.Page4K, true, false, &c.tables)
 	require.NoError(t, err)
-	_, err = d.mapRange(c.root, va+8192, host.Bus(), 8192, abi.Page4K, true, true)
+	_, err = d.mapRange(c.root, va+8192, host.Bus(), 8192, abi.Page4K, true, true, &c.tables)
 	require.NoError(t, err)
 	require.NoError(t, in(d, c, abi.EngineCopy, abi.Command{Op: abi.OpFill, Dst: va + 4096, Size: 8192, Value: 0x5c}))
 	assert.Equal(t, bytes.Repeat([]byte{0x5c}, 4096), readPA(d, devPA+4096, 4096), "the device half of the fill did not land")
@@ -175,8 +175,8 @@ func TestFaultKinds(t *testing.T) {
 	w, err := c.Alloc(4096, abi.Page4K)
 	require.NoError(t, err)
 	const ro, bad = 80 << 20, 90 << 20
-	require.NoError(t, d.mapPage(c.root, ro, pa, abi.Page4K, false, false))
-	require.NoError(t, d.mapPage(c.root, bad, pa+4096, abi.Page4K, true, false))
+	require.NoError(t, d.mapPage(c.root, ro, pa, abi.Page4K, false, false, &c.tables))
+	require.NoError(t, d.mapPage(c.root, bad, pa+4096, abi.Page4K, true, false, &c.tables))
 	// Corrupt bad's leaf: a 2 MiB page kind at level 3, which no walk accepts.
 	leaf := c.root
 	for level := abi.RootLevel; level < abi.LeafLevel; level++ {
@@ -498,7 +498,7 @@ func FuzzTranslation(f *testing.F) {
 			}
 			p := page{writable: rng.IntN(4) != 0, mapped: rng.IntN(5) != 0}
 			if p.mapped {
-				require.NoError(t, d.mapPage(c.root, base+at, pa+at, size, p.writable, false))
+				require.NoError(t, d.mapPage(c.root, base+at, pa+at, size, p.writable, false, &c.tables))
 			}
 			for i := at / 4096; i < (at+uint64(size))/4096; i++ {
 				pages[i] = p

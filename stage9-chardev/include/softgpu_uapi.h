@@ -353,8 +353,10 @@ struct softgpu_pools {
 	uint32_t contexts;
 	/* out: channels open */
 	uint32_t channels;
-	/* reserved: zero */
-	uint32_t pad;
+	/*
+	 * out: pages of 4 KiB (abi.PageShift) of page-table memory: its context's tables, root included (ATTACH, and every call that maps)
+	 */
+	uint32_t page_tables;
 };
 _Static_assert(sizeof(struct softgpu_pools) == 32, "struct softgpu_pools is 32 bytes");
 
@@ -466,7 +468,7 @@ _Static_assert(sizeof(struct softgpu_managed_pager) == 32, "struct softgpu_manag
 
 /* Versions and capabilities (uapi/args.go) */
 #define SOFTGPU_VERSION_MAJOR 2
-#define SOFTGPU_VERSION_MINOR 2
+#define SOFTGPU_VERSION_MINOR 3
 /* managed memory: allocations whose pages migrate on device faults */
 #define SOFTGPU_CAP_MANAGED 0x1
 /* the daemon records a trace of the device */

@@ -238,8 +238,8 @@ func (c *client) attach(a *uapi.Attach) (send []int, closeAfter []*os.File, err 
 		return nil, nil, err
 	}
 	ctx, err := c.s.drv.NewContext()
-	if err == nil {
-		if err = c.charge(uapi.Pools{Contexts: 1}); err != nil {
+	if err == nil { // charged for its root's table pages too (quota.go)
+		if err = c.charge(uapi.Pools{Contexts: 1, PageTables: uint32(ctx.TablePages())}); err != nil {
 			ctx.Close()
 		}
 	}
@@ -366,6 +366,12 @@ func (c *client) alloc(a *uapi.Alloc) error {
 		c.refund(uapi.Pools{DeviceMemory: bytes})
 		return err
 	}
+	if err := c.chargeTables(); err != nil { // the tables the mapping added (quota.go)
+		ferr := c.ctx.Free(va) // its tables go back at once; its memory once queued work has passed it (driver: deferred.go)
+		c.refundTables()
+		c.refund(uapi.Pools{DeviceMemory: bytes})
+		return errors.Join(fmt.Errorf("ALLOC of %d bytes: %w", a.Size, err), ferr)
+	}
 	a.VA = va
 	c.mu.Lock()
 	c.allocs[va] = bytes
@@ -384,6 +390,7 @@ func (c *client) free(va uint64) error {
 		return fmt.Errorf("FREE of %#x, not an allocation of this client: %w", va, uapi.ErrNoEntry)
 	}
 	c.refund(uapi.Pools{DeviceMemory: size})
+	defer c.refundTables() // the tables the unmap emptied (quota.go)
 	return c.ctx.Free(va)
 }
 
@@ -419,6 +426,12 @@ func (c *client) hostRegister(a *uapi.HostRegister, fd int) error {
 		c.s.drv.HostFree(p)
 		c.refund(pinned)
 		return err
+	}
+	if err := c.chargeTables(); err != nil { // the tables the mapping added (quota.go)
+		ferr := c.s.drv.HostFree(p) // unmaps it from the context
+		c.refundTables()
+		c.refund(pinned)
+		return errors.Join(fmt.Errorf("HOST_REGISTER of %d bytes: %w", a.Size, err), ferr)
 	}
 	a.VA = va
 	c.mu.Lock()
@@ -477,9 +490,16 @@ func (c *client) managedAlloc(a *uapi.ManagedAlloc, fd int) error {
 		c.refund(pinned)
 		return err
 	}
+	if err := c.chargeTables(); err != nil { // the tables the mapping added (quota.go)
+		ferr := m.Free()
+		c.refundTables()
+		c.refund(pinned)
+		return errors.Join(fmt.Errorf("MANAGED_ALLOC of %d bytes: %w", a.Length, err), ferr)
+	}
 	a.VA = m.VA()
 	if err := c.keepMemfd(a.VA, fd); err != nil { // pager.go
 		m.Free()
+		c.refundTables()
 		c.refund(pinned)
 		return err
 	}
@@ -518,6 +538,7 @@ func (c *client) managedFree(va uint64) error {
 	if !ok {
 		return fmt.Errorf("MANAGED_FREE of %#x, not managed memory of this client: %w", va, uapi.ErrNoEntry)
 	}
+	defer c.refundTables() // the tables the unmap emptied (quota.go)
 	// Refunded once it is unlocked and out of the window.
 	defer c.refund(uapi.Pools{PinnedBytes: roundPage(m.Size()), WindowEntries: 1})
 	c.stopPager(va) // pager.go
@@ -535,6 +556,7 @@ func (c *client) hostUnregister(va uint64) error {
 	if !ok {
 		return fmt.Errorf("HOST_UNREGISTER of %#x, not a region of this client: %w", va, uapi.ErrNoEntry)
 	}
+	defer c.refundTables() // the tables the unmap emptied (quota.go)
 	// Refunded once it is unlocked and out of the window.
 	defer c.refund(uapi.Pools{PinnedBytes: uint64(len(p.Bytes())), WindowEntries: 1})
 	return c.s.drv.HostFree(p) // waits out a command copying from it; unmaps it from the context

@@ -18,6 +18,7 @@ import (
 	"softgpu/stage9-chardev/abi"
 	"softgpu/stage9-chardev/client"
 	"softgpu/stage9-chardev/server"
+	"softgpu/stage9-chardev/uapi"
 )
 
 // Clients in processes of their own, as the daemon will meet them: the
@@ -272,6 +273,13 @@ func TestAClientKilledMidStream(t *testing.T) {
 		used := info(t, ctl).MemoryUsed
 		return used == baseline, fmt.Sprintf("%d bytes in use; %d before", used, baseline)
 	})
+	// Every charge the victim held is refunded, the tables of its
+	// context with the rest: the one client left, the control
+	// connection, holds nothing, nor does its uid — the victim's.
+	qs, err := ctl.Quotas()
+	require.NoError(t, err)
+	require.Len(t, qs, 1, "CLIENT_QUOTA after the victim's teardown: %+v", qs)
+	assert.Equal(t, uapi.Pools{}, qs[0].UidUse, "CLIENT_QUOTA after the victim's teardown: the uid's use of every pool")
 	// The victim held channels 2 and 3, the lowest a client gets (the
 	// driver gives the lowest free id): a new client gets them back, clean.
 	r := dialRaw(t, s.Node())

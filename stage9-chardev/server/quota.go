@@ -36,6 +36,15 @@ import (
 //	               does not, so one client can never exhaust them
 //	Contexts       one per ATTACHed connection
 //	Channels       one per open channel, the engines' defaults included
+//	PageTables     pages of 4 KiB of the page-table pool (driver/vm.go):
+//	               the context's root at ATTACH, then whatever tables each
+//	               call that maps (ALLOC, HOST_REGISTER, MANAGED_ALLOC)
+//	               adds, read from driver.Context.TablePages before and
+//	               after. Tables cost by how sparse a mapping is, not how
+//	               big: a 4 KiB ALLOC alone in its 2 MiB of VA takes a
+//	               4 KiB leaf table, so without this pool a client within
+//	               its memory quota could empty the table pool, and no
+//	               other client could ATTACH
 //
 // (Connections per uid are the accept loop's cap.) The defaults let one
 // client alone use the whole device; an operator shares it out with
@@ -59,16 +68,24 @@ type Quota struct {
 	WindowEntries int    // DMA window entries; fewer than abi.WindowSlots
 	Contexts      int    // contexts (a client has at most one)
 	Channels      int    // open channels
+	PageTables    int    // pages of 4 KiB of the page-table pool its contexts' tables take
 }
 
 // defaultQuota fills q's zero fields: the whole device for memory and
 // channels; for pinned bytes the daemon's RLIMIT_MEMLOCK, or half the
 // host's RAM if that is unlimited (root's), since every pinned byte is
 // RAM no one else can have; half the window's entries; every context but
-// the driver's.
-func defaultQuota(q Quota, memory uint64, perClient bool) Quota {
+// the driver's; for page tables, the pool's free pages for a uid, as it
+// may hold every context, and tableLimit of them for a client.
+func defaultQuota(q Quota, memory, tablesFree uint64, perClient bool) Quota {
 	if q.DeviceMemory == 0 {
 		q.DeviceMemory = memory
+	}
+	if q.PageTables == 0 {
+		q.PageTables = int(min(tablesFree, math.MaxUint32))
+		if perClient {
+			q.PageTables = tableLimit(tablesFree)
+		}
 	}
 	if q.PinnedBytes == 0 {
 		q.PinnedBytes = pinLimit()
@@ -88,6 +105,22 @@ func defaultQuota(q Quota, memory uint64, perClient bool) Quota {
 	return q
 }
 
+// tableLimit is a client's default PageTables, from the pages the table
+// pool has free once the driver has made its own tables (driver.
+// TablePoolFree): all of them, as DeviceMemory's default is all of device
+// memory, but for a root table for every other context there can be — so
+// that no one client can leave another unable to ATTACH — and never less
+// than half of them, as WindowEntries' default is half the window, for a
+// pool too small to hold every root anyway. A uid's default is the whole
+// free pool, as its default of contexts is every context: the clients of
+// one uid may hold all the device's contexts, and need their roots.
+// Beyond the roots, the pool is shared as device memory is: first come,
+// first served, up to the limits.
+func tableLimit(free uint64) int {
+	others := uint64(abi.MaxContexts-2) * (abi.RootBytes >> abi.PageShift) // the contexts but the driver's and the client's own
+	return int(min(free-min(others, free/2), math.MaxUint32))
+}
+
 // pinLimit is the default PinnedBytes: see defaultQuota.
 func pinLimit() uint64 {
 	var rl unix.Rlimit
@@ -104,11 +137,11 @@ func pinLimit() uint64 {
 // checkQuota refuses a quota no limit can honour.
 func checkQuota(name string, q Quota) error {
 	switch {
-	case q.WindowEntries < 0 || q.Contexts < 0 || q.Channels < 0:
+	case q.WindowEntries < 0 || q.Contexts < 0 || q.Channels < 0 || q.PageTables < 0:
 		return fmt.Errorf("softgpu: %s quota %+v: a negative limit", name, q)
 	case q.WindowEntries >= abi.WindowSlots:
 		return fmt.Errorf("softgpu: %s quota of %d DMA window entries: the device has %d, and a quota must leave some for others", name, q.WindowEntries, abi.WindowSlots)
-	case q.Channels > math.MaxUint32 || q.Contexts > math.MaxUint32:
+	case q.Channels > math.MaxUint32 || q.Contexts > math.MaxUint32 || q.PageTables > math.MaxUint32:
 		return fmt.Errorf("softgpu: %s quota %+v: out of range", name, q)
 	}
 	return nil
@@ -117,7 +150,8 @@ func checkQuota(name string, q Quota) error {
 // pools turns a Quota into the uapi's amounts.
 func (q Quota) pools() uapi.Pools {
 	return uapi.Pools{DeviceMemory: q.DeviceMemory, PinnedBytes: q.PinnedBytes,
-		WindowEntries: uint32(q.WindowEntries), Contexts: uint32(q.Contexts), Channels: uint32(q.Channels)}
+		WindowEntries: uint32(q.WindowEntries), Contexts: uint32(q.Contexts), Channels: uint32(q.Channels),
+		PageTables: uint32(q.PageTables)}
 }
 
 // overBy names the first pool in which use plus more exceeds limit, or
@@ -132,6 +166,7 @@ func overBy(use, more, limit uapi.Pools) (pool string, have, max uint64) {
 		{"DMA window entries", uint64(use.WindowEntries), uint64(more.WindowEntries), uint64(limit.WindowEntries)},
 		{"contexts", uint64(use.Contexts), uint64(more.Contexts), uint64(limit.Contexts)},
 		{"channels", uint64(use.Channels), uint64(more.Channels), uint64(limit.Channels)},
+		{"page-table pages", uint64(use.PageTables), uint64(more.PageTables), uint64(limit.PageTables)},
 	} {
 		if p.more > p.limit || p.use > p.limit-p.more { // use+more > limit, without overflow
 			return p.name, p.use, p.limit
@@ -148,6 +183,7 @@ func add(use *uapi.Pools, more uapi.Pools, sign int) {
 		use.WindowEntries += more.WindowEntries
 		use.Contexts += more.Contexts
 		use.Channels += more.Channels
+		use.PageTables += more.PageTables
 		return
 	}
 	use.DeviceMemory -= more.DeviceMemory
@@ -155,6 +191,7 @@ func add(use *uapi.Pools, more uapi.Pools, sign int) {
 	use.WindowEntries -= more.WindowEntries
 	use.Contexts -= more.Contexts
 	use.Channels -= more.Channels
+	use.PageTables -= more.PageTables
 }
 
 // ANCHOR: charge
@@ -251,3 +288,49 @@ func (s *Server) clientQuota(a *uapi.ClientQuota) error {
 	}
 	return nil
 }
+
+// ANCHOR: tables
+
+// chargeTables brings the client's charge for page tables up to what its
+// context's tables take now (driver.Context.TablePages): each call that
+// maps reads the count after the driver mapped, and is charged what the
+// mapping added — or refunded, if the count went down. Only the client's
+// serve goroutine maps and unmaps in its context, and only it charges or
+// refunds its pools, so the count cannot move between the read and the
+// charge. On ErrQuota the caller undoes its call, which gives the new
+// tables back, and calls refundTables.
+func (c *client) chargeTables() error {
+	held, charged := c.tables()
+	switch {
+	case held > charged && held-charged > math.MaxUint32:
+		return fmt.Errorf("%d page-table pages at once: %w", held-charged, uapi.ErrQuota)
+	case held > charged:
+		return c.charge(uapi.Pools{PageTables: uint32(held - charged)})
+	case held < charged:
+		c.refund(uapi.Pools{PageTables: uint32(charged - held)})
+	}
+	return nil
+}
+
+// refundTables gives back the charge for tables the context no longer
+// holds: after an unmap (FREE, HOST_UNREGISTER, MANAGED_FREE) or a call
+// undone. It refunds the charge less what the context holds, never more
+// than was charged: tables a failed call left that were never charged
+// (a managed map the pool ran out under) refund nothing, and go at
+// teardown.
+func (c *client) refundTables() {
+	if held, charged := c.tables(); held < charged {
+		c.refund(uapi.Pools{PageTables: uint32(charged - held)})
+	}
+}
+
+// tables returns the table pages the client's context holds and those it
+// has been charged for.
+func (c *client) tables() (held, charged uint64) {
+	held = c.ctx.TablePages()
+	c.s.quotaMu.Lock()
+	defer c.s.quotaMu.Unlock()
+	return held, uint64(c.use.PageTables)
+}
+
+// ANCHOR_END: tables

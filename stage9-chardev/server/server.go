@@ -243,8 +243,9 @@ func New(cfg Config) (*Server, error) {
 		ln.Close()
 		return nil, fmt.Errorf("softgpu: the node it just bound: %w", err)
 	}
-	s.cfg.ClientQuota = defaultQuota(cfg.ClientQuota, drv.MemorySize(), true)
-	s.cfg.UidQuota = defaultQuota(cfg.UidQuota, drv.MemorySize(), false)
+	tablesFree := drv.TablePoolFree() // the driver's own tables made, no client's yet
+	s.cfg.ClientQuota = defaultQuota(cfg.ClientQuota, drv.MemorySize(), tablesFree, true)
+	s.cfg.UidQuota = defaultQuota(cfg.UidQuota, drv.MemorySize(), tablesFree, false)
 	s.clientLimit, s.uidLimit = s.cfg.ClientQuota.pools(), s.cfg.UidQuota.pools()
 	s.log.Info("device open", "node", cfg.Node, "memory", drv.MemorySize(), "mode", fmt.Sprintf("%#o", cfg.Mode))
 	s.log.Info("quotas", "client", fmt.Sprintf("%+v", s.cfg.ClientQuota), "uid", fmt.Sprintf("%+v", s.cfg.UidQuota))

@@ -66,9 +66,15 @@ const (
 //
 // 2.2 also added MANAGED_PAGER: a 2.1 client never makes the call, and its
 // managed memory behaves as before (the host Syncs).
+//
+// 2.3 gave Pools' reserved word a meaning, PageTables, and the daemon a
+// quota on the page-table pool: a 2.2 client ignores the word (a reply's
+// reserved fields are not checked) and meets ErrQuota only where a 2.2
+// daemon would have run the pool out, and with it every other client's
+// ATTACH.
 const (
 	VersionMajor = 2
-	VersionMinor = 2
+	VersionMinor = 3
 )
 
 // Attach is the argument of ATTACH: the client becomes a context of the
@@ -323,10 +329,10 @@ type ClientQuota struct {
 
 // Pools is an amount of each device-wide pool a quota limits.
 type Pools struct {
-	DeviceMemory  uint64 `uapi:"out"`      // bytes of device memory (ALLOC, each rounded up to its pages)
-	PinnedBytes   uint64 `uapi:"out"`      // bytes of host memory the daemon locks (HOST_REGISTER, MANAGED_ALLOC): every byte of the memfd's range, touched or not
-	WindowEntries uint32 `uapi:"out"`      // DMA window entries: one per registered memfd
-	Contexts      uint32 `uapi:"out"`      // contexts: one per ATTACHed connection
-	Channels      uint32 `uapi:"out"`      // channels open
-	Pad           uint32 `uapi:"reserved"` // zero
+	DeviceMemory  uint64 `uapi:"out"` // bytes of device memory (ALLOC, each rounded up to its pages)
+	PinnedBytes   uint64 `uapi:"out"` // bytes of host memory the daemon locks (HOST_REGISTER, MANAGED_ALLOC): every byte of the memfd's range, touched or not
+	WindowEntries uint32 `uapi:"out"` // DMA window entries: one per registered memfd
+	Contexts      uint32 `uapi:"out"` // contexts: one per ATTACHed connection
+	Channels      uint32 `uapi:"out"` // channels open
+	PageTables    uint32 `uapi:"out"` // pages of 4 KiB (abi.PageShift) of page-table memory: its context's tables, root included (ATTACH, and every call that maps)
 }

@@ -183,3 +183,26 @@ func TestArgEncoding(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolsKeepsItsLayout: 2.3 gave Pools' reserved word a meaning,
+// PageTables; the struct kept its size and every other field its offset,
+// so a 2.2 client's Pools reads the same bytes.
+func TestPoolsKeepsItsLayout(t *testing.T) {
+	typ := reflect.TypeOf(Pools{})
+	assert.Equal(t, uintptr(32), typ.Size(), "unsafe.Sizeof(Pools{})")
+	for _, f := range []struct {
+		name   string
+		offset uintptr
+	}{
+		{"DeviceMemory", 0}, {"PinnedBytes", 8}, {"WindowEntries", 16},
+		{"Contexts", 20}, {"Channels", 24}, {"PageTables", 28},
+	} {
+		got, ok := typ.FieldByName(f.name)
+		if !ok {
+			t.Errorf("Pools has no field %s", f.name)
+			continue
+		}
+		assert.Equal(t, f.offset, got.Offset, "unsafe.Offsetof(Pools{}.%s)", f.name)
+	}
+	assert.Equal(t, 6, typ.NumField(), "Pools' fields")
+}

@@ -20,6 +20,7 @@ type quotaReport struct {
 	Window       poolReport `json:"window_entries"`
 	Contexts     poolReport `json:"contexts"`
 	Channels     poolReport `json:"channels"`
+	PageTables   poolReport `json:"page_table_pages"` // since uapi 2.3; zero from an older daemon
 }
 
 // poolReport is one pool of one client: its use and limit, and its uid's.
@@ -62,6 +63,8 @@ func (s *sample) quotaOf(pid, context uint32) *quotaReport {
 				uint64(q.UidUse.WindowEntries), uint64(q.UidLimit.WindowEntries)),
 			Contexts: pool(uint64(q.Use.Contexts), uint64(q.Limit.Contexts), uint64(q.UidUse.Contexts), uint64(q.UidLimit.Contexts)),
 			Channels: pool(uint64(q.Use.Channels), uint64(q.Limit.Channels), uint64(q.UidUse.Channels), uint64(q.UidLimit.Channels)),
+			PageTables: pool(uint64(q.Use.PageTables), uint64(q.Limit.PageTables),
+				uint64(q.UidUse.PageTables), uint64(q.UidLimit.PageTables)),
 		}
 	}
 	return nil
@@ -70,9 +73,9 @@ func (s *sample) quotaOf(pid, context uint32) *quotaReport {
 // writeQuotas prints the quotas table: a row per client with its use and
 // limit of each pool, and beneath it a row for its uid.
 //
-//	QUOTA      DEVICE MEM          PINNED               WINDOW  CONTEXTS  CHANNELS
-//	pid 4242   1.0 MiB/16.0 MiB    64.0 KiB/11.7 GiB    1/32    1/1       2/126
-//	 uid 1000  1.0 MiB/16.0 MiB    64.0 KiB/11.7 GiB    1/32    1/63      2/126
+//	QUOTA      DEVICE MEM          PINNED               WINDOW  CONTEXTS  CHANNELS  TABLES
+//	pid 4242   1.0 MiB/16.0 MiB    64.0 KiB/11.7 GiB    1/32    1/1       2/126     5/114
+//	 uid 1000  1.0 MiB/16.0 MiB    64.0 KiB/11.7 GiB    1/32    1/63      2/126     5/114
 func writeQuotas(w io.Writer, clients []clientReport) {
 	header := false
 	for _, c := range clients {
@@ -81,16 +84,18 @@ func writeQuotas(w io.Writer, clients []clientReport) {
 			continue
 		}
 		if !header {
-			fmt.Fprintf(w, "\nQUOTA\tDEVICE MEM\tPINNED\tWINDOW\tCONTEXTS\tCHANNELS\n")
+			fmt.Fprintf(w, "\nQUOTA\tDEVICE MEM\tPINNED\tWINDOW\tCONTEXTS\tCHANNELS\tTABLES\n")
 			header = true
 		}
 		bytes := func(use, limit uint64) string { return byteSize(use) + "/" + byteSize(limit) }
 		count := func(use, limit uint64) string { return fmt.Sprintf("%d/%d", use, limit) }
-		fmt.Fprintf(w, "pid %d\t%s\t%s\t%s\t%s\t%s\n", c.Pid,
+		fmt.Fprintf(w, "pid %d\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Pid,
 			bytes(q.DeviceMemory.Use, q.DeviceMemory.Limit), bytes(q.PinnedBytes.Use, q.PinnedBytes.Limit),
-			count(q.Window.Use, q.Window.Limit), count(q.Contexts.Use, q.Contexts.Limit), count(q.Channels.Use, q.Channels.Limit))
-		fmt.Fprintf(w, " uid %d\t%s\t%s\t%s\t%s\t%s\n", c.Uid,
+			count(q.Window.Use, q.Window.Limit), count(q.Contexts.Use, q.Contexts.Limit), count(q.Channels.Use, q.Channels.Limit),
+			count(q.PageTables.Use, q.PageTables.Limit))
+		fmt.Fprintf(w, " uid %d\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Uid,
 			bytes(q.DeviceMemory.UidUse, q.DeviceMemory.UidLimit), bytes(q.PinnedBytes.UidUse, q.PinnedBytes.UidLimit),
-			count(q.Window.UidUse, q.Window.UidLimit), count(q.Contexts.UidUse, q.Contexts.UidLimit), count(q.Channels.UidUse, q.Channels.UidLimit))
+			count(q.Window.UidUse, q.Window.UidLimit), count(q.Contexts.UidUse, q.Contexts.UidLimit), count(q.Channels.UidUse, q.Channels.UidLimit),
+			count(q.PageTables.UidUse, q.PageTables.UidLimit))
 	}
 }

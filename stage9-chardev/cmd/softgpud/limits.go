@@ -24,6 +24,8 @@ func quotaFlags(fs *flag.FlagSet, client, uid *server.Quota) {
 		fs.IntVar(&q.quota.WindowEntries, q.who+"-window", 0, fmt.Sprintf("DMA window entries %s may hold, fewer than the device's %d (0: half of them)", q.what, abi.WindowSlots))
 		fs.IntVar(&q.quota.Channels, q.who+"-channels", 0, "channels "+q.what+" may have open (0: every channel the driver does not keep)")
 	}
+	fs.IntVar(&client.PageTables, "client-tables", 0, "pages of 4 KiB of the page-table pool one client's tables may take, its root included (0: the pool but a root for every other context, and at least half of it)")
+	fs.IntVar(&uid.PageTables, "uid-tables", 0, "pages of 4 KiB of the page-table pool the tables of all the clients of one uid may take together, their roots included (0: all of it)")
 	fs.IntVar(&uid.Contexts, "uid-contexts", 0, "contexts (attached connections) all the clients of one uid may have together (0: every context the driver does not keep)")
 }
 
