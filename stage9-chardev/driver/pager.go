@@ -33,7 +33,9 @@ import (
 // Pager takes pages away from the host side of a managed allocation. Its
 // methods are called with um.mu held, so they must not wait for the
 // program they act on: the daemon's are ioctls on the program's
-// userfaultfd and fallocate on its memfd, which do not.
+// userfaultfd and fallocate on its memfd, which need no help from it but
+// do take its kernel locks, so each is bounded, and fails when the
+// program holds them too long (server/pager.go, bounded).
 type Pager interface {
 	// Protect write-protects page i in the program's mapping. If it
 	// fails, the page is not moved: it is mapped remotely instead.

@@ -180,7 +180,7 @@ func (l *faultLoop) run(s *Server) {
 			l.mu.Unlock()
 			if p != nil && !p.serveReady(buf, ev.Events) {
 				l.remove(p)
-				p.drop()
+				p.drop("its userfaultfd cannot be read")
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -58,10 +59,19 @@ import (
 // against the allocation's.
 //
 // Isolation: a fault address outside [Base, Base+Length) is counted and
-// not answered; the daemon never waits for a client (its ioctls and
-// fallocate return without the client's help, and it never writes the
-// liveness socket), so a client that never retries its faults costs the
-// daemon nothing. A fault is served by moving at most one page. What the
+// not answered; the daemon never waits for a client's help (its ioctls
+// and fallocate need none, and it never writes the liveness socket), so
+// a client that never retries its faults costs the daemon nothing. But
+// they do take the client's own kernel locks: the ioctls its mmap lock,
+// fallocate its memfd's inode lock, each of which the client can hold
+// for as long as one system call of its own lasts — an mprotect over
+// tens of thousands of populated mappings holds the mmap lock for
+// writing for a sizeable fraction of a second, and a thread can do it
+// again and again (TestAStrangersMmapLockStallsNoOtherClient). The
+// driver makes the calls with its managed-memory lock (um.mu) held, and
+// the fault loop makes some for every client, so each is bounded
+// (bounded): one that takes longer than pagerBound fails, and its client
+// is dropped. A fault is served by moving at most one page. What the
 // client does hold is the userfaultfd's open file description, and its
 // O_NONBLOCK flag, which the kernel's poll and read of it obey: the
 // pager's read does not wait whatever the flag says, and a client that
@@ -91,9 +101,9 @@ type pager struct {
 	live   int    // the daemon's end of the client's liveness socket pair: closed last
 	base   uint64 // the client's mapping of it
 	length uint64
-	loop   *faultLoop // the daemon's (faultloop.go)
-	id     uint32     // its key in loop.byID, and its epoll events' data
-	drop   func()     // ends the client: closes its connection, and its teardown frees its memory
+	loop   *faultLoop       // the daemon's (faultloop.go)
+	id     uint32           // its key in loop.byID, and its epoll events' data
+	drop   func(why string) // ends the client: closes its connection, and its teardown frees its memory
 
 	// serving is held by the fault loop while it reads and answers this
 	// pager's faults; stopPager takes it to know that no answer is under
@@ -101,6 +111,17 @@ type pager struct {
 	serving sync.Mutex
 	stopped bool   // guarded by serving
 	last    []byte // the previous read's messages, for replayFaults; the loop's
+
+	// calls guards the calls into the client's memory that bounded
+	// started and may have left running: uffd and memfd stay open until
+	// the last of them returns, so that none acts on a descriptor number
+	// the daemon has since given to another client.
+	calls struct {
+		sync.Mutex
+		running int  // started, not returned
+		stuck   bool // one outlived pagerBound: no more are made
+		closing bool // stopPager is done with the descriptors
+	}
 }
 
 // keepMemfd keeps a duplicate of a managed allocation's memfd, for a
@@ -175,8 +196,8 @@ func (c *client) managedPager(a *uapi.ManagedPager, uffdFD, livenessFD int) erro
 		return fmt.Errorf("MANAGED_PAGER: %v: %w", err, uapi.ErrNoMemory)
 	}
 	p := &pager{m: m, uffd: uffdDup, memfd: memfd, live: live, base: a.Base, length: a.Length, loop: loop,
-		drop: func() {
-			c.s.log.Warn("client dropped: its userfaultfd cannot be read", "pid", c.pid)
+		drop: func(why string) {
+			c.s.log.Warn("client dropped: "+why, "pid", c.pid)
 			c.conn.Close() // its serve loop sees EOF and tears it down: stopPager, then the free
 		}}
 	if err := m.SetPager(p); err != nil {
@@ -208,12 +229,92 @@ func (c *client) stopPager(va uint64) {
 	if p != nil {
 		p.loop.remove(p)   // no fault of its is read or answered from here on
 		p.m.SetPager(nil)  // pages come home, through its userfaultfd: none is a hole once the pager is gone
-		unix.Close(p.uffd) // nothing uses it now: the driver's calls ended with SetPager
+		p.release()        // the driver's calls ended with SetPager; a stuck one may still run
 		unix.Close(p.live) // a client that did not disarm it is killed: it was let go with pages it could fault on
-	}
-	if kept {
+	} else if kept {
 		unix.Close(memfd)
 	}
+}
+
+// pagerBound is how long the daemon waits for one call into a client's
+// memory (an ioctl on its userfaultfd, a fallocate on its memfd). Such a
+// call takes microseconds unless the client holds the kernel lock it
+// needs; the driver makes it with um.mu held, which every client's
+// managed memory needs, so a client may hold that up for this long, once:
+// then it is dropped. Well under liveBound (2 s), and far above a call
+// on a loaded machine.
+const pagerBound = 100 * time.Millisecond
+
+// errStuck is a call into a client's memory that outlived pagerBound, or
+// one not made because an earlier one did.
+var errStuck = errors.New("the client's memory was not reachable within the pager's bound")
+
+// bounded runs call, which may block in the kernel on a lock the client
+// holds, with p's descriptors, and waits for it at most pagerBound. The
+// call runs on a goroutine of its own, so that a call that outlives the
+// bound is left running, holding a thread until the client lets go,
+// rather than holding up the caller — um.mu, or the fault loop, which
+// every client needs. Its late effects reach only the client's own
+// mapping and memfd, and the client is dropped: the first call to
+// outlive the bound drops it, and no further call is made. The hand-off
+// to the goroutine and back costs every call: a sparse touch
+// (ManagedPager/touch=sparse/path=pager), two calls, took about 125 µs
+// against 82 µs when each call ran on its caller (six runs of each build,
+// in turns of three, when this was written; scratch runs, in no record).
+func (p *pager) bounded(call func(uffd, memfd int) error) error {
+	p.calls.Lock()
+	if p.calls.stuck || p.calls.closing {
+		p.calls.Unlock()
+		return errStuck
+	}
+	p.calls.running++
+	p.calls.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		err := call(p.uffd, p.memfd)
+		p.calls.Lock()
+		p.calls.running--
+		last := p.calls.closing && p.calls.running == 0
+		p.calls.Unlock()
+		if last {
+			p.closeDescriptors()
+		}
+		done <- err
+	}()
+	timer := time.NewTimer(pagerBound)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+	}
+	p.calls.Lock()
+	first := !p.calls.stuck
+	p.calls.stuck = true
+	p.calls.Unlock()
+	if first && p.drop != nil {
+		p.drop("the pager cannot reach its memory") // it only closes the connection: the teardown, which takes um.mu, runs on the client's serve goroutine
+	}
+	return errStuck
+}
+
+// release closes p's userfaultfd and memfd once no call bounded started
+// still runs; the last such call closes them otherwise.
+func (p *pager) release() {
+	p.calls.Lock()
+	p.calls.closing = true
+	idle := p.calls.running == 0
+	p.calls.Unlock()
+	if idle {
+		p.closeDescriptors()
+	}
+}
+
+// closeDescriptors closes the daemon's duplicates of the client's
+// userfaultfd and memfd: release's, once.
+func (p *pager) closeDescriptors() {
+	unix.Close(p.uffd)
+	unix.Close(p.memfd)
 }
 
 // ANCHOR: servefaults
@@ -315,11 +416,20 @@ var pagerOutside atomic.Uint64
 
 // wake lifts write protection on page i of the client's mapping, which
 // wakes the threads waiting on it; if the kernel refuses (EAGAIN while the
-// client's address space is changing), a plain wake does it.
+// client's address space is changing), a plain wake does it. Bounded: the
+// fault loop calls it for every client.
 func (p *pager) wake(i uint64) {
+	p.bounded(func(fd, _ int) error {
+		p.wakeOn(fd, i)
+		return nil
+	})
+}
+
+// wakeOn is wake, on fd, the descriptor bounded passes its call.
+func (p *pager) wakeOn(fd int, i uint64) {
 	addr := p.base + i<<abi.PageShift
-	if err := uffd.WriteProtect(p.uffd, addr, 1<<abi.PageShift, false); err != nil {
-		uffd.Wake(p.uffd, addr, 1<<abi.PageShift)
+	if err := uffd.WriteProtect(fd, addr, 1<<abi.PageShift, false); err != nil {
+		uffd.Wake(fd, addr, 1<<abi.PageShift)
 	}
 }
 
@@ -328,13 +438,15 @@ func (p *pager) wake(i uint64) {
 // tried again a few times; then the page is not moved.
 func (p *pager) Protect(i int) error {
 	addr := p.base + uint64(i)<<abi.PageShift
-	var err error
-	for range 8 {
-		if err = uffd.WriteProtect(p.uffd, addr, 1<<abi.PageShift, true); !errors.Is(err, syscall.EAGAIN) {
-			break
+	return p.bounded(func(fd, _ int) error {
+		var err error
+		for range 8 {
+			if err = uffd.WriteProtect(fd, addr, 1<<abi.PageShift, true); !errors.Is(err, syscall.EAGAIN) {
+				break
+			}
 		}
-	}
-	return err
+		return err
+	})
 }
 
 // Fill puts the pages from i back into the memfd, whole, with one
@@ -343,16 +455,18 @@ func (p *pager) Protect(i int) error {
 // times for the pages not yet filled, as in Protect.
 func (p *pager) Fill(i int, src []byte) error {
 	addr := p.base + uint64(i)<<abi.PageShift
-	var err error
-	for range 8 {
-		var filled uint64
-		filled, err = uffd.Copy(p.uffd, addr, src)
-		addr, src = addr+filled, src[filled:]
-		if !errors.Is(err, syscall.EAGAIN) {
-			break
+	return p.bounded(func(fd, _ int) error {
+		var err error
+		for range 8 {
+			var filled uint64
+			filled, err = uffd.Copy(fd, addr, src)
+			addr, src = addr+filled, src[filled:]
+			if !errors.Is(err, syscall.EAGAIN) {
+				break
+			}
 		}
-	}
-	return err
+		return err
+	})
 }
 
 // Remove punches page i out of the memfd — out of the client's mapping
@@ -360,9 +474,11 @@ func (p *pager) Fill(i int, src []byte) error {
 // writer that waited: its retry is a missing fault (driver.Pager).
 func (p *pager) Remove(i int) error {
 	off := int64(i) << abi.PageShift
-	if err := unix.Fallocate(p.memfd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, 1<<abi.PageShift); err != nil {
-		return fmt.Errorf("punching page %d: %w", i, err)
-	}
-	p.wake(uint64(i))
-	return nil
+	return p.bounded(func(fd, memfd int) error {
+		if err := unix.Fallocate(memfd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, 1<<abi.PageShift); err != nil {
+			return fmt.Errorf("punching page %d: %w", i, err)
+		}
+		p.wakeOn(fd, uint64(i))
+		return nil
+	})
 }

@@ -29,7 +29,7 @@ func TestAForkEventsDescriptorIsClosedAndTheClientDropped(t *testing.T) {
 	msg[0] = uffd.EventFork
 	binary.LittleEndian.PutUint32(msg[8:], uint32(r)) // uffd_msg.arg.fork.ufd: the descriptor the kernel installed
 	dropped := 0
-	p := &pager{drop: func() { dropped++ }}
+	p := &pager{drop: func(string) { dropped++ }}
 	keep := p.serve(msg)
 	_, err := unix.Write(w, []byte{1})
 	assert.ErrorIs(t, err, syscall.EPIPE, "writing to a pipe whose read end the fork event carried; want EPIPE, the read end closed by the pager")
