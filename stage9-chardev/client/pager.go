@@ -106,8 +106,9 @@ func (ps *pagedSet) disarmAll() {
 }
 
 // ErrNoPager reports that the pager could not be set up for an
-// allocation: userfaultfd is not permitted here, or the daemon is older
-// than 2.2. The allocation works as before: the host Syncs.
+// allocation: userfaultfd is not permitted here, the daemon is older
+// than 2.2, or it bars this uid from its pager for now. The allocation
+// works as before: the host Syncs.
 var ErrNoPager = errors.New("softgpu: no pager for managed memory")
 
 // ANCHOR: startpager
@@ -150,12 +151,22 @@ func (m *Managed) startPager() error {
 	}
 	a := uapi.ManagedPager{VA: m.va, Base: base, Length: uint64(len(m.mapping)), Flags: flags}
 	_, err = g.call(&a, []int{fd, peer})
-	unix.Close(peer) // the daemon's now, or nobody's
 	if err != nil {
+		// Disarmed before the peer's last copy goes: the daemon closed
+		// the one it was sent when it refused, so closing this one
+		// closes the pair's other end, which kills an armed client.
 		disarm(own)
+		unix.Close(peer)
 		unix.Close(fd) // the registration goes with it
+		if errors.Is(err, uapi.ErrPerm) {
+			// The daemon bars this uid from its pager for a while: a
+			// client of the uid held up a call into its memory
+			// (server/pager.go, pagerBars).
+			return fmt.Errorf("%w: %w", ErrNoPager, err)
+		}
 		return g.err(err)
 	}
+	unix.Close(peer) // the daemon holds its own copy, as long as the pager lives
 	m.uffd, m.live, m.userModeOnly = fd, own, flags != 0
 	g.paged.add(m)
 	return nil

@@ -104,6 +104,8 @@ type pager struct {
 	loop   *faultLoop       // the daemon's (faultloop.go)
 	id     uint32           // its key in loop.byID, and its epoll events' data
 	drop   func(why string) // ends the client: closes its connection, and its teardown frees its memory
+	uid    uint32           // the client's
+	bars   *pagerBars       // the daemon's: a uid barred from the pager has no call made (bounded)
 
 	// serving is held by the fault loop while it reads and answers this
 	// pager's faults; stopPager takes it to know that no answer is under
@@ -173,6 +175,9 @@ func (c *client) managedPager(a *uapi.ManagedPager, uffdFD, livenessFD int) erro
 	if err := uffd.WriteProtect(uffdFD, a.Base, a.Length, false); err != nil {
 		return fmt.Errorf("MANAGED_PAGER: [%#x, +%d) is not registered for write-protect faults: %v: %w", a.Base, a.Length, err, uapi.ErrInval)
 	}
+	if until, barred := c.s.bars.barred(c.uid, time.Now()); barred {
+		return fmt.Errorf("MANAGED_PAGER: a client of uid %d held up the pager; it pages none of the uid's memory until %s: %w", c.uid, until.UTC().Format(time.RFC3339), uapi.ErrPerm)
+	}
 	c.pg.mu.Lock()
 	defer c.pg.mu.Unlock()
 	memfd, kept := c.pg.memfds[a.VA]
@@ -196,8 +201,9 @@ func (c *client) managedPager(a *uapi.ManagedPager, uffdFD, livenessFD int) erro
 		return fmt.Errorf("MANAGED_PAGER: %v: %w", err, uapi.ErrNoMemory)
 	}
 	p := &pager{m: m, uffd: uffdDup, memfd: memfd, live: live, base: a.Base, length: a.Length, loop: loop,
+		uid: c.uid, bars: &c.s.bars,
 		drop: func(why string) {
-			c.s.log.Warn("client dropped: "+why, "pid", c.pid)
+			c.s.log.Warn("client dropped: "+why, "pid", c.pid, "uid", c.uid)
 			c.conn.Close() // its serve loop sees EOF and tears it down: stopPager, then the free
 		}}
 	if err := m.SetPager(p); err != nil {
@@ -237,40 +243,118 @@ func (c *client) stopPager(va uint64) {
 }
 
 // pagerBound is how long the daemon waits for one call into a client's
-// memory (an ioctl on its userfaultfd, a fallocate on its memfd). Such a
-// call takes microseconds unless the client holds the kernel lock it
-// needs; the driver makes it with um.mu held, which every client's
-// managed memory needs, so a client may hold that up for this long, once:
-// then it is dropped. Well under liveBound (2 s), and far above a call
+// memory (an ioctl on its userfaultfd, a fallocate on its memfd), counted
+// from when the call began. Such a call takes microseconds unless the
+// client holds the kernel lock it needs; the driver makes it with um.mu
+// held, which every client's managed memory needs, so a client may hold
+// that up for this long: then it is dropped, and its uid is barred from
+// the pager (pagerBars). Well under liveBound (2 s), and far above a call
 // on a loaded machine.
 const pagerBound = 100 * time.Millisecond
 
 // errStuck is a call into a client's memory that outlived pagerBound, or
-// one not made because an earlier one did.
+// one not made because an earlier one did, or because the client's uid
+// is barred.
 var errStuck = errors.New("the client's memory was not reachable within the pager's bound")
 
+// pagerBars bars a uid from the pager for a while after a client of its
+// held up a call into its memory. Dropping that client is not enough: a
+// stranger that comes back on new connections, or holds many at once,
+// would cost every other client's managed memory a pagerBound per
+// connection, back to back (TestAStrangerThatRedialsHoldsUpOthersOnce).
+// While a uid is barred, no call is made into the memory of any client
+// of its — each is dropped at its next call, as its pages cannot move
+// without one — and MANAGED_PAGER refuses it (ErrPerm: the client library
+// then uses the allocation without a pager, and the host Syncs). The
+// first bar lasts barFirst; each strike while barred, or within the
+// bar's length after it ended, doubles it, up to barMost. So a uid can
+// cost the others one pagerBound per bar: at most one in barFirst, and
+// fewer and fewer as it goes on. The uid is the unit because it is the
+// unit of every quota here: a stranger cannot make more of them, and its
+// connections, up to MaxConnsPerUID, are all its own.
+type pagerBars struct {
+	mu    sync.Mutex
+	byUID map[uint32]pagerBar
+}
+
+// pagerBar is one uid's bar.
+type pagerBar struct {
+	until time.Time     // barred until then
+	last  time.Duration // the length of the latest bar
+}
+
+const (
+	barFirst = 10 * time.Second
+	barMost  = time.Hour
+)
+
+// barred reports whether uid is barred at now, and until when.
+func (b *pagerBars) barred(uid uint32, now time.Time) (time.Time, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	bar, ok := b.byUID[uid]
+	return bar.until, ok && now.Before(bar.until)
+}
+
+// strike bars uid from now: for barFirst, or for twice the latest bar if
+// the strike comes while it lasts or within its length after. It returns
+// the end of the bar.
+func (b *pagerBars) strike(uid uint32, now time.Time) time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.byUID == nil {
+		b.byUID = make(map[uint32]pagerBar)
+	}
+	bar := b.byUID[uid]
+	length := barFirst
+	if bar.last > 0 && now.Before(bar.until.Add(bar.last)) {
+		length = min(2*bar.last, barMost)
+	}
+	if until := now.Add(length); until.After(bar.until) {
+		bar.until = until
+	}
+	bar.last = length
+	b.byUID[uid] = bar
+	return bar.until
+}
+
 // bounded runs call, which may block in the kernel on a lock the client
-// holds, with p's descriptors, and waits for it at most pagerBound. The
-// call runs on a goroutine of its own, so that a call that outlives the
-// bound is left running, holding a thread until the client lets go,
-// rather than holding up the caller — um.mu, or the fault loop, which
-// every client needs. Its late effects reach only the client's own
-// mapping and memfd, and the client is dropped: the first call to
-// outlive the bound drops it, and no further call is made. The hand-off
-// to the goroutine and back costs every call: a sparse touch
-// (ManagedPager/touch=sparse/path=pager), two calls, took about 125 µs
-// against 82 µs when each call ran on its caller (six runs of each build,
-// in turns of three, when this was written; scratch runs, in no record).
+// holds, with p's descriptors, and waits for it at most pagerBound from
+// when it began. The call runs on a goroutine of its own, so that a call
+// that outlives the bound is left running, holding a thread until the
+// client lets go, rather than holding up the caller — um.mu, or the fault
+// loop, which every client needs. Its late effects reach only the
+// client's own mapping and memfd, and the client is dropped: the first
+// call to outlive the bound drops it, strikes its uid (pagerBars), and no
+// further call is made. The bound counts from the call's start, not from
+// the hand-off: a goroutine the daemon's own load keeps from its core is
+// not the client's doing. The hand-off to the goroutine and back costs
+// every call: a sparse touch (ManagedPager/touch=sparse/path=pager), two
+// calls, took about 125 µs against 82 µs when each call ran on its
+// caller (six runs of each build, in turns of three, when this was
+// written; scratch runs, in no record).
 func (p *pager) bounded(call func(uffd, memfd int) error) error {
 	p.calls.Lock()
 	if p.calls.stuck || p.calls.closing {
 		p.calls.Unlock()
 		return errStuck
 	}
+	if p.bars != nil {
+		if _, barred := p.bars.barred(p.uid, time.Now()); barred {
+			p.calls.stuck = true
+			p.calls.Unlock()
+			if p.drop != nil {
+				p.drop("its uid is barred from the pager: a client of the uid held up a call into its memory")
+			}
+			return errStuck
+		}
+	}
 	p.calls.running++
 	p.calls.Unlock()
 	done := make(chan error, 1)
+	var began atomic.Int64 // the call's start, in time.Now's UnixNano; 0 until it starts
 	go func() {
+		began.Store(time.Now().UnixNano())
 		err := call(p.uffd, p.memfd)
 		p.calls.Lock()
 		p.calls.running--
@@ -283,17 +367,33 @@ func (p *pager) bounded(call func(uffd, memfd int) error) error {
 	}()
 	timer := time.NewTimer(pagerBound)
 	defer timer.Stop()
-	select {
-	case err := <-done:
-		return err
-	case <-timer.C:
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-timer.C:
+		}
+		start := began.Load()
+		if start == 0 {
+			timer.Reset(pagerBound) // not begun: the daemon's load, not the client
+			continue
+		}
+		if left := time.Until(time.Unix(0, start).Add(pagerBound)); left > 0 {
+			timer.Reset(left)
+			continue
+		}
+		break
 	}
 	p.calls.Lock()
 	first := !p.calls.stuck
 	p.calls.stuck = true
 	p.calls.Unlock()
 	if first && p.drop != nil {
-		p.drop("the pager cannot reach its memory") // it only closes the connection: the teardown, which takes um.mu, runs on the client's serve goroutine
+		why := "the pager cannot reach its memory"
+		if p.bars != nil {
+			why += "; its uid is barred from the pager until " + p.bars.strike(p.uid, time.Now()).UTC().Format(time.RFC3339)
+		}
+		p.drop(why) // it only closes the connection: the teardown, which takes um.mu, runs on the client's serve goroutine
 	}
 	return errStuck
 }

@@ -139,6 +139,7 @@ type Server struct {
 	// (faultloop.go), started with the first.
 	faultsMu sync.Mutex
 	faults   *faultLoop
+	bars     pagerBars // the uids barred from the pager (pager.go)
 
 	messages atomic.Uint64 // messages received from every client
 	serving  sync.WaitGroup
