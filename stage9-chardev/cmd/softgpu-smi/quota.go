@@ -73,9 +73,13 @@ func (s *sample) quotaOf(pid, context uint32) *quotaReport {
 // writeQuotas prints the quotas table: a row per client with its use and
 // limit of each pool, and beneath it a row for its uid.
 //
-//	QUOTA      DEVICE MEM          PINNED               WINDOW  CONTEXTS  CHANNELS  TABLES
-//	pid 4242   1.0 MiB/16.0 MiB    64.0 KiB/11.7 GiB    1/32    1/1       2/126     5/114
-//	 uid 1000  1.0 MiB/16.0 MiB    64.0 KiB/11.7 GiB    1/32    1/63      2/126     5/114
+//	QUOTA      DEVICE MEM          PINNED               WINDOW  CONTEXTS  CHANNELS  TABLE PAGES
+//	pid 4242   1.0 MiB/16.0 MiB    64.0 KiB/11.7 GiB    1/32    1/1       2/126     5/109
+//	 uid 1000  1.0 MiB/16.0 MiB    64.0 KiB/11.7 GiB    1/32    1/63      2/126     5/217
+//
+// TABLE PAGES counts pages of 4 KiB of the page-table pool, as the limits
+// and softgpud's -client-tables and -uid-tables do, not tables: a root
+// takes two pages.
 func writeQuotas(w io.Writer, clients []clientReport) {
 	header := false
 	for _, c := range clients {
@@ -84,7 +88,7 @@ func writeQuotas(w io.Writer, clients []clientReport) {
 			continue
 		}
 		if !header {
-			fmt.Fprintf(w, "\nQUOTA\tDEVICE MEM\tPINNED\tWINDOW\tCONTEXTS\tCHANNELS\tTABLES\n")
+			fmt.Fprintf(w, "\nQUOTA\tDEVICE MEM\tPINNED\tWINDOW\tCONTEXTS\tCHANNELS\tTABLE PAGES\n")
 			header = true
 		}
 		bytes := func(use, limit uint64) string { return byteSize(use) + "/" + byteSize(limit) }
