@@ -69,9 +69,10 @@ const (
 //
 // 2.3 gave Pools' reserved word a meaning, PageTables, and the daemon a
 // quota on the page-table pool: a 2.2 client ignores the word (a reply's
-// reserved fields are not checked) and meets ErrQuota only where a 2.2
-// daemon would have run the pool out, and with it every other client's
-// ATTACH.
+// reserved fields are not checked), and a call of its that maps meets
+// ErrQuota, known since 2.1, once its tables pass its share of the pool,
+// where a 2.2 daemon let it take the whole pool, and with it every other
+// client's ATTACH.
 const (
 	VersionMajor = 2
 	VersionMinor = 3
