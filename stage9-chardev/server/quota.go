@@ -143,6 +143,8 @@ func checkQuota(name string, q Quota) error {
 		return fmt.Errorf("softgpu: %s quota of %d DMA window entries: the device has %d, and a quota must leave some for others", name, q.WindowEntries, abi.WindowSlots)
 	case q.Channels > math.MaxUint32 || q.Contexts > math.MaxUint32 || q.PageTables > math.MaxUint32:
 		return fmt.Errorf("softgpu: %s quota %+v: out of range", name, q)
+	case q.PageTables > 0 && q.PageTables < abi.RootBytes>>abi.PageShift:
+		return fmt.Errorf("softgpu: %s quota of %d page-table pages: a context's root alone takes %d, so every ATTACH would be refused", name, q.PageTables, abi.RootBytes>>abi.PageShift)
 	}
 	return nil
 }

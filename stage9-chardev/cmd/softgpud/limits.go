@@ -25,7 +25,7 @@ func quotaFlags(fs *flag.FlagSet, client, uid *server.Quota) {
 		fs.IntVar(&q.quota.Channels, q.who+"-channels", 0, "channels "+q.what+" may have open (0: every channel the driver does not keep)")
 	}
 	rootPages := abi.RootBytes >> abi.PageShift
-	fs.IntVar(&client.PageTables, "client-tables", 0, fmt.Sprintf("pages of 4 KiB of the page-table pool one client's tables may take, its root's %d included, so a limit below %d refuses every ATTACH (0: the pool's free pages less a root for every other context, but at least half of them)", rootPages, rootPages))
+	fs.IntVar(&client.PageTables, "client-tables", 0, fmt.Sprintf("pages of 4 KiB of the page-table pool one client's tables may take, its root's %d included, and no fewer (0: the pool's free pages less a root for every other context, but at least half of them)", rootPages))
 	fs.IntVar(&uid.PageTables, "uid-tables", 0, fmt.Sprintf("pages of 4 KiB of the page-table pool all the clients of one uid together may take, a root's %d for each (0: all the pool's free pages)", rootPages))
 	fs.IntVar(&uid.Contexts, "uid-contexts", 0, "contexts (attached connections) all the clients of one uid may have together (0: every context the driver does not keep)")
 }
