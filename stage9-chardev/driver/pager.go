@@ -73,7 +73,10 @@ func (m *Managed) SetPager(p Pager) error {
 // the pages after it in the host's window that are on the device too. A
 // page already on the host — a duplicate fault, or a fault that raced
 // with another's answer — is not written again: the per-page state is
-// what makes a duplicate harmless. It reports whether the page moved.
+// what makes a duplicate harmless. It reports whether the page came back
+// through the pager's Fill, which wakes the threads waiting on it: false
+// for a duplicate, and for a page the pager could not fill (fillHost
+// copied it in itself), whose waiters the caller must wake.
 func (m *Managed) HostFault(i int) (bool, error) {
 	d := m.d
 	d.um.mu.Lock()
@@ -90,10 +93,11 @@ func (m *Managed) HostFault(i int) (bool, error) {
 	}
 	window := m.hostWindow(i)
 	start := d.Now()
+	errs := d.um.stats.PagerErrors // fillHost counts a Fill that failed: page i's is the first of toHost's
 	moved := d.toHost(m, i, window, false)
 	d.migrateTrace(start, moved, ToHost)
 	d.um.stats.HostFaults++
-	return moved > 0, nil
+	return moved > 0 && m.pager != nil && d.um.stats.PagerErrors == errs, nil
 }
 
 // ANCHOR: hostwindow

@@ -21,6 +21,7 @@ type fakePager struct {
 	filled        []int // pages, in the order they were filled
 	fills         int   // Fill calls
 	removeErr     error
+	fillErr       error
 	protectedLive map[int]bool
 }
 
@@ -47,6 +48,9 @@ func (f *fakePager) Remove(i int) error {
 }
 
 func (f *fakePager) Fill(i int, src []byte) error {
+	if f.fillErr != nil {
+		return f.fillErr
+	}
 	copy(f.host[i<<abi.PageShift:], src)
 	for k := range len(src) >> abi.PageShift {
 		f.filled = append(f.filled, i+k)
@@ -109,6 +113,28 @@ func TestHostFaultDuplicateRewritesNothing(t *testing.T) {
 	}
 	_, err = m.HostFault(4)
 	assert.ErrorIs(t, err, ErrManaged, "HostFault(4) of a 4-page allocation")
+}
+
+// TestHostFaultSaysWhenItsFillWokeTheWaiters: HostFault reports true only
+// when the page came back through the pager's Fill — which, in the
+// daemon, is a UFFDIO_COPY, and wakes the threads waiting on the page —
+// so that the fault loop wakes them itself otherwise. A pager whose Fill
+// fails leaves the copy to the driver, and the waiters asleep: HostFault
+// must say false, though the page moved.
+func TestHostFaultSaysWhenItsFillWokeTheWaiters(t *testing.T) {
+	ch, m, f := pagerSetup(t)
+	require.NoError(t, ch.Submit(abi.Command{Op: abi.OpFill, Ctx: m.ctx.ID(), Dst: m.VA(), Size: 2 << abi.PageShift, Value: 7}))
+	woken, err := m.HostFault(0)
+	require.NoError(t, err)
+	assert.True(t, woken, "HostFault(0), filled through the pager")
+	f.fillErr = errors.New("the client is gone")
+	woken, err = m.HostFault(1)
+	require.NoError(t, err)
+	assert.False(t, woken, "HostFault(1), whose Fill failed")
+	assert.Equal(t, byte(7), f.host[1<<abi.PageShift], "page 1's first byte, copied in by the driver when the Fill failed")
+	woken, err = m.HostFault(1)
+	require.NoError(t, err)
+	assert.False(t, woken, "a duplicate HostFault(1)")
 }
 
 // TestPagerRefusalKeepsThePageOnTheHost: a page whose protection or

@@ -503,8 +503,14 @@ func (p *pager) serve(msg []byte) bool {
 		return true
 	}
 	page := (f.Address - p.base) >> abi.PageShift
-	p.m.HostFault(int(page)) // an error: the allocation is being freed, and stopPager follows
-	p.wake(page)
+	// A page that came back through Fill is awake already: UFFDIO_COPY
+	// wakes every thread waiting on it. Otherwise — a duplicate, a write
+	// to a page at home but protected, a Fill that failed — the waiters
+	// are woken here. An error: the allocation is being freed, and
+	// stopPager follows.
+	if woken, _ := p.m.HostFault(int(page)); !woken {
+		p.wake(page)
+	}
 	return true
 }
 
