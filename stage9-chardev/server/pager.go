@@ -266,10 +266,12 @@ var errStuck = errors.New("the client's memory was not reachable within the page
 // of its — each is dropped at its next call, as its pages cannot move
 // without one — and MANAGED_PAGER refuses it (ErrPerm: the client library
 // then uses the allocation without a pager, and the host Syncs). The
-// first bar lasts barFirst; each strike while barred, or within the
-// bar's length after it ended, doubles it, up to barMost. So a uid can
-// cost the others one pagerBound per bar: at most one in barFirst, and
-// fewer and fewer as it goes on. The uid is the unit because it is the
+// first bar lasts barFirst; each new strike while barred, or within the
+// bar's length after it ended, doubles it, up to barMost. A call that was
+// already stuck when the bar began is the same incident, not a new one:
+// a uid's calls may be stuck side by side, and one lock of the client's
+// holds them all. So a uid can cost the others about one pagerBound per
+// bar: at most one in barFirst, and fewer and fewer as it goes on. The uid is the unit because it is the
 // unit of every quota here: a stranger cannot make more of them, and its
 // connections, up to MaxConnsPerUID, are all its own.
 type pagerBars struct {
@@ -279,6 +281,7 @@ type pagerBars struct {
 
 // pagerBar is one uid's bar.
 type pagerBar struct {
+	since time.Time     // the latest bar began then
 	until time.Time     // barred until then
 	last  time.Duration // the length of the latest bar
 }
@@ -296,24 +299,26 @@ func (b *pagerBars) barred(uid uint32, now time.Time) (time.Time, bool) {
 	return bar.until, ok && now.Before(bar.until)
 }
 
-// strike bars uid from now: for barFirst, or for twice the latest bar if
-// the strike comes while it lasts or within its length after. It returns
-// the end of the bar.
-func (b *pagerBars) strike(uid uint32, now time.Time) time.Time {
+// strike bars uid from now, for a call of its begun at began that is
+// stuck: for barFirst, or for twice the latest bar if the strike comes
+// while it lasts or within its length after. A call begun before the
+// current bar did is part of the incident that set it, and changes
+// nothing. It returns the end of the bar.
+func (b *pagerBars) strike(uid uint32, now, began time.Time) time.Time {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.byUID == nil {
 		b.byUID = make(map[uint32]pagerBar)
 	}
 	bar := b.byUID[uid]
+	if now.Before(bar.until) && began.Before(bar.since) {
+		return bar.until
+	}
 	length := barFirst
 	if bar.last > 0 && now.Before(bar.until.Add(bar.last)) {
 		length = min(2*bar.last, barMost)
 	}
-	if until := now.Add(length); until.After(bar.until) {
-		bar.until = until
-	}
-	bar.last = length
+	bar.since, bar.until, bar.last = now, now.Add(length), length
 	b.byUID[uid] = bar
 	return bar.until
 }
@@ -391,7 +396,7 @@ func (p *pager) bounded(call func(uffd, memfd int) error) error {
 	if first && p.drop != nil {
 		why := "the pager cannot reach its memory"
 		if p.bars != nil {
-			why += "; its uid is barred from the pager until " + p.bars.strike(p.uid, time.Now()).UTC().Format(time.RFC3339)
+			why += "; its uid is barred from the pager until " + p.bars.strike(p.uid, time.Now(), time.Unix(0, began.Load())).UTC().Format(time.RFC3339)
 		}
 		p.drop(why) // it only closes the connection: the teardown, which takes um.mu, runs on the client's serve goroutine
 	}
