@@ -293,6 +293,12 @@ func (c *Context) mapManaged(m *Managed, rounded uint64) error {
 			for _, p := range m.pages[:i] {
 				storePTE(c.d.vm.pool.mem, p.pte, 0)
 			}
+			// The tables it made go too, as a failed mapAt's do: left
+			// linked, they would stay out of the pool, empty, for the
+			// context's life.
+			empty := c.d.unlinkEmptyTables(c.root, va, rounded)
+			c.d.invalidate(c.id, va, rounded)
+			c.d.vm.pool.freeTables(empty)
 			c.va.Free(va)
 			return err
 		}

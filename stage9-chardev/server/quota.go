@@ -317,9 +317,10 @@ func (c *client) chargeTables() error {
 // refundTables gives back the charge for tables the context no longer
 // holds: after an unmap (FREE, HOST_UNREGISTER, MANAGED_FREE) or a call
 // undone. It refunds the charge less what the context holds, never more
-// than was charged: tables a failed call left that were never charged
-// (a managed map the pool ran out under) refund nothing, and go at
-// teardown.
+// than was charged. A call the driver fails was never charged, and gives
+// back the tables it made itself (mapAt, mapManaged): a managed map the
+// pool ran out under once kept them, uncharged, until teardown
+// (TestAFailedManagedAllocKeepsNoUnchargedTables).
 func (c *client) refundTables() {
 	if held, charged := c.tables(); held < charged {
 		c.refund(uapi.Pools{PageTables: uint32(charged - held)})
