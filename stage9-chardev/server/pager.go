@@ -333,11 +333,25 @@ func (b *pagerBars) strike(uid uint32, now, began time.Time) time.Time {
 // call to outlive the bound drops it, strikes its uid (pagerBars), and no
 // further call is made. The bound counts from the call's start, not from
 // the hand-off: a goroutine the daemon's own load keeps from its core is
-// not the client's doing. The hand-off to the goroutine and back costs
-// every call: a sparse touch (ManagedPager/touch=sparse/path=pager), two
-// calls, took about 125 µs against 82 µs when each call ran on its
-// caller (six runs of each build, in turns of three, when this was
-// written; scratch runs, in no record).
+// not the client's doing.
+//
+// What a call left running still holds is its thread, and it may hold
+// the daemon's exit: a thread asleep uninterruptibly in the kernel, as a
+// fallocate waiting for the memfd's inode lock is, keeps the process
+// from ending, SIGKILL or not. A client that may make kernel-mode
+// userfaultfds can hold that lock for good — a write into its own memfd
+// from a buffer that faults to a second userfaultfd it never answers —
+// and then SIGTERM does not end the daemon's process until the client
+// lets go or dies (a red-team test showed it, with a root client). Where
+// vm.unprivileged_userfaultfd is 0, as here, only a privileged client can
+// make one, and no unprivileged way to hold the lock was found; the cure
+// would be to make such calls from a helper process.
+//
+// The hand-off to the goroutine and back costs every call: a sparse
+// touch (ManagedPager/touch=sparse/path=pager) took about 109 µs against
+// 90 µs with every call made on its caller (medians of six runs of each
+// build in turn, on a 2-vCPU Intel Xeon guest; scratch runs, in no
+// record).
 func (p *pager) bounded(call func(uffd, memfd int) error) error {
 	p.calls.Lock()
 	if p.calls.stuck || p.calls.closing {
