@@ -357,6 +357,7 @@ func TestABarredUidsClientsGoOnWithoutThePager(t *testing.T) {
 	})
 	later := startStranger(t, "pager-barred", d.node, "", nil)
 	assert.Equal(t, []string{"paged false"}, later.findings(t), "what the later client of the uid said")
+	t.Logf("the daemon dropped:\n%s", dropped(d.log()))
 }
 
 // dropped returns the lines of a daemon's log that say it dropped a

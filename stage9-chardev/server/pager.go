@@ -352,7 +352,7 @@ func (b *pagerBars) strike(uid uint32, now, began time.Time) time.Time {
 // 90 µs with every call made on its caller (medians of six runs of each
 // build in turn, on a 2-vCPU Intel Xeon guest; scratch runs, in no
 // record).
-func (p *pager) bounded(call func(uffd, memfd int) error) error {
+func (p *pager) bounded(what pagerCall, call func(uffd, memfd int) error) error {
 	p.calls.Lock()
 	if p.calls.stuck || p.calls.closing {
 		p.calls.Unlock()
@@ -408,13 +408,28 @@ func (p *pager) bounded(call func(uffd, memfd int) error) error {
 	p.calls.stuck = true
 	p.calls.Unlock()
 	if first && p.drop != nil {
-		why := "the pager cannot reach its memory"
+		why := fmt.Sprintf("the pager cannot reach its memory: %v outlived %v", what, pagerBound)
 		if p.bars != nil {
 			why += "; its uid is barred from the pager until " + p.bars.strike(p.uid, time.Now(), time.Unix(0, began.Load())).UTC().Format(time.RFC3339)
 		}
 		p.drop(why) // it only closes the connection: the teardown, which takes um.mu, runs on the client's serve goroutine
 	}
 	return errStuck
+}
+
+// pagerCall names a call bounded makes, for the log when it outlives the
+// bound: formatted only then, so that a call that returns in time costs
+// no allocation for its name.
+type pagerCall struct {
+	op          string
+	page, pages int
+}
+
+func (c pagerCall) String() string {
+	if c.pages == 1 {
+		return fmt.Sprintf("%s page %d", c.op, c.page)
+	}
+	return fmt.Sprintf("%s pages [%d, +%d)", c.op, c.page, c.pages)
 }
 
 // release closes p's userfaultfd and memfd once no call bounded started
@@ -544,7 +559,7 @@ var pagerOutside atomic.Uint64
 // client's address space is changing), a plain wake does it. Bounded: the
 // fault loop calls it for every client.
 func (p *pager) wake(i uint64) {
-	p.bounded(func(fd, _ int) error {
+	p.bounded(pagerCall{"UFFDIO_WRITEPROTECT (off) of", int(i), 1}, func(fd, _ int) error {
 		p.wakeOn(fd, i)
 		return nil
 	})
@@ -563,7 +578,7 @@ func (p *pager) wakeOn(fd int, i uint64) {
 // tried again a few times; then the page is not moved.
 func (p *pager) Protect(i int) error {
 	addr := p.base + uint64(i)<<abi.PageShift
-	return p.bounded(func(fd, _ int) error {
+	return p.bounded(pagerCall{"UFFDIO_WRITEPROTECT of", i, 1}, func(fd, _ int) error {
 		var err error
 		for range 8 {
 			if err = uffd.WriteProtect(fd, addr, 1<<abi.PageShift, true); !errors.Is(err, syscall.EAGAIN) {
@@ -580,7 +595,7 @@ func (p *pager) Protect(i int) error {
 // times for the pages not yet filled, as in Protect.
 func (p *pager) Fill(i int, src []byte) error {
 	addr := p.base + uint64(i)<<abi.PageShift
-	return p.bounded(func(fd, _ int) error {
+	return p.bounded(pagerCall{"UFFDIO_COPY of", i, len(src) >> abi.PageShift}, func(fd, _ int) error {
 		var err error
 		for range 8 {
 			var filled uint64
@@ -599,7 +614,7 @@ func (p *pager) Fill(i int, src []byte) error {
 // writer that waited: its retry is a missing fault (driver.Pager).
 func (p *pager) Remove(i int) error {
 	off := int64(i) << abi.PageShift
-	return p.bounded(func(fd, memfd int) error {
+	return p.bounded(pagerCall{"fallocate (punch) of", i, 1}, func(fd, memfd int) error {
 		if err := unix.Fallocate(memfd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, 1<<abi.PageShift); err != nil {
 			return fmt.Errorf("punching page %d: %w", i, err)
 		}
