@@ -3,7 +3,8 @@ package driver
 import (
 	"container/list"
 	"fmt"
-	"math"
+
+	"softgpu/stage8-managed/abi"
 )
 
 // Eviction: when device memory is full, the fault handler moves blocks of
@@ -136,30 +137,43 @@ func (d *Driver) evict(keep *Managed, lo, hi, n int) {
 // moved a managed allocation to the device was refused the memory its
 // pages held, and one whose pages had all gone home again was refused the
 // frames they left idle in the pool.
-// Each call takes the next step that gives memory back, and reports
-// whether one did; *step, which the caller starts at 0, says which steps
-// are taken:
+// Each call takes steps until one gives memory back, and reports whether
+// one did; *step, which the caller starts at 0, says which steps are
+// taken:
 //
-//	1  the frame-pool chunks none of whose frames is in use: they cost
-//	   no one anything
-//	2  every block on the device goes home, and its chunks with it: all
-//	   of them, since which blocks would free a run as large as the Alloc
-//	   wants cannot be told from the blocks
+//	1     the frame-pool chunks none of whose frames is in use: they
+//	      cost no one anything
+//	2, …  blocks go home in the eviction policy's order until 16 frames
+//	      (a chunk) are free, then 32, 64 and so on, doubling, and with
+//	      them the chunks they leave idle; the caller tries its Alloc
+//	      again after each
+//
+// NVIDIA's PMA asks UVM to evict the pages of a physical range it has
+// chosen, for a contiguous allocation, or a number of pages (pma.h's
+// eviction callbacks): what the allocation needs, and no more. Here the
+// allocator cannot name such a range, since which blocks' frames would
+// free a run as large as the Alloc wants cannot be told from the blocks;
+// doubling asks for at most about twice what the policy's order needs,
+// where sending every block home, as this did first, made a 64 KiB Alloc
+// cost every managed page its place on the device
+// (TestAnAllocEvictsOnlyWhatItNeeds).
 func (d *Driver) yieldFrames(step *int) bool {
 	d.um.mu.Lock()
 	defer d.um.mu.Unlock()
-	for *step < 2 {
+	for {
 		*step++
 		before := d.alloc.InUse()
-		if *step == 2 {
-			d.evict(nil, 0, 0, math.MaxInt)
+		if *step > 1 {
+			if d.um.resident.Len() == 0 {
+				return false // nothing left to send home
+			}
+			d.evict(nil, 0, 0, frameChunk>>abi.PageShift<<min(*step-2, 30))
 		}
 		d.releaseChunks()
 		if d.alloc.InUse() < before {
 			return true
 		}
 	}
-	return false
 }
 
 // referenced reports whether an engine has used any of the pages

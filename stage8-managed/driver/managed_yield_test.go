@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"softgpu/stage8-managed/device"
 )
@@ -43,4 +44,34 @@ func TestAnAllocTakesBackWhatManagedPagesHold(t *testing.T) {
 			require.True(t, bytes.Equal(want, m.Bytes()), "the managed allocation's bytes changed when its pages gave way to an Alloc")
 		})
 	}
+}
+
+// TestAnAllocEvictsOnlyWhatItNeeds: an Alloc that finds the device full
+// of managed pages sends home what it needs, not every page: here one
+// 64 KiB Alloc, for which one block — the eviction policy's unit, up to
+// 2 MiB of pages — suffices. Two blocks' worth is allowed (yieldFrames
+// doubles what it asks for, and the policy may pass over a block it
+// then takes), not the whole device.
+func TestAnAllocEvictsOnlyWhatItNeeds(t *testing.T) {
+	d, c, _, _ := managedSetup(t, device.Config{MemorySize: 16 << 20}, Config{})
+	size := d.DataSize() * 2 &^ (2<<20 - 1)
+	m := allocManaged(t, c, size)
+	mg, err := m.Prefetch(0, size, ToDevice)
+	require.NoError(t, err)
+	require.NoError(t, mg.Wait())
+	d.um.mu.Lock()
+	d.releaseChunks() // the frame pool's idle chunks: taken below with the rest
+	d.um.mu.Unlock()
+	for { // the rest of the device, taken past yieldFrames: an Alloc now needs frames that hold pages
+		if _, err := d.alloc.Alloc(64 << 10); err != nil {
+			break
+		}
+	}
+	before, _ := m.Resident()
+	require.Greater(t, before, 2*blockPages, "pages on the device before the Alloc: more than two blocks, or the test shows nothing")
+	_, err = d.Alloc(64 << 10)
+	require.NoError(t, err, "Alloc(64 KiB) with the device full of managed pages")
+	after, _ := m.Resident()
+	t.Logf("pages on the device: %d before the Alloc, %d after", before, after)
+	assert.GreaterOrEqual(t, after, before-2*blockPages, "pages still on the device after a 64 KiB Alloc (of %d before)", before)
 }
