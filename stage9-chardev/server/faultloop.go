@@ -10,25 +10,27 @@ import (
 	"softgpu/stage9-chardev/internal/uffd"
 )
 
-// The fault loop: one thread of the daemon, locked to itself, that waits
-// in epoll_wait(2) on every pager's userfaultfd and answers the faults
+// The fault loop: one goroutine of the daemon that waits in
+// epoll_wait(2) on every pager's userfaultfd and answers the faults
 // (pager.serveReady). A host touch of a page the device has is a round
 // trip through this process — the kernel wakes a waiter here with the
-// fault, the answer wakes the client's thread — and this thread is the
-// waiter. The first pager waited in the Go runtime's network poller, a
-// goroutine per pager: the same epoll underneath, but a fault's arrival
-// then woke the runtime's poller thread, which handed the goroutine to a
-// P, and on this two-core machine, with the engines' threads spinning
-// after the device's work, that hand-off cost more than the whole bare
-// round trip (Baseline/op=uffdfault/path=process): a sparse touch took
-// 385 µs against this loop's 249 at the median of six runs each in turn
-// (commit b5c0a7e's scratch runs, in no record). One thread for all
-// pagers, not one each: a client can make as many managed allocations as
-// its device memory allows, and a thread each would let it make the
-// daemon's threads. One thread serialises nothing that was parallel:
-// every answer takes the driver's managed-memory lock (um.mu) anyway.
-// Each readiness is served by one read of at most 16 messages, so a
-// client whose threads fault without pause gets a turn, not the loop.
+// fault, the answer wakes the client's thread — and this loop is the
+// waiter. It is not locked to its thread (run says why). The first pager
+// waited in the Go runtime's network poller, a goroutine per pager: the
+// same epoll underneath, but a fault's arrival then woke the runtime's
+// poller thread, which handed the goroutine to a P, and on this two-core
+// machine, with the engines' threads spinning after the device's work,
+// that hand-off cost more than the whole bare round trip
+// (Baseline/op=uffdfault/path=process): a sparse touch took 385 µs
+// against 249 for this loop, then locked to its thread, at the median of
+// six runs each in turn (commit b5c0a7e's scratch runs, in no record).
+// One loop for all pagers, not one each: a loop waiting in epoll_wait
+// holds an OS thread, and a client can make as many managed allocations
+// as its device memory allows, so a loop each would let it make the
+// daemon's threads. One loop serialises nothing that was parallel: every
+// answer takes the driver's managed-memory lock (um.mu) anyway. Each
+// readiness is served by one read of at most 16 messages, so a client
+// whose threads fault without pause gets a turn, not the loop.
 //
 // Who may stop what: the loop reads a pager's descriptor only with the
 // pager's serving lock held and stopped unset; stopPager takes the lock,
@@ -50,7 +52,7 @@ type faultLoop struct {
 const stopID = 0
 
 // faultLoop returns the daemon's fault loop, starting it with the first
-// pager: a daemon whose clients never ask for one has no such thread.
+// pager: a daemon whose clients never ask for one has no such loop.
 func (s *Server) faultLoop() (*faultLoop, error) {
 	s.faultsMu.Lock()
 	defer s.faultsMu.Unlock()
@@ -151,13 +153,14 @@ func (l *faultLoop) run(s *Server) {
 	// from epoll_wait then ran the answer with no hand-off, and unlocked
 	// the loop took about three times as long per sparse touch
 	// (ManagedPager/touch=sparse/path=pager, medians 405 µs against
-	// 131 µs, when that was written). Since every call into a client's
-	// memory is bounded (pager.go), the answer hands off to a goroutine
-	// anyway, and from a locked thread that hand-off switches OS threads
-	// both ways, where from an unlocked one the same thread runs the call:
-	// the sparse touch took about 107 µs unlocked against 122 µs locked,
-	// the code otherwise the same (medians of six runs of each build in
-	// turn, on a 2-vCPU Intel Xeon guest; scratch runs, in no record).
+	// 131 µs when that was written; scratch runs, in no record). Since
+	// every call into a client's memory is bounded (pager.go), the answer
+	// hands off to a goroutine anyway, and from a locked thread that
+	// hand-off switches OS threads both ways, where from an unlocked one
+	// the same thread runs the call: the sparse touch took about 107 µs
+	// unlocked against 122 µs locked, the code otherwise the same (medians
+	// of six runs of each build in turn, on a 2-vCPU Intel Xeon guest;
+	// scratch runs, in no record).
 	defer close(l.done)
 	events := make([]unix.EpollEvent, 16)
 	buf := make([]byte, 16*uffd.MsgSize)
