@@ -62,20 +62,22 @@ import (
 // not answered; the daemon never waits for a client's help (its ioctls
 // and fallocate need none, and it never writes the liveness socket), so
 // a client that never retries its faults costs the daemon nothing. But
-// they do take the client's own kernel locks: the ioctls its mmap lock,
-// fallocate its memfd's inode lock, each of which the client can hold
-// for as long as one system call of its own lasts — an mprotect over
-// tens of thousands of populated mappings holds the mmap lock for
+// these calls do take the client's own kernel locks: the ioctls its mmap
+// lock, fallocate its memfd's inode lock, each of which the client can
+// hold for as long as one system call of its own lasts — an mprotect
+// over tens of thousands of populated mappings holds the mmap lock for
 // writing for a sizeable fraction of a second, and a thread can do it
 // again and again (TestAStrangersMmapLockStallsNoOtherClient). The
 // driver makes the calls with its managed-memory lock (um.mu) held, and
 // the fault loop makes some for every client, so each is bounded
-// (bounded): one that takes longer than pagerBound fails, and its client
-// is dropped. A fault is served by moving at most one page. What the
-// client does hold is the userfaultfd's open file description, and its
-// O_NONBLOCK flag, which the kernel's poll and read of it obey: the
-// pager's read does not wait whatever the flag says, and a client that
-// clears it — its faults can no longer be waited for — is dropped.
+// (bounded): one that takes longer than pagerBound fails, its client is
+// dropped, and its uid is barred from the pager (pagerBars). A fault
+// moves at most the host's window of pages (driver/pager.go,
+// hostWindow). What the client does hold is the userfaultfd's open file
+// description, and its O_NONBLOCK flag, which the kernel's poll and read
+// of it obey: the pager's read does not wait whatever the flag says, and
+// a client that clears it — its faults can no longer be waited for — is
+// dropped.
 //
 // Failure is loud: the call carries one end of a socket pair whose other
 // end the client has armed with O_ASYNC, F_SETOWN (itself) and F_SETSIG
@@ -271,9 +273,10 @@ var errStuck = errors.New("the client's memory was not reachable within the page
 // already stuck when the bar began is the same incident, not a new one:
 // a uid's calls may be stuck side by side, and one lock of the client's
 // holds them all. So a uid can cost the others about one pagerBound per
-// bar: at most one in barFirst, and fewer and fewer as it goes on. The uid is the unit because it is the
-// unit of every quota here: a stranger cannot make more of them, and its
-// connections, up to MaxConnsPerUID, are all its own.
+// bar: at most one in barFirst, and fewer and fewer as it goes on. The
+// uid is the unit because it is the unit of every quota here: a stranger
+// cannot make more of them, and its connections, up to MaxConnsPerUID,
+// are all its own.
 type pagerBars struct {
 	mu    sync.Mutex
 	byUID map[uint32]pagerBar
