@@ -8,7 +8,8 @@ import (
 )
 
 // Eviction: when device memory is full, the fault handler moves blocks of
-// managed pages back to the host to make room (managed.go, frame). The
+// managed pages back to the host to make room (managed.go, frame), and so
+// does an Alloc that finds the device full (yieldFrames, below). The
 // unit is a block — 2 MiB of an allocation, as UVM evicts whole root
 // chunks — and a block leaves with one ranged invalidation of its pages
 // (toHost), not one handshake per page.
@@ -140,16 +141,17 @@ func (d *Driver) evict(keep *Managed, lo, hi, n int) {
 // against its client's quota of device memory and managed pages are not
 // (server/quota.go), so without it a stranger's managed pages would hold
 // memory that another client's quota grants.
+//
 // Each call takes steps until one gives memory back, and reports whether
 // one did; *step, which the caller starts at 0, says which steps are
 // taken:
 //
 //	1     the frame-pool chunks none of whose frames is in use: they
 //	      cost no one anything
-//	2, …  blocks go home in the eviction policy's order until 16 frames
-//	      (a chunk) are free, then 32, 64 and so on, doubling, and with
-//	      them the chunks they leave idle; the caller tries its Alloc
-//	      again after each
+//	2, …  blocks go home in the eviction policy's order until they have
+//	      freed 16 frames (a chunk), then 32, 64 and so on, doubling, and
+//	      with them the chunks they leave idle; the caller tries its
+//	      Alloc again after each step that gave memory back
 //
 // NVIDIA's PMA asks UVM to evict the pages of a physical range it has
 // chosen, for a contiguous allocation, or a number of pages (pma.h's
