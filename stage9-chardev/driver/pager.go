@@ -144,8 +144,9 @@ func (m *Managed) pagerProtect(i int) error {
 // on the device, back into the host region: through the pager, if m has
 // one, in one Fill of the whole run, so that the program sees each page
 // only whole and the pager makes one system call, not n. If the pager
-// cannot (the program has gone, and with it its address space), the copy
-// goes through the daemon's mapping, where nothing is watching. The
+// cannot — the program has gone, and with it its address space, or it
+// held the call up past the daemon's bound and is being dropped — the
+// copy goes through the daemon's mapping, where nothing is watching. The
 // caller holds um.mu.
 func (m *Managed) fillHost(first, n int, mem []byte) {
 	const page = 1 << abi.PageShift
