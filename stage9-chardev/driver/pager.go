@@ -146,8 +146,9 @@ func (m *Managed) pagerProtect(i int) error {
 // only whole and the pager makes one system call, not n. If the pager
 // cannot — the program has gone, and with it its address space, or it
 // held the call up past the daemon's bound and is being dropped — the
-// copy goes through the daemon's mapping, where nothing is watching. The
-// caller holds um.mu.
+// copy goes through the daemon's mapping: gone, the program sees
+// nothing; being dropped for a stall of its own, it may see the page
+// before its bytes are in. The caller holds um.mu.
 func (m *Managed) fillHost(first, n int, mem []byte) {
 	const page = 1 << abi.PageShift
 	if m.pager != nil {

@@ -345,10 +345,11 @@ func (b *pagerBars) strike(uid uint32, now, began time.Time) time.Time {
 // userfaultfds can hold that lock for good — a write into its own memfd
 // from a buffer that faults to a second userfaultfd it never answers —
 // and then SIGTERM does not end the daemon's process until the client
-// lets go or dies (a red-team test showed it, with a root client). Where
-// vm.unprivileged_userfaultfd is 0, as here, only a privileged client can
-// make one, and no unprivileged way to hold the lock was found; the cure
-// would be to make such calls from a helper process.
+// lets go or dies. A red-team run showed it with a root client; no test
+// in the tree does, as it would fail. Where vm.unprivileged_userfaultfd
+// is 0, as here, only a privileged client can make such a userfaultfd,
+// and no unprivileged way to hold the lock was found; the cure would be
+// to make these calls from a helper process.
 //
 // The hand-off to the goroutine and back costs every call: a sparse
 // touch (ManagedPager/touch=sparse/path=pager) took about 109 µs against
