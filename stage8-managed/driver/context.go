@@ -126,7 +126,7 @@ func (c *Context) Alloc(size uint64, page abi.PageSize) (uint64, error) {
 	if c.d.closed.Load() {
 		return 0, ErrClosed
 	}
-	pa, err := c.d.allocMemory(func() (uint64, error) { return c.d.alloc.AllocAligned(size, fragmentAlign(size, page)) }) // aligned for fragments, as well as pages
+	pa, err := c.d.allocMemory(size, func() (uint64, error) { return c.d.alloc.AllocAligned(size, fragmentAlign(size, page)) }) // aligned for fragments, as well as pages
 	if err != nil {
 		return 0, err
 	}

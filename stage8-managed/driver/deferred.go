@@ -113,13 +113,13 @@ func (d *Driver) reclaimFreed() {
 
 // ANCHOR: deferfree
 
-// allocMemory runs alloc (an allocation from d.alloc) after reclaiming what
-// has passed. If it finds too little memory, it takes back what managed
-// pages hold (yieldFrames, evict.go) and tries again; if that is still too
-// little while some is deferred, it waits for the oldest deferred memory
-// to pass — the engines get there by running what is already queued — and
-// tries again.
-func (d *Driver) allocMemory(alloc func() (uint64, error)) (uint64, error) {
+// allocMemory runs alloc (an allocation of size bytes from d.alloc) after
+// reclaiming what has passed. If it finds too little memory, it takes back
+// what managed pages hold (yieldFrames, evict.go) and tries again; if that
+// is still too little while some is deferred, it waits for the oldest
+// deferred memory to pass — the engines get there by running what is
+// already queued — and tries again.
+func (d *Driver) allocMemory(size uint64, alloc func() (uint64, error)) (uint64, error) {
 	yielded := 0 // the steps of yieldFrames taken
 	for {
 		d.reclaimFreed()
@@ -127,7 +127,7 @@ func (d *Driver) allocMemory(alloc func() (uint64, error)) (uint64, error) {
 		if err == nil || !errors.Is(err, ErrOutOfMemory) {
 			return addr, err
 		}
-		if d.yieldFrames(&yielded) {
+		if d.yieldFrames(&yielded, size) {
 			continue
 		}
 		d.vm.freeMu.Lock()

@@ -352,7 +352,7 @@ func (d *Driver) Alloc(size uint64) (uint64, error) {
 	if d.closed.Load() {
 		return 0, ErrClosed
 	}
-	return d.allocMemory(func() (uint64, error) { return d.alloc.Alloc(size) })
+	return d.allocMemory(size, func() (uint64, error) { return d.alloc.Alloc(size) })
 }
 
 // Free returns an allocation made by Alloc. The memory is handed out again

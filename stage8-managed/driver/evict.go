@@ -159,9 +159,16 @@ func (d *Driver) evict(keep *Managed, lo, hi, n int) {
 // where sending every block home, as this did first, made a 64 KiB Alloc
 // cost every managed page its place on the device
 // (TestAnAllocEvictsOnlyWhatItNeeds).
-func (d *Driver) yieldFrames(step *int) bool {
+//
+// Nothing is sent home for an Alloc of size bytes that all of it would not
+// make room for: more than the free memory and every frame-pool chunk
+// together (TestAnAllocThatCannotFitEvictsNothing).
+func (d *Driver) yieldFrames(step *int, size uint64) bool {
 	d.um.mu.Lock()
 	defer d.um.mu.Unlock()
+	if d.alloc.freeBytes()+uint64(len(d.um.chunks))*frameChunk < size {
+		return false
+	}
 	for {
 		*step++
 		before := d.alloc.InUse()
@@ -176,6 +183,17 @@ func (d *Driver) yieldFrames(step *int) bool {
 			return true
 		}
 	}
+}
+
+// freeBytes is how much of a's memory is free, in all its spans.
+func (a *Allocator) freeBytes() uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var n uint64
+	for _, s := range a.free {
+		n += s.size
+	}
+	return n
 }
 
 // referenced reports whether an engine has used any of the pages

@@ -75,3 +75,22 @@ func TestAnAllocEvictsOnlyWhatItNeeds(t *testing.T) {
 	t.Logf("pages on the device: %d before the Alloc, %d after", before, after)
 	assert.GreaterOrEqual(t, after, before-2*blockPages, "pages still on the device after a 64 KiB Alloc (of %d before)", before)
 }
+
+// TestAnAllocThatCannotFitEvictsNothing: an Alloc larger than the free
+// memory and every frame managed pages hold together fails — and sends no
+// page home for it, since giving all of them back would not make it fit.
+// Without the check, an Alloc that was bound to fail cost every managed
+// page its place on the device, as often as it was asked.
+func TestAnAllocThatCannotFitEvictsNothing(t *testing.T) {
+	d, c, _, _ := managedSetup(t, device.Config{MemorySize: 16 << 20}, Config{})
+	m := allocManaged(t, c, 4<<20)
+	mg, err := m.Prefetch(0, 4<<20, ToDevice)
+	require.NoError(t, err)
+	require.NoError(t, mg.Wait())
+	before, _ := m.Resident()
+	require.Equal(t, 1024, before, "pages on the device before the Alloc")
+	_, err = d.Alloc(d.DataSize())
+	require.ErrorIs(t, err, ErrOutOfMemory, "Alloc of all of device memory, with 4 MiB of it held by managed pages and more by the driver")
+	after, _ := m.Resident()
+	assert.Equal(t, before, after, "pages on the device after an Alloc that could not fit")
+}
