@@ -207,6 +207,7 @@ type um struct {
 	faulted   []faultedPage // serveBatch's scratch (blocks.go)
 	spans     []pageSpan    // serveBlock's scratch
 	occupied  []int         // densitySpan's scratch: prefix counts of a block's occupied pages
+	runFrames []uint64      // toDevice's scratch: the frames of the run it is moving
 
 	faults // the fault buffer and its handler (faults.go)
 }
@@ -365,14 +366,18 @@ func (d *Driver) lookupManaged(ctx abi.Context, va uint64) *Managed {
 
 // toDevice moves the pages [first, first+n) of m that are on the host to
 // the device (or maps them remotely, if they thrash or no frame can be
-// found), and returns how many it moved. The caller holds um.mu.
+// found), and returns how many it moved. Consecutive pages that move go
+// together (moveRun), so that a pager makes one call of each kind per
+// run, not per page. The caller holds um.mu.
 func (d *Driver) toDevice(m *Managed, first, n int) int {
-	mem := d.hw.Memory()
 	now := d.Now()
 	moved := 0
+	run, frames := first, d.um.runFrames[:0] // the run: pages [run, run+len(frames)), each with its frame
 	for i := first; i < first+n && i < len(m.pages); i++ {
 		p := &m.pages[i]
 		if p.where != pageHost {
+			moved += d.moveRun(m, run, frames, now)
+			run, frames = i+1, frames[:0]
 			continue
 		}
 		if now-p.lastMove > thrashLapse {
@@ -380,34 +385,60 @@ func (d *Driver) toDevice(m *Managed, first, n int) int {
 		}
 		p.moves++
 		p.lastMove = now
-		if d.um.threshold > 0 && p.moves >= d.um.threshold {
-			d.mapRemote(m, i, now)
-			continue
+		frame, ok := uint64(0), false
+		if d.um.threshold == 0 || p.moves < d.um.threshold {
+			frame, ok = d.frame(m, first, first+n) // !ok: device memory is full of pages that cannot move
 		}
-		frame, ok := d.frame(m, first, first+n)
 		if !ok {
-			d.mapRemote(m, i, now) // device memory is full of pages that cannot move: use the host's
+			moved += d.moveRun(m, run, frames, now)
+			run, frames = i+1, frames[:0]
+			d.mapRemote(m, i, now) // it thrashes, or the host's page will do
 			continue
 		}
-		if m.pagerProtect(i) != nil { // pager.go: a write now waits until the page is gone
-			d.freeFrame(frame)
-			d.mapRemote(m, i, now)
-			continue
-		}
-		copy(mem[frame:frame+1<<abi.PageShift], m.host.bytes[uint64(i)<<abi.PageShift:])
-		if !m.pagerRemove(i) { // pager.go: the host's next touch faults
-			d.freeFrame(frame)
-			d.mapRemote(m, i, now)
-			continue
-		}
-		// The entry last: an engine that finds it valid reads a whole frame.
-		storePTE(d.vm.pool.mem, p.pte, abi.MakePage(frame, abi.PTEPage4K, true, false))
-		p.where, p.frame, p.changed = pageDevice, frame, now
-		d.blockIn(m, i) // evict.go
-		moved++
+		frames = append(frames, frame)
 	}
+	moved += d.moveRun(m, run, frames, now)
+	d.um.runFrames = frames[:0]
 	d.um.stats.ToDevice += uint64(moved)
 	return moved
+}
+
+// moveRun moves the len(frames) consecutive pages from page first, all on
+// the host, into frames, and returns how many it moved: all or none. With
+// a pager the run is write-protected in the program first, so that a
+// write from then on waits until the pages are gone, and punched out after
+// the copy (pager.go); if either fails, the pages stay on the host and are
+// mapped remotely. The caller holds um.mu.
+func (d *Driver) moveRun(m *Managed, first int, frames []uint64, now uint64) int {
+	if len(frames) == 0 {
+		return 0
+	}
+	if m.pagerProtect(first, len(frames)) != nil || !d.copyRun(m, first, frames) {
+		for k, f := range frames {
+			d.freeFrame(f)
+			d.mapRemote(m, first+k, now)
+		}
+		return 0
+	}
+	for k, f := range frames {
+		p := &m.pages[first+k]
+		// The entry last: an engine that finds it valid reads a whole frame.
+		storePTE(d.vm.pool.mem, p.pte, abi.MakePage(f, abi.PTEPage4K, true, false))
+		p.where, p.frame, p.changed = pageDevice, f, now
+		d.blockIn(m, first+k) // evict.go
+	}
+	return len(frames)
+}
+
+// copyRun copies the pages from page first into frames, and then, with a
+// pager, has it take them from the host (pagerRemove); it reports whether
+// the pages may go on to the device. The caller holds um.mu.
+func (d *Driver) copyRun(m *Managed, first int, frames []uint64) bool {
+	mem := d.hw.Memory()
+	for k, f := range frames {
+		copy(mem[f:f+1<<abi.PageShift], m.host.bytes[uint64(first+k)<<abi.PageShift:])
+	}
+	return m.pagerRemove(first, len(frames)) // pager.go: the host's next touch faults
 }
 
 // mapRemote maps page i of m to its host page through the DMA window.

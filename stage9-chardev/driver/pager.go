@@ -15,16 +15,19 @@ import (
 // taken away from the host, so that the host's next touch faults, and
 // HostFault brings it back.
 //
-// The protocol of one page moving to the device (toDevice, um.mu held):
+// The protocol of a run of pages moving to the device (toDevice, which
+// moves each run of consecutive pages of a window together: moveRun, with
+// um.mu held):
 //
-//	Protect(i)   write-protect it in the program: a write from now on
-//	             waits in the kernel instead of landing behind the copy
-//	copy         host page → device frame
-//	Remove(i)    punch the host page out and lift the write protection,
-//	             waking any writer: it faults again, now on a missing
-//	             page, and HostFault (which waits for um.mu) brings the
-//	             page back first
-//	entry        the page's entry maps the frame, last, as without a pager
+//	Protect(i, n)  write-protect them in the program: a write from now on
+//	               waits in the kernel instead of landing behind the copy
+//	copy           host pages → device frames
+//	Remove(i, n)   punch the host pages out and lift the write protection,
+//	               waking any writer: it faults again, now on a missing
+//	               page, and HostFault (which waits for um.mu) brings the
+//	               page back first
+//	entries        each page's entry maps its frame, last, as without a
+//	               pager
 //
 // Invariant, with um.mu held: a page of an allocation with a pager is
 // pageDevice exactly when its host page is a hole (Remove made it one,
@@ -37,12 +40,14 @@ import (
 // do take its kernel locks, so each is bounded, and fails when the
 // program holds them too long (server/pager.go, bounded).
 type Pager interface {
-	// Protect write-protects page i in the program's mapping. If it
-	// fails, the page is not moved: it is mapped remotely instead.
-	Protect(i int) error
-	// Remove punches page i out of the host side, after its bytes are in
-	// device memory, and lifts the write protection Protect set.
-	Remove(i int) error
+	// Protect write-protects the n pages from page i in the program's
+	// mapping. If it fails, none of them moves: they are mapped remotely
+	// instead.
+	Protect(i, n int) error
+	// Remove punches the n pages from page i out of the host side, after
+	// their bytes are in device memory, and lifts the write protection
+	// Protect set.
+	Remove(i, n int) error
 	// Fill puts the len(src)/PageSize pages from page i back, with the
 	// bytes of src, each whole: the program never sees a page before its
 	// bytes are in (so not by copying through the daemon's own mapping,
@@ -133,11 +138,11 @@ func (m *Managed) hostWindow(i int) int {
 // ANCHOR_END: hostwindow
 
 // pagerProtect is Protect, if m has a pager. The caller holds um.mu.
-func (m *Managed) pagerProtect(i int) error {
+func (m *Managed) pagerProtect(i, n int) error {
 	if m.pager == nil {
 		return nil
 	}
-	return m.pager.Protect(i)
+	return m.pager.Protect(i, n)
 }
 
 // fillHost copies the frames of the n consecutive pages from first, all
@@ -168,15 +173,15 @@ func (m *Managed) fillHost(first, n int, mem []byte) {
 	}
 }
 
-// pagerRemove is Remove, if m has a pager, and reports whether the page
-// may go on to the device. If Remove failed, the host page may still be
-// there, and so the page must not live on the device as well: the caller
-// maps it remotely, and the failure is counted. The caller holds um.mu.
-func (m *Managed) pagerRemove(i int) bool {
+// pagerRemove is Remove, if m has a pager, and reports whether the pages
+// may go on to the device. If Remove failed, the host pages may still be
+// there, and so the pages must not live on the device as well: the caller
+// maps them remotely, and the failure is counted. The caller holds um.mu.
+func (m *Managed) pagerRemove(i, n int) bool {
 	if m.pager == nil {
 		return true
 	}
-	if m.pager.Remove(i) != nil {
+	if m.pager.Remove(i, n) != nil {
 		m.d.um.stats.PagerErrors++
 		return false
 	}

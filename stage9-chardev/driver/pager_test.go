@@ -23,27 +23,35 @@ type fakePager struct {
 	removeErr     error
 	fillErr       error
 	protectedLive map[int]bool
+	protects      int // Protect calls
+	removes       int // Remove calls
 }
 
-func (f *fakePager) Protect(i int) error {
+func (f *fakePager) Protect(i, n int) error {
 	if f.protectErr != nil {
 		return f.protectErr
 	}
-	f.protected = append(f.protected, i)
-	f.protectedLive[i] = true
+	f.protects++
+	for k := i; k < i+n; k++ {
+		f.protected = append(f.protected, k)
+		f.protectedLive[k] = true
+	}
 	return nil
 }
 
-func (f *fakePager) Remove(i int) error {
+func (f *fakePager) Remove(i, n int) error {
 	if f.removeErr != nil {
 		return f.removeErr
 	}
-	if !f.protectedLive[i] {
-		panic("Remove of a page Protect did not protect")
+	f.removes++
+	for k := i; k < i+n; k++ {
+		if !f.protectedLive[k] {
+			panic("Remove of a page Protect did not protect")
+		}
+		clear(f.host[k<<abi.PageShift : (k+1)<<abi.PageShift])
+		f.removed = append(f.removed, k)
+		f.protectedLive[k] = false
 	}
-	clear(f.host[i<<abi.PageShift : (i+1)<<abi.PageShift])
-	f.removed = append(f.removed, i)
-	f.protectedLive[i] = false
 	return nil
 }
 
@@ -193,6 +201,39 @@ func TestAWindowComesHomeInOneFill(t *testing.T) {
 	for i, b := range f.host {
 		if b != 5 {
 			t.Fatalf("host byte %d = %d after the pages came home; want 5, the device's", i, b)
+		}
+	}
+}
+
+// TestADeviceWindowMovesInOneProtectAndOneRemove: the pages of a device
+// fault's window that are on the host go to the device with one Protect
+// and one Remove of each run of consecutive pages, not one of each per
+// page. For the daemon's pager each is a call into the client's memory —
+// the Remove one through another process (server/punch.go) — and at one
+// per page a 1 MiB FILL of paged memory made 512 of them. A page of the
+// window that is on the device already ends a run: here page 3, left on
+// the device when the host brought the others home, leaves the runs
+// [0, 3) and [4, 8).
+func TestADeviceWindowMovesInOneProtectAndOneRemove(t *testing.T) {
+	ch, m, f := pagerSetupWith(t, Config{Prefetch: PrefetchWindow, PrefetchPages: 8, ThrashThreshold: -1}, 8)
+	require.NoError(t, ch.Submit(abi.Command{Op: abi.OpFill, Ctx: m.ctx.ID(), Dst: m.VA() + 3<<abi.PageShift, Size: 1 << abi.PageShift, Value: 4}))
+	require.Len(t, f.removed, 8, "pages the first FILL took: its window, all 8")
+	// Bring every page but page 3 home.
+	for _, i := range []int{0, 1, 2, 4, 5, 6, 7} {
+		_, err := m.HostFault(i)
+		require.NoError(t, err)
+	}
+	if device, _ := m.Resident(); device != 1 {
+		t.Fatalf("%d pages on the device after the host's faults; want 1 (page 3)", device)
+	}
+	f.protects, f.removes, f.removed = 0, 0, nil
+	require.NoError(t, ch.Submit(abi.Command{Op: abi.OpFill, Ctx: m.ctx.ID(), Dst: m.VA(), Size: 8 << abi.PageShift, Value: 5}))
+	assert.Equal(t, []int{0, 1, 2, 4, 5, 6, 7}, f.removed, "pages the second FILL took")
+	assert.Equal(t, 2, f.protects, "Protect calls: one per run of consecutive pages on the host")
+	assert.Equal(t, 2, f.removes, "Remove calls: one per run")
+	for i, b := range f.host {
+		if b != 0 {
+			t.Fatalf("host byte %d = %d after every page went to the device; want 0, a hole", i, b)
 		}
 	}
 }

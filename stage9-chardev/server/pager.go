@@ -564,28 +564,30 @@ var pagerOutside atomic.Uint64
 // fault loop calls it for every client.
 func (p *pager) wake(i uint64) {
 	p.bounded(pagerCall{"UFFDIO_WRITEPROTECT (off) of", int(i), 1}, func(fd, _ int) error {
-		p.wakeOn(fd, i)
+		p.wakeOn(fd, int(i), 1)
 		return nil
 	})
 }
 
-// wakeOn is wake, on fd, the descriptor bounded passes its call.
-func (p *pager) wakeOn(fd int, i uint64) {
-	addr := p.base + i<<abi.PageShift
-	if err := uffd.WriteProtect(fd, addr, 1<<abi.PageShift, false); err != nil {
-		uffd.Wake(fd, addr, 1<<abi.PageShift)
+// wakeOn is wake of the n pages from page i, on fd, the descriptor
+// bounded passes its call.
+func (p *pager) wakeOn(fd int, i, n int) {
+	addr, length := p.base+uint64(i)<<abi.PageShift, uint64(n)<<abi.PageShift
+	if err := uffd.WriteProtect(fd, addr, length, false); err != nil {
+		uffd.Wake(fd, addr, length)
 	}
 }
 
-// Protect write-protects page i in the client (driver.Pager). EAGAIN —
-// the client's address space is changing under a fork or mremap — is
-// tried again a few times; then the page is not moved.
-func (p *pager) Protect(i int) error {
-	addr := p.base + uint64(i)<<abi.PageShift
-	return p.bounded(pagerCall{"UFFDIO_WRITEPROTECT of", i, 1}, func(fd, _ int) error {
+// Protect write-protects the n pages from page i in the client, with one
+// ioctl (driver.Pager). EAGAIN — the client's address space is changing
+// under a fork or mremap — is tried again a few times; then the pages
+// are not moved.
+func (p *pager) Protect(i, n int) error {
+	addr, length := p.base+uint64(i)<<abi.PageShift, uint64(n)<<abi.PageShift
+	return p.bounded(pagerCall{"UFFDIO_WRITEPROTECT of", i, n}, func(fd, _ int) error {
 		var err error
 		for range 8 {
-			if err = uffd.WriteProtect(fd, addr, 1<<abi.PageShift, true); !errors.Is(err, syscall.EAGAIN) {
+			if err = uffd.WriteProtect(fd, addr, length, true); !errors.Is(err, syscall.EAGAIN) {
 				break
 			}
 		}
@@ -613,16 +615,17 @@ func (p *pager) Fill(i int, src []byte) error {
 	})
 }
 
-// Remove punches page i out of the memfd — out of the client's mapping
-// and the daemon's alike — and lifts its write protection, waking a
-// writer that waited: its retry is a missing fault (driver.Pager).
-func (p *pager) Remove(i int) error {
-	off := int64(i) << abi.PageShift
-	return p.bounded(pagerCall{"fallocate (punch) of", i, 1}, func(fd, memfd int) error {
-		if err := unix.Fallocate(memfd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, 1<<abi.PageShift); err != nil {
-			return fmt.Errorf("punching page %d: %w", i, err)
+// Remove punches the n pages from page i out of the memfd — out of the
+// client's mapping and the daemon's alike — and lifts their write
+// protection, waking a writer that waited: its retry is a missing fault
+// (driver.Pager).
+func (p *pager) Remove(i, n int) error {
+	off, length := int64(i)<<abi.PageShift, int64(n)<<abi.PageShift
+	return p.bounded(pagerCall{"fallocate (punch) of", i, n}, func(fd, memfd int) error {
+		if err := unix.Fallocate(memfd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, length); err != nil {
+			return fmt.Errorf("punching pages [%d, +%d): %w", i, n, err)
 		}
-		p.wakeOn(fd, uint64(i))
+		p.wakeOn(fd, i, n)
 		return nil
 	})
 }
