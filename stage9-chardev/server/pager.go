@@ -45,7 +45,8 @@ import (
 //	                                (fault handler)                  fault on page i
 //	                                Protect(i): UFFDIO_WRITEPROTECT
 //	                                copy page i → frame
-//	write page i: waits (wp fault)  Remove(i): PUNCH_HOLE, lift wp → wake
+//	write page i: waits (wp fault)  Remove(i): PUNCH_HOLE (by the
+//	                                punch helper), lift wp → wake
 //	retries: missing fault ───────→ (fault loop) HostFault(i):
 //	                                  entry cleared, TLBs invalidated,
 //	                                  Fill(i): UFFDIO_COPY frame → page
@@ -63,21 +64,25 @@ import (
 // and fallocate need none, and it never writes the liveness socket), so
 // a client that never retries its faults costs the daemon nothing. But
 // these calls do take the client's own kernel locks: the ioctls its mmap
-// lock, fallocate its memfd's inode lock, each of which the client can
+// lock, fallocate its memfd's inode lock. The mmap lock a client can
 // hold for as long as one system call of its own lasts — an mprotect
-// over tens of thousands of populated mappings holds the mmap lock for
-// writing for a sizeable fraction of a second, and a thread can do it
-// again and again (TestAStrangersMmapLockStallsNoOtherClient). The
-// driver makes the calls with its managed-memory lock (um.mu) held, and
-// the fault loop makes some for every client, so each is bounded
-// (bounded): one that takes longer than pagerBound fails, its client is
-// dropped, and its uid is barred from the pager (pagerBars). A fault
-// moves at most the host's window of pages (driver/pager.go,
-// hostWindow). What the client does hold is the userfaultfd's open file
-// description, and its O_NONBLOCK flag, which the kernel's poll and read
-// of it obey: the pager's read does not wait whatever the flag says, and
-// a client that clears it — its faults can no longer be waited for — is
-// dropped.
+// over tens of thousands of populated mappings holds it for writing for
+// a sizeable fraction of a second, and a thread can do it again and
+// again (TestAStrangersMmapLockStallsNoOtherClient); the inode lock, if
+// it may make kernel-mode userfaultfds, for good
+// (TestAStrangerHoldingItsMemfdLockCannotWedgeSIGTERM). The driver makes
+// the calls with its managed-memory lock (um.mu) held, and the fault
+// loop makes some for every client, so each is bounded (bounded): one
+// that takes longer than pagerBound fails, its client is dropped, and its
+// uid is barred from the pager (pagerBars). The fallocate is made by a
+// helper process (punch.go), so that one stuck for good holds the
+// helper, not a thread of the daemon's, which would keep the daemon's
+// process from ending. A fault moves at most the host's window of pages
+// (driver/pager.go, hostWindow). What the client does hold is the
+// userfaultfd's open file description, and its O_NONBLOCK flag, which
+// the kernel's poll and read of it obey: the pager's read does not wait
+// whatever the flag says, and a client that clears it — its faults can
+// no longer be waited for — is dropped.
 //
 // Failure is loud: the call carries one end of a socket pair whose other
 // end the client has armed with O_ASYNC, F_SETOWN (itself) and F_SETSIG
@@ -97,17 +102,18 @@ type pagers struct {
 
 // pager serves one managed allocation's host faults.
 type pager struct {
-	m      *driver.Managed
-	uffd   int    // the daemon's duplicate of the client's userfaultfd, non-blocking: read by the fault loop
-	memfd  int    // the allocation's memfd: where pages are punched out
-	live   int    // the daemon's end of the client's liveness socket pair: closed last
-	base   uint64 // the client's mapping of it
-	length uint64
-	loop   *faultLoop       // the daemon's (faultloop.go)
-	id     uint32           // its key in loop.byID, and its epoll events' data
-	drop   func(why string) // ends the client: closes its connection, and its teardown frees its memory
-	uid    uint32           // the client's
-	bars   *pagerBars       // the daemon's: a uid barred from the pager has no call made (bounded)
+	m       *driver.Managed
+	uffd    int    // the daemon's duplicate of the client's userfaultfd, non-blocking: read by the fault loop
+	memfd   int    // the allocation's memfd: where pages are punched out
+	live    int    // the daemon's end of the client's liveness socket pair: closed last
+	base    uint64 // the client's mapping of it
+	length  uint64
+	loop    *faultLoop       // the daemon's (faultloop.go)
+	id      uint32           // its key in loop.byID, and its epoll events' data
+	drop    func(why string) // ends the client: closes its connection, and its teardown frees its memory
+	uid     uint32           // the client's
+	bars    *pagerBars       // the daemon's: a uid barred from the pager has no call made (bounded)
+	punches *puncher         // the daemon's: the helper processes that punch for Remove (punch.go)
 
 	// serving is held by the fault loop while it reads and answers this
 	// pager's faults; stopPager takes it to know that no answer is under
@@ -193,6 +199,9 @@ func (c *client) managedPager(a *uapi.ManagedPager, uffdFD, livenessFD int) erro
 	if err != nil {
 		return fmt.Errorf("MANAGED_PAGER: %v: %w", err, uapi.ErrNoMemory)
 	}
+	if err := c.s.punches.ready(); err != nil {
+		return fmt.Errorf("MANAGED_PAGER: %v: %w", err, uapi.ErrNoMemory)
+	}
 	uffdDup, err := unix.FcntlInt(uintptr(uffdFD), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("MANAGED_PAGER: %v: %w", err, uapi.ErrNoMemory)
@@ -203,7 +212,7 @@ func (c *client) managedPager(a *uapi.ManagedPager, uffdFD, livenessFD int) erro
 		return fmt.Errorf("MANAGED_PAGER: %v: %w", err, uapi.ErrNoMemory)
 	}
 	p := &pager{m: m, uffd: uffdDup, memfd: memfd, live: live, base: a.Base, length: a.Length, loop: loop,
-		uid: c.uid, bars: &c.s.bars,
+		uid: c.uid, bars: &c.s.bars, punches: &c.s.punches,
 		drop: func(why string) {
 			c.s.log.Warn("client dropped: "+why, "pid", c.pid, "uid", c.uid)
 			c.conn.Close() // its serve loop sees EOF and tears it down: stopPager, then the free
@@ -338,18 +347,15 @@ func (b *pagerBars) strike(uid uint32, now, began time.Time) time.Time {
 // the hand-off: a goroutine the daemon's own load keeps from its core is
 // not the client's doing.
 //
-// What a call left running still holds is its thread, and it may hold
-// the daemon's exit: a thread asleep uninterruptibly in the kernel, as a
-// fallocate waiting for the memfd's inode lock is, keeps the process
-// from ending, SIGKILL or not. A client that may make kernel-mode
-// userfaultfds can hold that lock for good — a write into its own memfd
-// from a buffer that faults to a second userfaultfd it never answers —
-// and then SIGTERM does not end the daemon's process until the client
-// lets go or dies. A red-team run showed it with a root client; no test
-// in the tree does, as it would fail. Where vm.unprivileged_userfaultfd
-// is 0, as here, only a privileged client can make such a userfaultfd,
-// and no unprivileged way to hold the lock was found; the cure would be
-// to make these calls from a helper process.
+// What a call left running still holds is its thread, and a thread
+// asleep uninterruptibly in the kernel keeps its process from ending,
+// SIGKILL or not. The userfaultfd ioctls sleep only as long as one system
+// call of the client's; the fallocate that punches pages out of the memfd
+// can sleep for good, on the memfd's inode lock, which a client allowed
+// kernel-mode userfaultfds holds as long as it likes. So the punch is
+// made in a helper process (punch.go), and for it the bound counts from
+// when the helper began (pagerCall.began): a stuck helper is let go, and
+// the daemon's own threads never sleep on a client's lock for good.
 //
 // The hand-off to the goroutine and back costs every call: a sparse
 // touch (ManagedPager/touch=sparse/path=pager) took about 109 µs against
@@ -390,18 +396,24 @@ func (p *pager) bounded(what pagerCall, call func(uffd, memfd int) error) error 
 	}()
 	timer := time.NewTimer(pagerBound)
 	defer timer.Stop()
+	var start time.Time // when the call began
 	for {
 		select {
 		case err := <-done:
 			return err
 		case <-timer.C:
 		}
-		start := began.Load()
-		if start == 0 {
+		start = time.Time{}
+		if what.began != nil {
+			start = what.began()
+		} else if at := began.Load(); at != 0 {
+			start = time.Unix(0, at)
+		}
+		if start.IsZero() {
 			timer.Reset(pagerBound) // not begun: the daemon's load, not the client
 			continue
 		}
-		if left := time.Until(time.Unix(0, start).Add(pagerBound)); left > 0 {
+		if left := time.Until(start.Add(pagerBound)); left > 0 {
 			timer.Reset(left)
 			continue
 		}
@@ -414,7 +426,7 @@ func (p *pager) bounded(what pagerCall, call func(uffd, memfd int) error) error 
 	if first && p.drop != nil {
 		why := fmt.Sprintf("the pager cannot reach its memory: %v outlived %v", what, pagerBound)
 		if p.bars != nil {
-			why += "; its uid is barred from the pager until " + p.bars.strike(p.uid, time.Now(), time.Unix(0, began.Load())).UTC().Format(time.RFC3339)
+			why += "; its uid is barred from the pager until " + p.bars.strike(p.uid, time.Now(), start).UTC().Format(time.RFC3339)
 		}
 		p.drop(why) // it only closes the connection: the teardown, which takes um.mu, runs on the client's serve goroutine
 	}
@@ -427,6 +439,11 @@ func (p *pager) bounded(what pagerCall, call func(uffd, memfd int) error) error 
 type pagerCall struct {
 	op          string
 	page, pages int
+	// began, if set, says when the call began in another process (the
+	// punch helper's fallocate: punch.go), or the zero time if it has not:
+	// the bound counts from then. Unset, it counts from when bounded's
+	// goroutine made the call.
+	began func() time.Time
 }
 
 func (c pagerCall) String() string {
@@ -563,7 +580,7 @@ var pagerOutside atomic.Uint64
 // client's address space is changing), a plain wake does it. Bounded: the
 // fault loop calls it for every client.
 func (p *pager) wake(i uint64) {
-	p.bounded(pagerCall{"UFFDIO_WRITEPROTECT (off) of", int(i), 1}, func(fd, _ int) error {
+	p.bounded(pagerCall{op: "UFFDIO_WRITEPROTECT (off) of", page: int(i), pages: 1}, func(fd, _ int) error {
 		p.wakeOn(fd, int(i), 1)
 		return nil
 	})
@@ -584,7 +601,7 @@ func (p *pager) wakeOn(fd int, i, n int) {
 // are not moved.
 func (p *pager) Protect(i, n int) error {
 	addr, length := p.base+uint64(i)<<abi.PageShift, uint64(n)<<abi.PageShift
-	return p.bounded(pagerCall{"UFFDIO_WRITEPROTECT of", i, n}, func(fd, _ int) error {
+	return p.bounded(pagerCall{op: "UFFDIO_WRITEPROTECT of", page: i, pages: n}, func(fd, _ int) error {
 		var err error
 		for range 8 {
 			if err = uffd.WriteProtect(fd, addr, length, true); !errors.Is(err, syscall.EAGAIN) {
@@ -601,7 +618,7 @@ func (p *pager) Protect(i, n int) error {
 // times for the pages not yet filled, as in Protect.
 func (p *pager) Fill(i int, src []byte) error {
 	addr := p.base + uint64(i)<<abi.PageShift
-	return p.bounded(pagerCall{"UFFDIO_COPY of", i, len(src) >> abi.PageShift}, func(fd, _ int) error {
+	return p.bounded(pagerCall{op: "UFFDIO_COPY of", page: i, pages: len(src) >> abi.PageShift}, func(fd, _ int) error {
 		var err error
 		for range 8 {
 			var filled uint64
@@ -618,14 +635,40 @@ func (p *pager) Fill(i int, src []byte) error {
 // Remove punches the n pages from page i out of the memfd — out of the
 // client's mapping and the daemon's alike — and lifts their write
 // protection, waking a writer that waited: its retry is a missing fault
-// (driver.Pager).
+// (driver.Pager). The punch is made by a helper process (punch.go),
+// taken before the bound's clock starts: starting one is the daemon's
+// cost, not the client's.
 func (p *pager) Remove(i, n int) error {
+	h, err := p.punches.take()
+	if err != nil {
+		return fmt.Errorf("punching pages [%d, +%d): %w", i, n, err)
+	}
 	off, length := int64(i)<<abi.PageShift, int64(n)<<abi.PageShift
-	return p.bounded(pagerCall{"fallocate (punch) of", i, n}, func(fd, memfd int) error {
-		if err := unix.Fallocate(memfd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, length); err != nil {
+	// h is the call's if the call begins, and this function's if bounded
+	// returns without making it: whichever claims it first gives it back
+	// or lets it go, and the call, which may run on after bounded gave
+	// up, uses it only if it claimed it.
+	var claimed atomic.Bool
+	err = p.bounded(pagerCall{op: "fallocate (punch) of", page: i, pages: n, began: h.began}, func(fd, memfd int) error {
+		if !claimed.CompareAndSwap(false, true) {
+			return errStuck
+		}
+		// Patience past the bound: bounded has given up by then, and
+		// the helper, stuck on the client's lock, is let go.
+		if err := h.punch(memfd, off, length, 2*pagerBound); err != nil {
+			if errors.Is(err, errHelperLost) {
+				h.retire()
+			} else {
+				p.punches.give(h)
+			}
 			return fmt.Errorf("punching pages [%d, +%d): %w", i, n, err)
 		}
+		p.punches.give(h)
 		p.wakeOn(fd, i, n)
 		return nil
 	})
+	if claimed.CompareAndSwap(false, true) {
+		p.punches.give(h) // bounded made no call
+	}
+	return err
 }

@@ -140,6 +140,7 @@ type Server struct {
 	faultsMu sync.Mutex
 	faults   *faultLoop
 	bars     pagerBars // the uids barred from the pager (pager.go)
+	punches  puncher   // the pager's punch helpers (punch.go)
 
 	messages atomic.Uint64 // messages received from every client
 	serving  sync.WaitGroup
@@ -414,6 +415,7 @@ func (s *Server) Close() error {
 		}
 		s.serving.Wait()
 		s.stopFaultLoop() // every pager was stopped with its client
+		s.punches.close()
 		err = s.drv.Close()
 		s.dev.Close()
 		s.log.Info("device closed", "node", s.node)

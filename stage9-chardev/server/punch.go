@@ -1,0 +1,395 @@
+package server
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The punch helper: the one call into a client's memory that the daemon
+// does not make in its own process.
+//
+// Remove punches pages out of the client's memfd with fallocate, which
+// takes the memfd's inode lock, and waits for it uninterruptibly. A
+// client allowed kernel-mode userfaultfds can hold that lock for good: a
+// thread of its own write()s into the memfd from a buffer registered
+// with a second userfaultfd it never answers, and the write sleeps in its
+// fault-in with the lock held. bounded gives up on such a call and drops
+// the client, but the call itself goes on waiting, on a thread; and a
+// process ends only when its last thread does. A daemon thread asleep
+// there would keep softgpud alive past SIGTERM, and past SIGKILL, until
+// the client let go (TestAStrangerHoldingItsMemfdLockCannotWedgeSIGTERM).
+// So the daemon does not make that call: a helper process does — this
+// same binary, started again in a role of its own (punchHelperEnv) — and
+// the daemon waits for its answer on a socket, for as long as it chooses.
+// A helper stuck on a client's lock is let go, sent SIGKILL (which it
+// takes when the lock frees) and left to end alone; the next punch starts
+// another. No thread of the daemon's sleeps on a client's lock for good.
+//
+// The userfaultfd ioctls stay in the daemon. They take the client's mmap
+// lock, which the kernel is careful not to hold while it waits on user
+// space: handle_userfault lets the lock go (the mmap lock, or the VMA's)
+// before it sleeps, and fails a fault that may not let it go rather than
+// wait. The red team found a client holding its mmap lock only as long
+// as one system call of its own takes (TestAStrangersMmapLockStallsNoOtherClient),
+// which bounded deals with. Moving the ioctls too would cost every fault
+// the host takes a round trip between processes (one
+// Baseline/op=uffdfault/path=process, the floor under ManagedPager's
+// sparse touch).
+//
+// The price: a punch is a round trip to another process, where it was a
+// system call — one per run of pages a device fault moves (moveRun, in
+// the driver), not one per page.
+//
+// The protocol, on a SOCK_SEQPACKET socket pair, one request at a time
+// per helper:
+//
+//	daemon           clock word := 0
+//	daemon → helper  offset, length (two uint64s, native order), and the
+//	                 memfd, as SCM_RIGHTS
+//	helper           clock word := now (CLOCK_MONOTONIC, ns);
+//	                 fallocate(memfd, PUNCH_HOLE|KEEP_SIZE, offset, length);
+//	                 closes its copy of the memfd
+//	helper → daemon  the errno (a uint32; 0: done)
+//
+// The clock word is a page the two processes share (a memfd, descriptor
+// 4 in the helper): it tells the daemon when the fallocate began, so that
+// bounded counts the bound from there, as it does for a call of its own.
+// Counted from the request instead, the bound took in the time the
+// helper waited for a core: another uid's hundreds of spinning threads
+// made a well-behaved client's punch outlive it, and the client was
+// dropped (TestAStrangersCPULoadBarsNoOtherUid).
+//
+// The helper ends when its socket reports end of file: the daemon closed
+// its end, or died.
+
+// punchHelperEnv, set to "1" in a process's environment, makes the
+// process a punch helper: package server's init serves the socket at
+// descriptor 3 and exits, before any main or TestMain runs. Any binary
+// that links package server can be started that way, softgpud and test
+// binaries alike, so the helper is always the daemon's own code.
+const punchHelperEnv = "SOFTGPU_PUNCH_HELPER"
+
+func init() {
+	if os.Getenv(punchHelperEnv) == "1" {
+		os.Exit(punchHelper(3, 4))
+	}
+}
+
+// punchRequestSize is a request's bytes, the memfd aside.
+const punchRequestSize = 16
+
+// punchHelper serves punch requests on the socket fd until end of file,
+// marking in the page of clockFD when each fallocate begins, and returns
+// the process's exit status.
+func punchHelper(fd, clockFD int) int {
+	page, err := unix.Mmap(clockFD, 0, unix.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "softgpu punch helper: descriptor %d is not the daemon's clock page: %v (%s is for the daemon's own helper process)\n", clockFD, err, punchHelperEnv)
+		return 2
+	}
+	clock := sharedWord(page)
+	var req [punchRequestSize]byte
+	oob := make([]byte, unix.CmsgSpace(4))
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(fd, req[:], oob, unix.MSG_CMSG_CLOEXEC)
+		switch {
+		case errors.Is(err, syscall.EINTR):
+			continue
+		case err != nil:
+			fmt.Fprintf(os.Stderr, "softgpu punch helper: descriptor %d is not the daemon's socket: %v (%s is for the daemon's own helper process)\n", fd, err, punchHelperEnv)
+			return 2
+		case n == 0 && oobn == 0:
+			return 0 // the daemon is done with this helper, or gone
+		}
+		errno := punchOne(req[:n], oob[:oobn], clock)
+		var reply [4]byte
+		binary.NativeEndian.PutUint32(reply[:], uint32(errno))
+		for {
+			if _, err = unix.Write(fd, reply[:]); !errors.Is(err, syscall.EINTR) {
+				break
+			}
+		}
+		if err != nil {
+			return 0 // the daemon let this helper go while it worked
+		}
+	}
+}
+
+// punchOne carries out one request, marking on clock when its fallocate
+// begins, and returns its errno: EINVAL for a request that is not one.
+func punchOne(req, oob []byte, clock *atomic.Int64) syscall.Errno {
+	memfd := -1
+	if msgs, err := unix.ParseSocketControlMessage(oob); err == nil && len(msgs) == 1 {
+		if fds, err := unix.ParseUnixRights(&msgs[0]); err == nil && len(fds) == 1 {
+			memfd = fds[0]
+		} else {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+		}
+	}
+	if memfd < 0 {
+		return syscall.EINVAL
+	}
+	defer unix.Close(memfd)
+	if len(req) != punchRequestSize {
+		return syscall.EINVAL
+	}
+	off := int64(binary.NativeEndian.Uint64(req[0:]))
+	length := int64(binary.NativeEndian.Uint64(req[8:]))
+	clock.Store(monotonicNow())
+	for {
+		err := unix.Fallocate(memfd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, length)
+		if errno, ok := err.(syscall.Errno); ok && errno == syscall.EINTR {
+			continue
+		} else if ok {
+			return errno
+		} else if err != nil {
+			return syscall.EIO
+		}
+		return 0
+	}
+}
+
+// puncher is the daemon's side: the helper waiting for work, if any.
+// Each request takes a helper to itself (take), and gives it back when
+// the answer came (give), or lets it go (retire). Requests come one at a
+// time — the driver punches with um.mu held — so one helper serves them
+// all, unless one is stuck: then the next request starts another.
+type puncher struct {
+	mu     sync.Mutex
+	idle   *punchHelperProc // nil: none started, or it is at work
+	closed bool
+}
+
+// punchHelperProc is one helper process, the daemon's end of its socket,
+// and their clock page.
+type punchHelperProc struct {
+	sock int
+	cmd  *exec.Cmd
+
+	// mu guards page, which began reads — bounded's wait may, until the
+	// call returns, whoever retired the helper meanwhile — and which the
+	// helper's reaper unmaps once the helper has ended (retire).
+	mu   sync.Mutex
+	page []byte // the clock page, mapped shared; nil once unmapped. Its word: when the helper began the request's fallocate, CLOCK_MONOTONIC ns; 0: not yet
+}
+
+// monotonicNow is CLOCK_MONOTONIC in nanoseconds: the clock the two
+// processes share (Go's own monotonic readings are of this process only).
+func monotonicNow() int64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
+}
+
+// began returns when the helper began the fallocate of the request in
+// hand, on time.Now's clock, or the zero time if it has not: the start
+// bounded counts the bound from.
+func (h *punchHelperProc) began() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.page == nil {
+		return time.Time{}
+	}
+	at := sharedWord(h.page).Load()
+	if at == 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(-time.Duration(monotonicNow() - at))
+}
+
+// errPuncherClosed is a punch asked of a daemon that is closing.
+var errPuncherClosed = errors.New("the daemon is closing: no punch helper")
+
+// ready starts a helper, if none is waiting for work: MANAGED_PAGER calls
+// it, so that a client's first device fault does not wait for one.
+func (pu *puncher) ready() error {
+	h, err := pu.take()
+	if err != nil {
+		return err
+	}
+	pu.give(h)
+	return nil
+}
+
+// take returns a helper for one request: the one waiting, or a new one.
+func (pu *puncher) take() (*punchHelperProc, error) {
+	pu.mu.Lock()
+	if pu.closed {
+		pu.mu.Unlock()
+		return nil, errPuncherClosed
+	}
+	h := pu.idle
+	pu.idle = nil
+	pu.mu.Unlock()
+	if h != nil {
+		return h, nil
+	}
+	return startPunchHelper()
+}
+
+// give puts h back for the next request, or lets it go if another helper
+// waits already or the daemon is closing.
+func (pu *puncher) give(h *punchHelperProc) {
+	pu.mu.Lock()
+	keep := !pu.closed && pu.idle == nil
+	if keep {
+		pu.idle = h
+	}
+	pu.mu.Unlock()
+	if !keep {
+		h.retire()
+	}
+}
+
+// close lets the waiting helper go; no request starts another. Server.Close
+// calls it once no client is left.
+func (pu *puncher) close() {
+	pu.mu.Lock()
+	pu.closed = true
+	h := pu.idle
+	pu.idle = nil
+	pu.mu.Unlock()
+	if h != nil {
+		h.retire()
+	}
+}
+
+// startPunchHelper starts a helper process: this binary, from
+// /proc/self/exe, with punchHelperEnv set, the far end of a new socket
+// pair as descriptor 3 and the clock page's memfd as descriptor 4. It is
+// in a process group of its own, so that a terminal's ^C reaches the
+// daemon, which lets it go, and not the helper. It gets no other
+// descriptor of the daemon's, not even its stdout and stderr (it has
+// nothing to say there): a helper stuck on a client's lock outlives the
+// daemon, and must hold nothing that someone waits to see closed — a
+// supervisor reading the daemon's output until end of file would wait
+// for the helper too.
+func startPunchHelper() (h *punchHelperProc, err error) {
+	memfd, err := unix.MemfdCreate("softgpu-punch-clock", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("starting a punch helper: memfd_create: %w", err)
+	}
+	clockFile := os.NewFile(uintptr(memfd), "punch helper clock")
+	defer clockFile.Close() // the helper has its copy, and the page is mapped
+	if err := unix.Ftruncate(memfd, int64(unix.Getpagesize())); err != nil {
+		return nil, fmt.Errorf("starting a punch helper: ftruncate: %w", err)
+	}
+	page, err := unix.Mmap(memfd, 0, unix.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("starting a punch helper: mmap: %w", err)
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		unix.Munmap(page)
+		return nil, fmt.Errorf("starting a punch helper: socketpair: %w", err)
+	}
+	far := os.NewFile(uintptr(fds[1]), "punch helper socket")
+	cmd := &exec.Cmd{
+		Path:        "/proc/self/exe",
+		Args:        []string{"softgpu-punch-helper"},
+		Env:         []string{punchHelperEnv + "=1", "GOMAXPROCS=1"},
+		ExtraFiles:  []*os.File{far, clockFile}, // descriptors 3 and 4; 0, 1 and 2 are /dev/null
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	err = cmd.Start()
+	far.Close()
+	if err != nil {
+		unix.Close(fds[0])
+		unix.Munmap(page)
+		return nil, fmt.Errorf("starting a punch helper: %w", err)
+	}
+	return &punchHelperProc{sock: fds[0], cmd: cmd, page: page}, nil
+}
+
+// punch asks h to punch [off, off+length) out of memfd and waits for the
+// answer: until patience has passed since the helper began the fallocate
+// (began), or, should the helper not begin at all, since the request went
+// — a helper that long without a core is lost too. It returns the
+// helper's errno as an error; a failure of the socket, or no answer in
+// time, is errHelperLost, and h must then be retired.
+func (h *punchHelperProc) punch(memfd int, off, length int64, patience time.Duration) error {
+	var req [punchRequestSize]byte
+	binary.NativeEndian.PutUint64(req[0:], uint64(off))
+	binary.NativeEndian.PutUint64(req[8:], uint64(length))
+	h.mu.Lock()
+	sharedWord(h.page).Store(0) // the helper has not begun this one; it sets the word before its fallocate
+	h.mu.Unlock()
+	for {
+		err := unix.Sendmsg(h.sock, req[:], unix.UnixRights(memfd), nil, 0)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%w: sending: %v", errHelperLost, err)
+		}
+		break
+	}
+	sent := time.Now()
+	var reply [4]byte
+	for {
+		deadline := sent.Add(punchStartBound)
+		if began := h.began(); !began.IsZero() {
+			deadline = began.Add(patience)
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return fmt.Errorf("%w: no answer within %v of its start", errHelperLost, patience)
+		}
+		tv := unix.NsecToTimeval(min(left, patience).Nanoseconds())
+		if err := unix.SetsockoptTimeval(h.sock, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+			return fmt.Errorf("%w: SO_RCVTIMEO: %v", errHelperLost, err)
+		}
+		// A signal handler interrupts a receive with a timeout (EINTR,
+		// never restarted), and the timeout itself reads as EAGAIN:
+		// either way, the loop looks at the deadline again.
+		n, err := unix.Read(h.sock, reply[:])
+		switch {
+		case errors.Is(err, syscall.EINTR), errors.Is(err, syscall.EAGAIN):
+			continue
+		case err != nil:
+			return fmt.Errorf("%w: receiving: %v", errHelperLost, err)
+		case n != len(reply):
+			return fmt.Errorf("%w: it answered %d bytes, or ended", errHelperLost, n)
+		}
+		if errno := syscall.Errno(binary.NativeEndian.Uint32(reply[:])); errno != 0 {
+			return errno
+		}
+		return nil
+	}
+}
+
+// punchStartBound is how long a helper may take to begin a request: far
+// above any wait for a core, on a machine still of use.
+const punchStartBound = 10 * time.Second
+
+// errHelperLost is a punch helper that did not answer: stuck on a
+// client's lock, or gone.
+var errHelperLost = errors.New("the punch helper did not answer")
+
+// retire lets h go: its socket is closed, so that it ends at its next
+// read, and it is sent SIGKILL, which a helper asleep on a client's lock
+// takes when the lock frees. Its exit is waited for on a goroutine of its
+// own, which may wait as long as the client holds the lock, and then
+// unmaps the clock page; no caller waits.
+func (h *punchHelperProc) retire() {
+	unix.Close(h.sock)
+	h.cmd.Process.Kill()
+	go func() {
+		h.cmd.Wait()
+		h.mu.Lock()
+		unix.Munmap(h.page)
+		h.page = nil
+		h.mu.Unlock()
+	}()
+}

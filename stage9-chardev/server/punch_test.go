@@ -1,0 +1,225 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"softgpu/stage9-chardev/internal/uffd"
+)
+
+// memfdWith returns a memfd of pages pages, page k filled with byte k+1.
+func memfdWith(t *testing.T, pages int) int {
+	t.Helper()
+	fd, err := unix.MemfdCreate("punch-test", unix.MFD_CLOEXEC)
+	require.NoError(t, err)
+	t.Cleanup(func() { unix.Close(fd) })
+	page := unix.Getpagesize()
+	for k := range pages {
+		_, err := unix.Pwrite(fd, bytes.Repeat([]byte{byte(k + 1)}, page), int64(k*page))
+		require.NoError(t, err)
+	}
+	return fd
+}
+
+// pageOf reads page k of fd.
+func pageOf(t *testing.T, fd, k int) []byte {
+	t.Helper()
+	b := make([]byte, unix.Getpagesize())
+	_, err := unix.Pread(fd, b, int64(k*len(b)))
+	require.NoError(t, err)
+	return b
+}
+
+// processEnded reports whether pid has ended: gone, or a zombie nobody
+// has reaped yet.
+func processEnded(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] == 'Z'
+}
+
+// waitEnded fails t unless pid ends within 5 s.
+func waitEnded(t *testing.T, pid int, what string) {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); !processEnded(pid); {
+		if time.Now().After(end) {
+			t.Fatalf("%s (pid %d) is still running 5s later", what, pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestAPunchHelperPunchesAndSaysWhy: a helper punches exactly the range
+// asked, out of the memfd it is sent, and answers the kernel's errno for
+// a request the kernel refuses — and goes on serving after it, the same
+// process, which the puncher keeps for the next request.
+func TestAPunchHelperPunchesAndSaysWhy(t *testing.T) {
+	var pu puncher
+	defer pu.close()
+	memfd := memfdWith(t, 3)
+	page := unix.Getpagesize()
+	h, err := pu.take()
+	require.NoError(t, err)
+	require.NoError(t, h.punch(memfd, int64(page), int64(page), time.Second))
+	assert.Equal(t, make([]byte, page), pageOf(t, memfd, 1), "page 1, punched: zeros")
+	assert.Equal(t, bytes.Repeat([]byte{1}, page), pageOf(t, memfd, 0), "page 0, not asked")
+	assert.Equal(t, bytes.Repeat([]byte{3}, page), pageOf(t, memfd, 2), "page 2, not asked")
+	assert.False(t, h.began().IsZero(), "the clock word after a punch: the helper marks when it began")
+
+	err = h.punch(memfd, -1, int64(page), time.Second)
+	assert.ErrorIs(t, err, syscall.EINVAL, "a punch at offset -1")
+	assert.NotErrorIs(t, err, errHelperLost, "a refusal of the kernel's is the helper's answer, not a lost helper")
+
+	pid := h.cmd.Process.Pid
+	pu.give(h)
+	again, err := pu.take()
+	require.NoError(t, err)
+	assert.Equal(t, pid, again.cmd.Process.Pid, "the helper taken after one was given back: the same process")
+	require.NoError(t, again.punch(memfd, 0, int64(page), time.Second))
+	assert.Equal(t, make([]byte, page), pageOf(t, memfd, 0), "page 0, punched by the same helper after its refusal")
+	pu.give(again)
+
+	pu.close()
+	waitEnded(t, pid, "the helper waiting for work when the puncher closed")
+	_, err = pu.take()
+	assert.ErrorIs(t, err, errPuncherClosed, "a helper asked of a closed puncher")
+}
+
+// holdInodeLock holds memfd's inode lock until release is called: a
+// thread write()s into memfd from a page registered, missing mode, with a
+// kernel-mode userfaultfd of this process, and sleeps in the write's
+// fault-in with the lock held until release fills the page. It needs the
+// right to make a kernel-mode userfaultfd (root here).
+func holdInodeLock(t *testing.T, memfd int) (release func()) {
+	t.Helper()
+	u, err := uffd.Open(0, 0)
+	require.NoError(t, err)
+	page := unix.Getpagesize()
+	buf, err := unix.Mmap(-1, 0, page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	require.NoError(t, err)
+	require.NoError(t, uffd.Register(u, uffd.Address(buf), uint64(page), uffd.ModeMissing))
+	wrote := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // it never runs Go code while it waits: the thread is in write(2)
+		_, err := unix.Pwrite(memfd, buf, 0)
+		wrote <- err
+	}()
+	// The write is asleep in its fault-in once the fault is queued.
+	pfd := []unix.PollFd{{Fd: int32(u), Events: unix.POLLIN}}
+	n, err := unix.Poll(pfd, 5000)
+	for errors.Is(err, syscall.EINTR) { // the runtime's signals: try again
+		n, err = unix.Poll(pfd, 5000)
+	}
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the write's fault did not come within 5s")
+	return func() {
+		_, err := uffd.Copy(u, uffd.Address(buf), make([]byte, page))
+		assert.NoError(t, err, "filling the page the write waits for")
+		assert.NoError(t, <-wrote, "the write that held the lock")
+		unix.Close(u)
+		unix.Munmap(buf)
+	}
+}
+
+// TestAStuckPunchHelperIsLetGoAndTheNextPunchStartsAnother: a helper whose
+// fallocate waits on a lock the memfd's owner holds for good is not
+// waited for past its patience, counted from when it began; it is let go,
+// and a punch after it starts a helper of its own, which serves. The
+// one let go ends once the lock is released — it cannot before, SIGKILL
+// or not, which is why it is a process of its own and not a thread of
+// the daemon's.
+func TestAStuckPunchHelperIsLetGoAndTheNextPunchStartsAnother(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("a kernel-mode userfaultfd needs root here (vm.unprivileged_userfaultfd=0)")
+	}
+	var pu puncher
+	defer pu.close()
+	held, free := memfdWith(t, 2), memfdWith(t, 2)
+	release := holdInodeLock(t, held)
+	released := false
+	defer func() {
+		if !released {
+			release()
+		}
+	}()
+	page := int64(unix.Getpagesize())
+
+	stuck, err := pu.take()
+	require.NoError(t, err)
+	start := time.Now()
+	err = stuck.punch(held, 0, page, 200*time.Millisecond)
+	require.ErrorIs(t, err, errHelperLost, "a punch of a memfd whose inode lock is held")
+	assert.GreaterOrEqual(t, time.Since(start), 200*time.Millisecond, "the punch gave up before its patience")
+	assert.False(t, stuck.began().IsZero(), "the stuck helper's clock: it began its fallocate")
+	stuck.retire()
+	stuckPid := stuck.cmd.Process.Pid
+	time.Sleep(50 * time.Millisecond)
+	assert.False(t, processEnded(stuckPid), "the let-go helper ended while the lock it waits on was held")
+
+	next, err := pu.take()
+	require.NoError(t, err)
+	assert.NotEqual(t, stuckPid, next.cmd.Process.Pid, "the punch after a lost helper: a new process")
+	require.NoError(t, next.punch(free, page, page, time.Second))
+	assert.Equal(t, make([]byte, page), pageOf(t, free, 1), "page 1 of another memfd, punched by the new helper")
+	pu.give(next)
+
+	release()
+	released = true
+	waitEnded(t, stuckPid, "the let-go helper, its lock released")
+}
+
+// TestAPunchHelperStartedByHandSaysSo: the helper role is for the
+// daemon's own processes; a binary started with the variable set by
+// hand, without the descriptors the daemon passes, exits with a clear
+// message rather than doing anything.
+func TestAPunchHelperStartedByHandSaysSo(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), punchHelperEnv+"=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	require.True(t, errors.As(err, &exit), "the binary run as a helper by hand: %v", err)
+	assert.Equal(t, 2, exit.ExitCode())
+	assert.Contains(t, stderr.String(), "is for the daemon's own helper process")
+}
+
+// TestTheBoundCountsFromTheHelpersStart: for a call made in another
+// process, bounded counts pagerBound from when that process began it
+// (pagerCall.began), not from when the daemon asked: a helper that waits
+// for a core — another uid's load — is not the client holding its lock.
+// Here the helper takes 1.5 bounds to begin and finishes half a bound
+// later; counted from the request, the call would outlive the bound and
+// the client be dropped.
+func TestTheBoundCountsFromTheHelpersStart(t *testing.T) {
+	drops := 0
+	p := &pager{drop: func(string) { drops++ }}
+	asked := time.Now()
+	startsAt := asked.Add(pagerBound * 3 / 2)
+	began := func() time.Time {
+		if time.Now().Before(startsAt) {
+			return time.Time{}
+		}
+		return startsAt
+	}
+	err := p.bounded(pagerCall{op: "a slow helper's call of", page: 0, pages: 1, began: began}, func(int, int) error {
+		time.Sleep(pagerBound * 2)
+		return nil
+	})
+	assert.NoError(t, err, "the call, which ran half a bound from its start")
+	assert.Zero(t, drops, "clients dropped")
+}
