@@ -632,6 +632,8 @@ func (p *pager) Fill(i int, src []byte) error {
 	})
 }
 
+// ANCHOR: remove
+
 // Remove punches the n pages from page i out of the memfd — out of the
 // client's mapping and the daemon's alike — and lifts their write
 // protection, waking a writer that waited: its retry is a missing fault
@@ -672,3 +674,5 @@ func (p *pager) Remove(i, n int) error {
 	}
 	return err
 }
+
+// ANCHOR_END: remove
