@@ -200,7 +200,9 @@ func (c *client) managedPager(a *uapi.ManagedPager, uffdFD, livenessFD int) erro
 		return fmt.Errorf("MANAGED_PAGER: %v: %w", err, uapi.ErrNoMemory)
 	}
 	if err := c.s.punches.ready(); err != nil {
-		return fmt.Errorf("MANAGED_PAGER: %v: %w", err, uapi.ErrNoMemory)
+		// A daemon that cannot punch pages out cannot page: ErrPerm, as
+		// for a barred uid, and the client goes on without a pager.
+		return fmt.Errorf("MANAGED_PAGER: the daemon pages no memory: %v: %w", err, uapi.ErrPerm)
 	}
 	uffdDup, err := unix.FcntlInt(uintptr(uffdFD), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {

@@ -114,7 +114,7 @@ func punchHelper(fd, clockFD int) int {
 		var reply [4]byte
 		binary.NativeEndian.PutUint32(reply[:], uint32(errno))
 		for {
-			if _, err = unix.Write(fd, reply[:]); !errors.Is(err, syscall.EINTR) {
+			if err = unix.Sendmsg(fd, reply[:], nil, nil, unix.MSG_NOSIGNAL); !errors.Is(err, syscall.EINTR) {
 				break
 			}
 		}
@@ -166,6 +166,8 @@ func punchOne(req, oob []byte, clock *atomic.Int64) syscall.Errno {
 // time — the driver punches with um.mu held — so one helper serves them
 // all, unless one is stuck: then the next request starts another.
 type puncher struct {
+	exe string // the helper's binary: "" is this one, /proc/self/exe (a test names another)
+
 	mu     sync.Mutex
 	idle   *punchHelperProc // nil: none started, or it is at work
 	closed bool
@@ -235,7 +237,11 @@ func (pu *puncher) take() (*punchHelperProc, error) {
 	if h != nil {
 		return h, nil
 	}
-	return startPunchHelper()
+	exe := pu.exe
+	if exe == "" {
+		exe = "/proc/self/exe"
+	}
+	return startPunchHelper(exe)
 }
 
 // give puts h back for the next request, or lets it go if another helper
@@ -265,8 +271,8 @@ func (pu *puncher) close() {
 	}
 }
 
-// startPunchHelper starts a helper process: this binary, from
-// /proc/self/exe, with punchHelperEnv set, the far end of a new socket
+// startPunchHelper starts a helper process: exe — this binary, from
+// /proc/self/exe, but for tests — with punchHelperEnv set, the far end of a new socket
 // pair as descriptor 3 and the clock page's memfd as descriptor 4. It is
 // in a process group of its own, so that a terminal's ^C reaches the
 // daemon, which lets it go, and not the helper. It gets no other
@@ -275,7 +281,7 @@ func (pu *puncher) close() {
 // daemon, and must hold nothing that someone waits to see closed — a
 // supervisor reading the daemon's output until end of file would wait
 // for the helper too.
-func startPunchHelper() (h *punchHelperProc, err error) {
+func startPunchHelper(exe string) (h *punchHelperProc, err error) {
 	memfd, err := unix.MemfdCreate("softgpu-punch-clock", unix.MFD_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("starting a punch helper: memfd_create: %w", err)
@@ -296,7 +302,7 @@ func startPunchHelper() (h *punchHelperProc, err error) {
 	}
 	far := os.NewFile(uintptr(fds[1]), "punch helper socket")
 	cmd := &exec.Cmd{
-		Path:        "/proc/self/exe",
+		Path:        exe,
 		Args:        []string{"softgpu-punch-helper"},
 		Env:         []string{punchHelperEnv + "=1", "GOMAXPROCS=1"},
 		ExtraFiles:  []*os.File{far, clockFile}, // descriptors 3 and 4; 0, 1 and 2 are /dev/null
@@ -326,7 +332,7 @@ func (h *punchHelperProc) punch(memfd int, off, length int64, patience time.Dura
 	sharedWord(h.page).Store(0) // the helper has not begun this one; it sets the word before its fallocate
 	h.mu.Unlock()
 	for {
-		err := unix.Sendmsg(h.sock, req[:], unix.UnixRights(memfd), nil, 0)
+		err := unix.Sendmsg(h.sock, req[:], unix.UnixRights(memfd), nil, unix.MSG_NOSIGNAL) // a helper gone is EPIPE, not a signal
 		if errors.Is(err, syscall.EINTR) {
 			continue
 		}

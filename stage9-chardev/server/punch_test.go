@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"syscall"
 	"testing"
@@ -196,6 +197,19 @@ func TestAPunchHelperStartedByHandSaysSo(t *testing.T) {
 	require.True(t, errors.As(err, &exit), "the binary run as a helper by hand: %v", err)
 	assert.Equal(t, 2, exit.ExitCode())
 	assert.Contains(t, stderr.String(), "is for the daemon's own helper process")
+}
+
+// TestAPuncherThatCannotStartAHelperSaysWhy: where no helper can be
+// started (no exec allowed, a binary gone), ready — which MANAGED_PAGER
+// calls, and refuses with ErrPerm on its error, so that the client goes
+// on without a pager — fails, naming what failed, and leaves no helper.
+func TestAPuncherThatCannotStartAHelperSaysWhy(t *testing.T) {
+	pu := puncher{exe: filepath.Join(t.TempDir(), "gone")}
+	err := pu.ready()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "starting a punch helper")
+	assert.ErrorIs(t, err, os.ErrNotExist)
+	assert.Nil(t, pu.idle, "a helper kept after it failed to start")
 }
 
 // TestTheBoundCountsFromTheHelpersStart: for a call made in another

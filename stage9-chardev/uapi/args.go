@@ -291,8 +291,10 @@ type ManagedResident struct {
 // on the client touches Bytes with no MANAGED_SYNC: a page on the device
 // faults, and the daemon brings it back and answers. The daemon refuses
 // it with ErrPerm while it bars the client's uid from its pager (a client
-// of the uid held up a call into its memory; server/pager.go); the
-// allocation then works with no pager, as before 2.2. On any refusal the
+// of the uid held up a call into its memory; server/pager.go), and when
+// it cannot page at all (it could not start the helper process that
+// punches pages out; server/punch.go); the allocation then works with no
+// pager, as before 2.2. On any refusal the
 // daemon has closed the socket end it was sent, so the client must
 // disarm its own end before it closes its copy of the other.
 type ManagedPager struct {
