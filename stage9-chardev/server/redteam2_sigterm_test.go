@@ -1,0 +1,102 @@
+package server_test
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"softgpu/stage9-chardev/client"
+)
+
+func init() {
+	strangerRoles["redteam2-waitcopy"] = redTeam2WaitCopy
+}
+
+// redTeam2WaitCopy is a well-behaved pager client that writes its managed
+// allocation on the host, says "paged", waits for a line on stdin, and
+// then has the device copy the allocation (a punch); it says how the
+// Copy went and "done".
+func redTeam2WaitCopy(node, _ string) error {
+	g, err := client.Dial(node)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	const size = 64 << 10
+	m, err := g.AllocManaged(size)
+	if err != nil {
+		return err
+	}
+	if !m.Paged() {
+		return fmt.Errorf("the allocation is not paged")
+	}
+	for i := range m.Bytes() {
+		m.Bytes()[i] = byte(i)
+	}
+	other, err := g.Alloc(size)
+	if err != nil {
+		return err
+	}
+	fmt.Println("paged")
+	bufio.NewReader(os.Stdin).ReadString('\n')
+	fmt.Println(errnoLine("copy", g.Copy(other, m.Ptr(), size)))
+	fmt.Println("done")
+	select {}
+}
+
+// helperChildren returns the pids of pid's children: its punch helpers.
+func helperChildren(pid int) []int {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var kids []int
+	for _, stat := range stats {
+		if state, ppid := procState(stat); ppid == pid && state != 'Z' && state != 0 {
+			kid, _ := strconv.Atoi(filepath.Base(filepath.Dir(stat)))
+			kids = append(kids, kid)
+		}
+	}
+	return kids
+}
+
+// TestRedTeam2SIGTERMWithAPunchWaitingForAStoppedHelper: the punch
+// helper has not begun a request (it has no core — simulated by SIGSTOP,
+// which only root can send it) when SIGTERM comes, 50 ms after a
+// well-behaved client's device access started the punch. The daemon
+// waits for a helper's start up to punchStartBound (10 s) with um.mu
+// held, and the client's teardown in Close needs um.mu; cmd/softgpud's
+// rule is that every wait in Close is bounded *below* shutdownBound
+// (also 10 s). The threat model: SIGTERM stops the daemon, exit 0,
+// within stopBound, in every state.
+//
+// FAILS at a96d4fa (3 runs of 3): "shutdown did not finish in its bound",
+// the daemon still running at stopBound and exiting 1. With SIGTERM 50 ms
+// after the punch instead of 5 ms it passes, in 9.96 s: the margin is
+// exactly the delay, as punchStartBound equals shutdownBound. The stopped
+// helper stands in for one that gets no core (or is swapped out) for
+// 10 s; a stranger cannot SIGSTOP a root helper itself.
+func TestRedTeam2SIGTERMWithAPunchWaitingForAStoppedHelper(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds softgpud")
+	}
+	if os.Getuid() != 0 {
+		t.Skip("stopping the daemon's helper needs root")
+	}
+	d := startDaemon(t)
+	pid := d.cmd.Process.Pid
+	c := startStranger(t, "redteam2-waitcopy", d.node, "", nil)
+	c.until(t, "paged")
+	helpers := helperChildren(pid)
+	require.Len(t, helpers, 1, "the daemon's helpers after MANAGED_PAGER")
+	require.NoError(t, syscall.Kill(helpers[0], syscall.SIGSTOP))
+	t.Cleanup(func() { syscall.Kill(helpers[0], syscall.SIGKILL) })
+	fmt.Fprintln(c.stdin, "go")
+	time.Sleep(5 * time.Millisecond)
+	took := d.stop(t)
+	t.Logf("SIGTERM with a punch waiting for a stopped helper: the daemon exited 0 in %v", took)
+}
