@@ -408,12 +408,20 @@ func (d *Driver) toDevice(m *Managed, first, n int) int {
 // a pager the run is write-protected in the program first, so that a
 // write from then on waits until the pages are gone, and punched out after
 // the copy (pager.go); if either fails, the pages stay on the host and are
-// mapped remotely. The caller holds um.mu.
+// mapped remotely. A Remove that failed may have punched the pages out all
+// the same — the daemon's helper that punches can die after its fallocate
+// and before its answer — and then their bytes are only in the frames: so
+// they are put back first (restoreHost). The caller holds um.mu.
 func (d *Driver) moveRun(m *Managed, first int, frames []uint64, now uint64) int {
 	if len(frames) == 0 {
 		return 0
 	}
-	if m.pagerProtect(first, len(frames)) != nil || !d.copyRun(m, first, frames) {
+	stay := m.pagerProtect(first, len(frames)) != nil
+	if !stay && !d.copyRun(m, first, frames) {
+		m.restoreHost(first, frames, d.hw.Memory())
+		stay = true
+	}
+	if stay {
 		for k, f := range frames {
 			d.freeFrame(f)
 			d.mapRemote(m, first+k, now)

@@ -173,6 +173,28 @@ func (m *Managed) fillHost(first, n int, mem []byte) {
 	}
 }
 
+// restoreHost puts back, from frames, the bytes of the consecutive pages
+// from first after a Remove of them failed: each page is a hole, if the
+// Remove punched it before it failed, or still holds those very bytes,
+// write-protected since before the copy. One Fill of the run fills the
+// holes whole; if it cannot — a page is there, or the pager cannot reach
+// the program — the bytes are copied in through the daemon's mapping,
+// which rewrites a page that is there with what it holds. (A Remove stuck
+// on the program's own lock may punch later still, when the program lets
+// go; that program is being dropped for holding it, with its memory.)
+// The caller holds um.mu.
+func (m *Managed) restoreHost(first int, frames []uint64, mem []byte) {
+	const page = 1 << abi.PageShift
+	run := make([]byte, len(frames)*page)
+	for k, f := range frames {
+		copy(run[k*page:], mem[f:f+page])
+	}
+	if m.pager.Fill(first, run) == nil {
+		return
+	}
+	copy(m.host.bytes[uint64(first)<<abi.PageShift:], run)
+}
+
 // pagerRemove is Remove, if m has a pager, and reports whether the pages
 // may go on to the device. If Remove failed, the host pages may still be
 // there, and so the pages must not live on the device as well: the caller

@@ -21,6 +21,7 @@ type fakePager struct {
 	filled        []int // pages, in the order they were filled
 	fills         int   // Fill calls
 	removeErr     error
+	removePunches bool // Remove fails after it punched: the daemon's helper died before it answered
 	fillErr       error
 	protectedLive map[int]bool
 	protects      int // Protect calls
@@ -41,6 +42,9 @@ func (f *fakePager) Protect(i, n int) error {
 
 func (f *fakePager) Remove(i, n int) error {
 	if f.removeErr != nil {
+		if f.removePunches {
+			clear(f.host[i<<abi.PageShift : (i+n)<<abi.PageShift])
+		}
 		return f.removeErr
 	}
 	f.removes++
@@ -168,6 +172,32 @@ func TestPagerRefusalKeepsThePageOnTheHost(t *testing.T) {
 			assert.Equal(t, byte(5), f.host[0], "host byte 0; want the device's 5, written in place")
 		})
 	}
+}
+
+// TestARemoveThatFailsAfterItsPunchLosesNoBytes: a Remove may fail after
+// it took the pages out of the host — the daemon's punch helper can die
+// between its fallocate and its answer — and then the run's bytes are
+// only in the frames the failed move gives back. They must be put back in
+// the host pages before the pages are mapped remotely: with the pager's
+// Fill where the pages are holes. Before, the pages were mapped remotely
+// as they were, and host and device both read the holes' zeros.
+func TestARemoveThatFailsAfterItsPunchLosesNoBytes(t *testing.T) {
+	ch, m, f := pagerSetup(t)
+	for i := range f.host {
+		f.host[i] = byte(i%251 + 1)
+	}
+	want := append([]byte(nil), f.host...)
+	f.removeErr, f.removePunches = errors.New("the helper died after its punch"), true
+	other, err := m.ctx.AllocManaged(4 << abi.PageShift) // no pager: Sync brings its pages home
+	require.NoError(t, err)
+	require.NoError(t, ch.Submit(abi.Command{Op: abi.OpCopy, Ctx: m.ctx.ID(), Src: m.VA(), Dst: other.VA(), Size: 4 << abi.PageShift}))
+	if device, remote := m.Resident(); device != 0 || remote != 4 {
+		t.Fatalf("Resident() = %d, %d after every Remove failed; want 0, 4", device, remote)
+	}
+	assert.Equal(t, want, f.host, "the host's bytes after a Remove that punched them and failed")
+	assert.Equal(t, []int{0, 1, 2, 3}, f.filled, "pages put back through the pager's Fill")
+	require.NoError(t, other.Sync())
+	assert.Equal(t, want, other.Bytes(), "what the device copied from the pages")
 }
 
 // TestAWindowComesHomeInOneFill: the pages of a host fault's window that

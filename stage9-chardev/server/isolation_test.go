@@ -49,6 +49,18 @@ func firstDiff(a, b []byte) int {
 	return min(len(a), len(b))
 }
 
+// firstNot returns the index of the first byte of b that is not v, or -1.
+// (Not bytes.IndexFunc, which decodes runes: a byte of 0x80 or more that
+// is v reads as utf8.RuneError, never as v.)
+func firstNot(b []byte, v byte) int {
+	for i, x := range b {
+		if x != v {
+			return i
+		}
+	}
+	return -1
+}
+
 func TestAClientsCommandsCannotReachAnotherClientsMemory(t *testing.T) {
 	s := serve(t, server.Config{})
 	a, b := dial(t, s), dial(t, s)

@@ -405,14 +405,23 @@ func (p *pager) bounded(what pagerCall, call func(uffd, memfd int) error) error 
 			return err
 		case <-timer.C:
 		}
-		start = time.Time{}
-		if what.began != nil {
-			start = what.began()
+		select { // the answer and the timer both ready: the answer
+		case err := <-done:
+			return err
+		default:
+		}
+		var end time.Time
+		if what.span != nil {
+			start, end = what.span()
 		} else if at := began.Load(); at != 0 {
 			start = time.Unix(0, at)
 		}
 		if start.IsZero() {
 			timer.Reset(pagerBound) // not begun: the daemon's load, not the client
+			continue
+		}
+		if !end.IsZero() && end.Sub(start) <= pagerBound {
+			timer.Reset(pagerBound) // done in time, its answer on its way: the daemon's load
 			continue
 		}
 		if left := time.Until(start.Add(pagerBound)); left > 0 {
@@ -441,11 +450,12 @@ func (p *pager) bounded(what pagerCall, call func(uffd, memfd int) error) error 
 type pagerCall struct {
 	op          string
 	page, pages int
-	// began, if set, says when the call began in another process (the
-	// punch helper's fallocate: punch.go), or the zero time if it has not:
-	// the bound counts from then. Unset, it counts from when bounded's
-	// goroutine made the call.
-	began func() time.Time
+	// span, if set, says when the call began and ended in another process
+	// (the punch helper's fallocate: punch.go), each the zero time if it
+	// has not: the bound counts from its start, and a call that ended
+	// within it is waited for, whatever the hand-off back costs. Unset,
+	// the bound counts from when bounded's goroutine made the call.
+	span func() (began, ended time.Time)
 }
 
 func (c pagerCall) String() string {
@@ -653,7 +663,7 @@ func (p *pager) Remove(i, n int) error {
 	// or lets it go, and the call, which may run on after bounded gave
 	// up, uses it only if it claimed it.
 	var claimed atomic.Bool
-	err = p.bounded(pagerCall{op: "fallocate (punch) of", page: i, pages: n, began: h.began}, func(fd, memfd int) error {
+	err = p.bounded(pagerCall{op: "fallocate (punch) of", page: i, pages: n, span: h.span}, func(fd, memfd int) error {
 		if !claimed.CompareAndSwap(false, true) {
 			return errStuck
 		}
@@ -661,7 +671,7 @@ func (p *pager) Remove(i, n int) error {
 		// the helper, stuck on the client's lock, is let go.
 		if err := h.punch(memfd, off, length, 2*pagerBound); err != nil {
 			if errors.Is(err, errHelperLost) {
-				h.retire()
+				p.punches.lose(h)
 			} else {
 				p.punches.give(h)
 			}

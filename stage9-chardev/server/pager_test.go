@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
@@ -68,7 +67,7 @@ func pagerClient(node string, seed, laps int) error {
 		if err := g.Fill(m.Ptr(), pagerSize, v); err != nil {
 			return fmt.Errorf("lap %d: Fill: %w", lap, err)
 		}
-		if i := bytes.IndexFunc(host, func(r rune) bool { return r != rune(v) }); i >= 0 {
+		if i := firstNot(host, v); i >= 0 {
 			return fmt.Errorf("lap %d: after the device filled it with %#x, the host reads %#x at byte %d", lap, v, host[i], i)
 		}
 		// Host writes, device reads.

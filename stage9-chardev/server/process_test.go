@@ -119,7 +119,7 @@ func checkingClient(node string, seed, laps int) error {
 		if err := g.Read(got, p1); err != nil {
 			return fmt.Errorf("lap %d: Read: %w", lap, err)
 		}
-		if i := bytes.IndexFunc(got, func(r rune) bool { return r != rune(byte(seed)) }); i >= 0 {
+		if i := firstNot(got, byte(seed)); i >= 0 {
 			return fmt.Errorf("lap %d: byte %d reads %#x after Fill; want %#x", lap, i, got[i], byte(seed))
 		}
 	}

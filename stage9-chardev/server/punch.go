@@ -52,21 +52,25 @@ import (
 // The protocol, on a SOCK_SEQPACKET socket pair, one request at a time
 // per helper:
 //
-//	daemon           clock word := 0
+//	daemon           (take) clock := 0, 0
 //	daemon → helper  offset, length (two uint64s, native order), and the
 //	                 memfd, as SCM_RIGHTS
-//	helper           clock word := now (CLOCK_MONOTONIC, ns);
+//	helper           clock.began := now (CLOCK_MONOTONIC, ns);
 //	                 fallocate(memfd, PUNCH_HOLE|KEEP_SIZE, offset, length);
-//	                 closes its copy of the memfd
+//	                 clock.ended := now; closes its copy of the memfd
 //	helper → daemon  the errno (a uint32; 0: done)
 //
-// The clock word is a page the two processes share (a memfd, descriptor
-// 4 in the helper): it tells the daemon when the fallocate began, so that
-// bounded counts the bound from there, as it does for a call of its own.
-// Counted from the request instead, the bound took in the time the
-// helper waited for a core: another uid's hundreds of spinning threads
-// made a well-behaved client's punch outlive it, and the client was
-// dropped (TestAStrangersCPULoadBarsNoOtherUid).
+// The clock is a page the two processes share (a memfd, descriptor 4 in
+// the helper): it tells the daemon when the fallocate began and ended, so
+// that bounded judges the call itself, as it does a call of its own, and
+// not the hand-offs around it. Counted from the request instead, the
+// bound took in the time the helper waited for a core: another uid's
+// hundreds of spinning threads made a well-behaved client's punch outlive
+// it, and the client was dropped (TestAStrangersCPULoadBarsNoOtherUid).
+// The clock is cleared when a request takes the helper, before bounded
+// looks at it: cleared only when the request is sent, a caller held up
+// on its way there read the previous request's start as its own, and
+// judged it stuck.
 //
 // The helper ends when its socket reports end of file: the daemon closed
 // its end, or died.
@@ -96,7 +100,7 @@ func punchHelper(fd, clockFD int) int {
 		fmt.Fprintf(os.Stderr, "softgpu punch helper: descriptor %d is not the daemon's clock page: %v (%s is for the daemon's own helper process)\n", clockFD, err, punchHelperEnv)
 		return 2
 	}
-	clock := sharedWord(page)
+	clock := clockOf(page)
 	var req [punchRequestSize]byte
 	oob := make([]byte, unix.CmsgSpace(4))
 	for {
@@ -124,9 +128,18 @@ func punchHelper(fd, clockFD int) int {
 	}
 }
 
+// punchClock is the page a helper and the daemon share: when the helper
+// began and ended the fallocate of the request in hand, CLOCK_MONOTONIC
+// ns; 0: not yet. The helper writes it; the daemon clears it (take) and
+// reads it (span).
+type punchClock struct {
+	began, ended atomic.Int64
+}
+
 // punchOne carries out one request, marking on clock when its fallocate
-// begins, and returns its errno: EINVAL for a request that is not one.
-func punchOne(req, oob []byte, clock *atomic.Int64) syscall.Errno {
+// begins and ends, and returns its errno: EINVAL for a request that is
+// not one.
+func punchOne(req, oob []byte, clock *punchClock) syscall.Errno {
 	memfd := -1
 	if msgs, err := unix.ParseSocketControlMessage(oob); err == nil && len(msgs) == 1 {
 		if fds, err := unix.ParseUnixRights(&msgs[0]); err == nil && len(fds) == 1 {
@@ -146,7 +159,8 @@ func punchOne(req, oob []byte, clock *atomic.Int64) syscall.Errno {
 	}
 	off := int64(binary.NativeEndian.Uint64(req[0:]))
 	length := int64(binary.NativeEndian.Uint64(req[8:]))
-	clock.Store(monotonicNow())
+	clock.began.Store(monotonicNow())
+	defer func() { clock.ended.Store(monotonicNow()) }()
 	for {
 		err := unix.Fallocate(memfd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, length)
 		if errno, ok := err.(syscall.Errno); ok && errno == syscall.EINTR {
@@ -160,16 +174,18 @@ func punchOne(req, oob []byte, clock *atomic.Int64) syscall.Errno {
 	}
 }
 
-// puncher is the daemon's side: the helper waiting for work, if any.
-// Each request takes a helper to itself (take), and gives it back when
-// the answer came (give), or lets it go (retire). Requests come one at a
-// time — the driver punches with um.mu held — so one helper serves them
-// all, unless one is stuck: then the next request starts another.
+// puncher is the daemon's side: the helper waiting for work, if any,
+// and those at work. Each request takes a helper to itself (take), and
+// gives it back when the answer came (give), or lets it go (retire).
+// Requests come one at a time — the driver punches with um.mu held — so
+// one helper serves them all, unless one is stuck: then the next request
+// starts another.
 type puncher struct {
 	exe string // the helper's binary: "" is this one, /proc/self/exe (a test names another)
 
 	mu     sync.Mutex
-	idle   *punchHelperProc // nil: none started, or it is at work
+	idle   *punchHelperProc              // nil: none started, or it is at work
+	busy   map[*punchHelperProc]struct{} // taken, not yet given back or retired
 	closed bool
 }
 
@@ -179,11 +195,11 @@ type punchHelperProc struct {
 	sock int
 	cmd  *exec.Cmd
 
-	// mu guards page, which began reads — bounded's wait may, until the
+	// mu guards page, which span reads — bounded's wait may, until the
 	// call returns, whoever retired the helper meanwhile — and which the
 	// helper's reaper unmaps once the helper has ended (retire).
 	mu   sync.Mutex
-	page []byte // the clock page, mapped shared; nil once unmapped. Its word: when the helper began the request's fallocate, CLOCK_MONOTONIC ns; 0: not yet
+	page []byte // the clock page (punchClock), mapped shared; nil once unmapped
 }
 
 // monotonicNow is CLOCK_MONOTONIC in nanoseconds: the clock the two
@@ -194,20 +210,35 @@ func monotonicNow() int64 {
 	return ts.Nano()
 }
 
-// began returns when the helper began the fallocate of the request in
-// hand, on time.Now's clock, or the zero time if it has not: the start
-// bounded counts the bound from.
-func (h *punchHelperProc) began() time.Time {
+// span returns when the helper began and ended the fallocate of the
+// request in hand, on time.Now's clock, each the zero time if it has not:
+// what bounded judges the call by (pagerCall.span).
+func (h *punchHelperProc) span() (began, ended time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.page == nil {
-		return time.Time{}
+		return time.Time{}, time.Time{}
 	}
-	at := sharedWord(h.page).Load()
-	if at == 0 {
-		return time.Time{}
+	c := clockOf(h.page)
+	b, e := c.began.Load(), c.ended.Load()
+	now, mono := time.Now(), monotonicNow()
+	if b != 0 {
+		began = now.Add(-time.Duration(mono - b))
 	}
-	return time.Now().Add(-time.Duration(monotonicNow() - at))
+	if e != 0 && b != 0 {
+		ended = now.Add(-time.Duration(mono - e))
+	}
+	return began, ended
+}
+
+// clear marks the helper's clock as not begun, for the request that takes
+// it.
+func (h *punchHelperProc) clear() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := clockOf(h.page)
+	c.began.Store(0)
+	c.ended.Store(0)
 }
 
 // errPuncherClosed is a punch asked of a daemon that is closing.
@@ -224,7 +255,8 @@ func (pu *puncher) ready() error {
 	return nil
 }
 
-// take returns a helper for one request: the one waiting, or a new one.
+// take returns a helper for one request, its clock cleared: the one
+// waiting, or a new one.
 func (pu *puncher) take() (*punchHelperProc, error) {
 	pu.mu.Lock()
 	if pu.closed {
@@ -234,20 +266,35 @@ func (pu *puncher) take() (*punchHelperProc, error) {
 	h := pu.idle
 	pu.idle = nil
 	pu.mu.Unlock()
-	if h != nil {
-		return h, nil
+	if h == nil {
+		exe := pu.exe
+		if exe == "" {
+			exe = "/proc/self/exe"
+		}
+		var err error
+		if h, err = startPunchHelper(exe); err != nil {
+			return nil, err
+		}
 	}
-	exe := pu.exe
-	if exe == "" {
-		exe = "/proc/self/exe"
+	h.clear()
+	pu.mu.Lock()
+	defer pu.mu.Unlock()
+	if pu.closed { // closed while it started: close did not see it
+		h.retire()
+		return nil, errPuncherClosed
 	}
-	return startPunchHelper(exe)
+	if pu.busy == nil {
+		pu.busy = make(map[*punchHelperProc]struct{})
+	}
+	pu.busy[h] = struct{}{}
+	return h, nil
 }
 
 // give puts h back for the next request, or lets it go if another helper
 // waits already or the daemon is closing.
 func (pu *puncher) give(h *punchHelperProc) {
 	pu.mu.Lock()
+	delete(pu.busy, h)
 	keep := !pu.closed && pu.idle == nil
 	if keep {
 		pu.idle = h
@@ -258,13 +305,28 @@ func (pu *puncher) give(h *punchHelperProc) {
 	}
 }
 
-// close lets the waiting helper go; no request starts another. Server.Close
-// calls it once no client is left.
+// lose lets h go after it failed to answer (retire): no request uses it
+// again.
+func (pu *puncher) lose(h *punchHelperProc) {
+	pu.mu.Lock()
+	delete(pu.busy, h)
+	pu.mu.Unlock()
+	h.retire()
+}
+
+// close lets the waiting helper go, and cuts off the requests in flight:
+// each helper at work has its socket shut down, so that its request fails
+// at once (errHelperLost) rather than hold um.mu while the daemon stops;
+// no request starts another. Server.Close calls it first, before it tears
+// the clients down, which needs um.mu.
 func (pu *puncher) close() {
 	pu.mu.Lock()
 	pu.closed = true
 	h := pu.idle
 	pu.idle = nil
+	for b := range pu.busy {
+		unix.Shutdown(b.sock, unix.SHUT_RDWR) // the owner's read returns; the owner retires it
+	}
 	pu.mu.Unlock()
 	if h != nil {
 		h.retire()
@@ -272,13 +334,13 @@ func (pu *puncher) close() {
 }
 
 // startPunchHelper starts a helper process: exe — this binary, from
-// /proc/self/exe, but for tests — with punchHelperEnv set, the far end of a new socket
-// pair as descriptor 3 and the clock page's memfd as descriptor 4. It is
-// in a process group of its own, so that a terminal's ^C reaches the
-// daemon, which lets it go, and not the helper. It gets no other
-// descriptor of the daemon's, not even its stdout and stderr (it has
-// nothing to say there): a helper stuck on a client's lock outlives the
-// daemon, and must hold nothing that someone waits to see closed — a
+// /proc/self/exe, but for tests — with punchHelperEnv set, the far end of
+// a new socket pair as descriptor 3 and the clock page's memfd as
+// descriptor 4. It is in a process group of its own, so that a terminal's
+// ^C reaches the daemon, which lets it go, and not the helper. It gets no
+// other descriptor of the daemon's, not even its stdout and stderr (it
+// has nothing to say there): a helper stuck on a client's lock outlives
+// the daemon, and must hold nothing that someone waits to see closed — a
 // supervisor reading the daemon's output until end of file would wait
 // for the helper too.
 func startPunchHelper(exe string) (h *punchHelperProc, err error) {
@@ -320,17 +382,14 @@ func startPunchHelper(exe string) (h *punchHelperProc, err error) {
 
 // punch asks h to punch [off, off+length) out of memfd and waits for the
 // answer: until patience has passed since the helper began the fallocate
-// (began), or, should the helper not begin at all, since the request went
-// — a helper that long without a core is lost too. It returns the
-// helper's errno as an error; a failure of the socket, or no answer in
-// time, is errHelperLost, and h must then be retired.
+// (span), or, should the helper not begin at all, punchStartBound since
+// the request went. It returns the helper's errno as an error; a failure
+// of the socket, or no answer in time, is errHelperLost, and h must then
+// be let go (puncher.lose).
 func (h *punchHelperProc) punch(memfd int, off, length int64, patience time.Duration) error {
 	var req [punchRequestSize]byte
 	binary.NativeEndian.PutUint64(req[0:], uint64(off))
 	binary.NativeEndian.PutUint64(req[8:], uint64(length))
-	h.mu.Lock()
-	sharedWord(h.page).Store(0) // the helper has not begun this one; it sets the word before its fallocate
-	h.mu.Unlock()
 	for {
 		err := unix.Sendmsg(h.sock, req[:], unix.UnixRights(memfd), nil, unix.MSG_NOSIGNAL) // a helper gone is EPIPE, not a signal
 		if errors.Is(err, syscall.EINTR) {
@@ -345,7 +404,7 @@ func (h *punchHelperProc) punch(memfd int, off, length int64, patience time.Dura
 	var reply [4]byte
 	for {
 		deadline := sent.Add(punchStartBound)
-		if began := h.began(); !began.IsZero() {
+		if began, _ := h.span(); !began.IsZero() {
 			deadline = began.Add(patience)
 		}
 		left := time.Until(deadline)
@@ -375,12 +434,15 @@ func (h *punchHelperProc) punch(memfd int, off, length int64, patience time.Dura
 	}
 }
 
-// punchStartBound is how long a helper may take to begin a request: far
-// above any wait for a core, on a machine still of use.
-const punchStartBound = 10 * time.Second
+// punchStartBound is how long a helper may take to begin a request, with
+// um.mu held: far above any wait for a core on a machine still of use,
+// and far below cmd/softgpud's shutdown bound, which a Close that needs
+// um.mu must finish within. A helper that takes longer is lost, and the
+// run stays on the host.
+const punchStartBound = time.Second
 
 // errHelperLost is a punch helper that did not answer: stuck on a
-// client's lock, or gone.
+// client's lock, without a core, or gone.
 var errHelperLost = errors.New("the punch helper did not answer")
 
 // retire lets h go: its socket is closed, so that it ends at its next

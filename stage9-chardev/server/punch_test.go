@@ -79,7 +79,9 @@ func TestAPunchHelperPunchesAndSaysWhy(t *testing.T) {
 	assert.Equal(t, make([]byte, page), pageOf(t, memfd, 1), "page 1, punched: zeros")
 	assert.Equal(t, bytes.Repeat([]byte{1}, page), pageOf(t, memfd, 0), "page 0, not asked")
 	assert.Equal(t, bytes.Repeat([]byte{3}, page), pageOf(t, memfd, 2), "page 2, not asked")
-	assert.False(t, h.began().IsZero(), "the clock word after a punch: the helper marks when it began")
+	began, ended := h.span()
+	assert.False(t, began.IsZero(), "the clock's start after a punch: the helper marks when it began")
+	assert.False(t, ended.Before(began), "the clock's end after a punch: the helper marks when it ended, after it began")
 
 	err = h.punch(memfd, -1, int64(page), time.Second)
 	assert.ErrorIs(t, err, syscall.EINVAL, "a punch at offset -1")
@@ -165,8 +167,10 @@ func TestAStuckPunchHelperIsLetGoAndTheNextPunchStartsAnother(t *testing.T) {
 	err = stuck.punch(held, 0, page, 200*time.Millisecond)
 	require.ErrorIs(t, err, errHelperLost, "a punch of a memfd whose inode lock is held")
 	assert.GreaterOrEqual(t, time.Since(start), 200*time.Millisecond, "the punch gave up before its patience")
-	assert.False(t, stuck.began().IsZero(), "the stuck helper's clock: it began its fallocate")
-	stuck.retire()
+	began, ended := stuck.span()
+	assert.False(t, began.IsZero(), "the stuck helper's clock: it began its fallocate")
+	assert.True(t, ended.IsZero(), "the stuck helper's clock: it has not ended its fallocate")
+	pu.lose(stuck)
 	stuckPid := stuck.cmd.Process.Pid
 	time.Sleep(50 * time.Millisecond)
 	assert.False(t, processEnded(stuckPid), "the let-go helper ended while the lock it waits on was held")
@@ -212,6 +216,74 @@ func TestAPuncherThatCannotStartAHelperSaysWhy(t *testing.T) {
 	assert.Nil(t, pu.idle, "a helper kept after it failed to start")
 }
 
+// TestATakenHelpersClockIsClear: a request that takes a helper finds its
+// clock cleared, before bounded ever looks at it. Cleared only when the
+// request was sent, a caller held up on its way there (100 ms without a
+// core) read the previous request's start as its own, judged the call
+// stuck before it was made, and dropped a well-behaved client.
+func TestATakenHelpersClockIsClear(t *testing.T) {
+	var pu puncher
+	defer pu.close()
+	memfd := memfdWith(t, 1)
+	h, err := pu.take()
+	require.NoError(t, err)
+	require.NoError(t, h.punch(memfd, 0, int64(unix.Getpagesize()), time.Second))
+	began, _ := h.span()
+	require.False(t, began.IsZero(), "the clock after a punch")
+	pu.give(h)
+	again, err := pu.take()
+	require.NoError(t, err)
+	require.Same(t, h, again, "the helper given back")
+	began, ended := again.span()
+	assert.True(t, began.IsZero() && ended.IsZero(), "the clock of a helper just taken: %v, %v; want zero, zero", began, ended)
+	pu.give(again)
+}
+
+// TestClosingThePuncherCutsOffAPunchInFlight: Close closes the puncher
+// first, and a punch waiting for its helper — one that has not begun, for
+// want of a core (a stopped helper stands in for it) — fails at once,
+// rather than hold um.mu, which Close needs to tear the clients down,
+// for as long as punchStartBound.
+func TestClosingThePuncherCutsOffAPunchInFlight(t *testing.T) {
+	var pu puncher
+	memfd := memfdWith(t, 1)
+	h, err := pu.take()
+	require.NoError(t, err)
+	require.NoError(t, syscall.Kill(h.cmd.Process.Pid, syscall.SIGSTOP))
+	done := make(chan error, 1)
+	go func() { done <- h.punch(memfd, 0, int64(unix.Getpagesize()), time.Second) }()
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	pu.close()
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, errHelperLost, "the punch cut off")
+		assert.Less(t, time.Since(start), punchStartBound/2, "how long the punch took to fail after close")
+	case <-time.After(punchStartBound + time.Second):
+		t.Fatalf("the punch was still waiting %v after close", punchStartBound+time.Second)
+	}
+	pu.lose(h)
+	waitEnded(t, h.cmd.Process.Pid, "the stopped helper, let go") // SIGKILL ends a stopped process
+}
+
+// TestAPunchThatEndedInTimeIsNotStuck: a call made in another process
+// that ended within the bound is waited for, however long its answer
+// takes to come back: the hand-off back is the daemon's load. Here the
+// helper began and ended at once, and the answer took two bounds to
+// reach the caller.
+func TestAPunchThatEndedInTimeIsNotStuck(t *testing.T) {
+	drops := 0
+	p := &pager{drop: func(string) { drops++ }}
+	asked := time.Now()
+	span := func() (time.Time, time.Time) { return asked, asked.Add(time.Millisecond) }
+	err := p.bounded(pagerCall{op: "a quick call, slow to answer, of", page: 0, pages: 1, span: span}, func(int, int) error {
+		time.Sleep(pagerBound * 2)
+		return nil
+	})
+	assert.NoError(t, err, "the call, which ended a millisecond after it began")
+	assert.Zero(t, drops, "clients dropped")
+}
+
 // TestTheBoundCountsFromTheHelpersStart: for a call made in another
 // process, bounded counts pagerBound from when that process began it
 // (pagerCall.began), not from when the daemon asked: a helper that waits
@@ -230,7 +302,8 @@ func TestTheBoundCountsFromTheHelpersStart(t *testing.T) {
 		}
 		return startsAt
 	}
-	err := p.bounded(pagerCall{op: "a slow helper's call of", page: 0, pages: 1, began: began}, func(int, int) error {
+	span := func() (time.Time, time.Time) { return began(), time.Time{} }
+	err := p.bounded(pagerCall{op: "a slow helper's call of", page: 0, pages: 1, span: span}, func(int, int) error {
 		time.Sleep(pagerBound * 2)
 		return nil
 	})

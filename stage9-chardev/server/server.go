@@ -405,6 +405,7 @@ func (s *Server) Close() error {
 	var err error
 	s.once.Do(func() {
 		close(s.closed)
+		s.punches.close() // a punch in flight fails now, and lets um.mu go for the teardowns (punch.go)
 		s.mu.Lock()
 		s.closing = true
 		clients := append([]*client(nil), s.clients...)
@@ -415,7 +416,6 @@ func (s *Server) Close() error {
 		}
 		s.serving.Wait()
 		s.stopFaultLoop() // every pager was stopped with its client
-		s.punches.close()
 		err = s.drv.Close()
 		s.dev.Close()
 		s.log.Info("device closed", "node", s.node)

@@ -9,17 +9,17 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-// TestRedTeam2ARedialingLockHolderStrandsOneHelperPerBar: a root stranger
+// TestARedialingLockHolderStrandsOneHelperPerBar: a root stranger
 // holding its memfd's inode lock for good (inodeLockForever) strands one
 // punch helper, asleep on that lock, per incident. Three such strangers
 // of the same uid, one after the other and all holding on, strand one
 // helper, not three: the uid is barred after the first, so the others
 // get no pager (and make no punch). The daemon's own descriptors grow by
-// at most a few per stranded helper (its pidfd). HELD at a96d4fa; the
-// count per uid is bounded by the bars' doubling (one per barFirst at
-// first, then fewer), not by a cap — a root stranger that takes other
-// uids could strand one per uid (not tried).
-func TestRedTeam2ARedialingLockHolderStrandsOneHelperPerBar(t *testing.T) {
+// at most a few per stranded helper (its pidfd). The count per uid is
+// bounded by the bars' doubling (one per barFirst at first, then fewer),
+// not by a cap — a root stranger that takes other uids could strand one
+// per uid, but root needs no helper to harm the daemon.
+func TestARedialingLockHolderStrandsOneHelperPerBar(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds softgpud")
 	}
@@ -28,7 +28,7 @@ func TestRedTeam2ARedialingLockHolderStrandsOneHelperPerBar(t *testing.T) {
 	}
 	d := startDaemon(t)
 	pid := d.cmd.Process.Pid
-	startStranger(t, "redteam2-cycles", d.node, "1", nil).findings(t) // the fault loop and an idle helper, first
+	startStranger(t, "pagercycles", d.node, "1", nil).findings(t) // the fault loop and an idle helper, first
 	time.Sleep(100 * time.Millisecond)
 	fds0, _, _ := procCounts(pid)
 	var said []string

@@ -17,16 +17,16 @@ import (
 )
 
 func init() {
-	strangerRoles["redteam2-cycles"] = redTeam2Cycles
+	strangerRoles["pagercycles"] = pagerCycles
 }
 
-// redTeam2Cycles is the "redteam2-cycles" role: arg times, on one
+// pagerCycles is the "pagercycles" role: arg times, on one
 // connection, MANAGED_ALLOC (with its MANAGED_PAGER), a host write of
 // every page, a device Copy of the allocation (a run's Protect, copy and
 // punch by the helper), a check of what the device read, and
 // MANAGED_FREE. It prints "bad N" for a cycle whose bytes were wrong,
 // then "done".
-func redTeam2Cycles(node, arg string) error {
+func pagerCycles(node, arg string) error {
 	n, _ := strconv.Atoi(arg)
 	g, err := client.Dial(node)
 	if err != nil {
@@ -78,23 +78,23 @@ func procCounts(pid int) (fds, threads, helpers int) {
 	return len(f), len(th), len(helperChildren(pid))
 }
 
-// TestRedTeam2PagerCyclesLeakNothing: a stranger of another uid runs 300
+// TestPagerCyclesLeakNothing: a stranger of another uid runs 300
 // MANAGED_ALLOC/PAGER, host write, device copy (punch), MANAGED_FREE
 // cycles, on two connections at once. The daemon's descriptors, threads
 // and punch helpers must come back to what they were after the first
-// cycles: every device-wide pool is bounded. HELD at a96d4fa.
-func TestRedTeam2PagerCyclesLeakNothing(t *testing.T) {
+// cycles: every device-wide pool is bounded.
+func TestPagerCyclesLeakNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds softgpud")
 	}
 	d := startDaemon(t)
 	pid := d.cmd.Process.Pid
 	cred, _ := strangerCred()
-	startStranger(t, "redteam2-cycles", d.node, "3", cred).findings(t) // warm-up: the fault loop, the first helper
+	startStranger(t, "pagercycles", d.node, "3", cred).findings(t) // warm-up: the fault loop, the first helper
 	time.Sleep(200 * time.Millisecond)
 	fds0, th0, h0 := procCounts(pid)
-	a := startStranger(t, "redteam2-cycles", d.node, "300", cred)
-	b := startStranger(t, "redteam2-cycles", d.node, "300", cred)
+	a := startStranger(t, "pagercycles", d.node, "300", cred)
+	b := startStranger(t, "pagercycles", d.node, "300", cred)
 	assert.Empty(t, a.findings(t), "the first stranger's wrong cycles")
 	assert.Empty(t, b.findings(t), "the second stranger's wrong cycles")
 	var fds, th, h int
@@ -109,17 +109,18 @@ func TestRedTeam2PagerCyclesLeakNothing(t *testing.T) {
 	d.stop(t)
 }
 
-// TestRedTeam2KillingTheHelperUnderAPagerClient: while a pager client
+// TestKillingTheHelperUnderAPagerClient: while a pager client
 // works (the "pager" role: device writes and host reads, host writes and
 // device reads, a random interleaving, all checked byte for byte), the
 // test SIGKILLs the daemon's punch helpers every 20 ms. The expected
 // outcome: each punch to a dead helper fails before it punches, the run
 // is mapped remotely, the next punch starts a new helper, and the client
 // sees every byte right and is not dropped. A kill that lands between a
-// helper's fallocate and its reply loses data
-// (TestRedTeam2AHelperDyingAfterItsPunchLosesNoData); at random the
-// window is too narrow to hit, so this test checks the common case.
-func TestRedTeam2KillingTheHelperUnderAPagerClient(t *testing.T) {
+// helper's fallocate and its reply is TestAHelperDyingAfterItsPunchLosesNoData's
+// case; at random the window is too narrow to hit, so this test checks
+// the common one. (After a failed Remove the run stays mapped remotely
+// for the thrashing guard's pin, so few kills land on a helper at work.)
+func TestKillingTheHelperUnderAPagerClient(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds softgpud")
 	}
@@ -146,7 +147,7 @@ func TestRedTeam2KillingTheHelperUnderAPagerClient(t *testing.T) {
 			}
 		}
 	}()
-	c := startChild(t, "pager", d.node, 0, 40) // seed 0: the role checks with bytes.IndexFunc, which reads a value of 0x80 or more as a bad rune
+	c := startChild(t, "pager", d.node, 7, 40)
 	c.succeed(t)
 	close(stop)
 	<-killed

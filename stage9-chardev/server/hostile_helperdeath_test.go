@@ -15,17 +15,17 @@ import (
 )
 
 func init() {
-	strangerRoles["redteam2-hostwrite"] = redTeam2HostWrite
+	strangerRoles["hostwrite"] = hostWriteClient
 }
 
-// redTeam2HostWrite is a well-behaved pager client: it writes a pattern
+// hostWriteClient is a well-behaved pager client: it writes a pattern
 // into its managed allocation on the host, has the device copy the
 // allocation (its pages move to the device: Protect, copy, Remove), and
 // checks what the device read and what the host reads afterwards. It
 // prints "device ok" or where the device's copy differs, then the same
 // for the host ("host hung" if a host read did not return in 5 s), and
 // "done".
-func redTeam2HostWrite(node, _ string) error {
+func hostWriteClient(node, _ string) error {
 	g, err := client.Dial(node)
 	if err != nil {
 		return err
@@ -78,26 +78,24 @@ func redTeam2HostWrite(node, _ string) error {
 	return nil
 }
 
-// TestRedTeam2AHelperDyingAfterItsPunchLosesNoData: a punch helper that
-// dies between its fallocate and its reply (killed by an operator or the
-// OOM killer at that moment; simulated deterministically by a helper that
-// exits after its first fallocate, redTeam2Helper) makes Remove fail with
-// errHelperLost, and the driver then maps the run remotely — "the pages
-// stay on the host" (moveRun). But the pages were already punched out of
-// the memfd: the host copy is a hole, the device frames holding the only
-// copy are freed, and a well-behaved client reads zeros where it wrote
-// its data — on the device and on the host. The threat model's promise
-// for a helper that dies unexpectedly: data stays correct.
-//
-// FAILS at a96d4fa: a real hole (data loss for a well-behaved client).
-func TestRedTeam2AHelperDyingAfterItsPunchLosesNoData(t *testing.T) {
+// TestAHelperDyingAfterItsPunchLosesNoData: a punch helper that dies
+// between its fallocate and its reply (killed by an operator or the OOM
+// killer at that moment; here, deterministically, a helper that exits
+// after its first fallocate: punchThenDieHelper) makes Remove fail with
+// errHelperLost, and the run stays on the host, mapped remotely. But the
+// pages were punched out of the memfd already: their bytes are only in
+// the frames the failed move gives back. The driver must put them back
+// (moveRun, restoreHost) before it does; it did not, and a well-behaved
+// client read zeros where it wrote its data, on the device and on the
+// host ("device differs at byte 0: 0x0, want 0x3").
+func TestAHelperDyingAfterItsPunchLosesNoData(t *testing.T) {
 	bin, err := os.Executable()
 	require.NoError(t, err)
 	wrapper := filepath.Join(t.TempDir(), "punch-then-die")
-	require.NoError(t, os.WriteFile(wrapper, []byte(fmt.Sprintf("#!/bin/sh\n%s=punch-then-die exec %q \"$@\"\n", server.RedTeam2HelperEnv, bin)), 0o755))
+	require.NoError(t, os.WriteFile(wrapper, []byte(fmt.Sprintf("#!/bin/sh\n%s=punch-then-die exec %q \"$@\"\n", server.PunchThenDieEnv, bin)), 0o755))
 	s := serve(t, server.Config{})
 	server.SetPunchHelperExe(s, wrapper)
-	c := startStranger(t, "redteam2-hostwrite", s.Node(), "", nil)
+	c := startStranger(t, "hostwrite", s.Node(), "", nil)
 	got := c.findings(t)
 	st := s.ManagedStats()
 	t.Logf("the client: %q; pager errors %d, host faults %d", got, st.PagerErrors, st.HostFaults)
