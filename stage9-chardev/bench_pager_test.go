@@ -19,7 +19,12 @@ import (
 //	touch=sparse/path=sync    MANAGED_SYNC of the whole range, then that one page
 //
 // ns/op is the timed part of one operation; us/page is the same per page
-// the host touched. It is a new family: BenchmarkManagedHost keeps
+// the host touched. fill-us/op is the device's side, untimed in ns/op: the
+// FILL that starts each round, from its submission to its fence, which
+// moves to the device the pages the host's touch brought back — every
+// page (dense, or sparse after the Sync), or the one page (sparse, with
+// the pager) — write-protecting, copying and punching out each run of
+// them (driver/managed.go, moveRun; server/punch.go). It is a new family: BenchmarkManagedHost keeps
 // measuring the in-process Sync path.
 //
 // Every round measures a migration, as a program that touches its data
@@ -55,12 +60,14 @@ func BenchmarkManagedPager(b *testing.B) {
 				}
 				host := m.Bytes()
 				stride := (n >> 12) / touch.pages << 12
-				var timed time.Duration
+				var timed, fill time.Duration
 				ops := 0
 				for b.Loop() {
+					f0 := time.Now()
 					if err := g.Fill(m.Ptr(), n, byte(ops)); err != nil {
 						b.Fatal(err)
 					}
+					fill += time.Since(f0)
 					if _, remote := m.Resident(); remote != 0 {
 						b.Fatalf("%d pages mapped remotely after the device's fill: the host's touch would not migrate them", remote)
 					}
@@ -83,6 +90,7 @@ func BenchmarkManagedPager(b *testing.B) {
 				per := float64(timed.Nanoseconds()) / float64(ops)
 				b.ReportMetric(per, "ns/op")
 				b.ReportMetric(per/1e3/float64(touch.pages), "us/page")
+				b.ReportMetric(float64(fill.Microseconds())/float64(ops), "fill-us/op")
 			})
 		}
 	}
