@@ -11,7 +11,11 @@ import (
 // SetPunchHelperExe makes s start its punch helpers from exe instead of
 // /proc/self/exe: a test's stand-in for a helper that misbehaves. Call it
 // before any client asks for a pager.
-func SetPunchHelperExe(s *Server, exe string) { s.punches.exe = exe }
+func SetPunchHelperExe(s *Server, exe string) {
+	s.punches.mu.Lock()
+	defer s.punches.mu.Unlock()
+	s.punches.exe = exe
+}
 
 // PunchThenDieEnv, set to "punch-then-die" beside punchHelperEnv, makes
 // the process a punch helper that carries out its first request — the

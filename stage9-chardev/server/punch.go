@@ -181,9 +181,8 @@ func punchOne(req, oob []byte, clock *punchClock) syscall.Errno {
 // one helper serves them all, unless one is stuck: then the next request
 // starts another.
 type puncher struct {
-	exe string // the helper's binary: "" is this one, /proc/self/exe (a test names another)
-
 	mu     sync.Mutex
+	exe    string                        // the helper's binary: "" is this one, /proc/self/exe (a test names another)
 	idle   *punchHelperProc              // nil: none started, or it is at work
 	busy   map[*punchHelperProc]struct{} // taken, not yet given back or retired
 	closed bool
@@ -263,11 +262,10 @@ func (pu *puncher) take() (*punchHelperProc, error) {
 		pu.mu.Unlock()
 		return nil, errPuncherClosed
 	}
-	h := pu.idle
+	h, exe := pu.idle, pu.exe
 	pu.idle = nil
 	pu.mu.Unlock()
 	if h == nil {
-		exe := pu.exe
 		if exe == "" {
 			exe = "/proc/self/exe"
 		}

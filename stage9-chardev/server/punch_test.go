@@ -208,7 +208,8 @@ func TestAPunchHelperStartedByHandSaysSo(t *testing.T) {
 // calls, and refuses with ErrPerm on its error, so that the client goes
 // on without a pager — fails, naming what failed, and leaves no helper.
 func TestAPuncherThatCannotStartAHelperSaysWhy(t *testing.T) {
-	pu := puncher{exe: filepath.Join(t.TempDir(), "gone")}
+	var pu puncher
+	pu.exe = filepath.Join(t.TempDir(), "gone")
 	err := pu.ready()
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "starting a punch helper")
