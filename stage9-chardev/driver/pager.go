@@ -1,7 +1,9 @@
 package driver
 
 import (
+	"errors"
 	"fmt"
+	"syscall"
 
 	"softgpu/stage9-chardev/abi"
 )
@@ -174,25 +176,26 @@ func (m *Managed) fillHost(first, n int, mem []byte) {
 }
 
 // restoreHost puts back, from frames, the bytes of the consecutive pages
-// from first after a Remove of them failed: each page is a hole, if the
+// from first after a Remove of them failed. Each page is a hole, if the
 // Remove punched it before it failed, or still holds those very bytes,
-// write-protected since before the copy. One Fill of the run fills the
-// holes whole; if it cannot — a page is there, or the pager cannot reach
-// the program — the bytes are copied in through the daemon's mapping,
-// which rewrites a page that is there with what it holds. (A Remove stuck
-// on the program's own lock may punch later still, when the program lets
-// go; that program is being dropped for holding it, with its memory.)
-// The caller holds um.mu.
+// write-protected since before the copy. Page by page, a Fill fills a
+// hole whole; a Fill that finds the page there (EEXIST) leaves it as it
+// is; and if the pager cannot reach the program, the bytes are copied in
+// through the daemon's mapping. Not one Fill of the run: one that filled
+// some pages and stopped at a page that is there would leave the filled
+// ones writable, and a copy of the run after it could land on a write the
+// program made in between. (A Remove stuck on the program's own lock may
+// punch later still, when the program lets go; that program is being
+// dropped for holding it, with its memory.) The caller holds um.mu.
 func (m *Managed) restoreHost(first int, frames []uint64, mem []byte) {
 	const page = 1 << abi.PageShift
-	run := make([]byte, len(frames)*page)
 	for k, f := range frames {
-		copy(run[k*page:], mem[f:f+page])
+		i := first + k
+		err := m.pager.Fill(i, mem[f:f+page])
+		if err != nil && !errors.Is(err, syscall.EEXIST) {
+			copy(m.host.bytes[uint64(i)<<abi.PageShift:], mem[f:f+page])
+		}
 	}
-	if m.pager.Fill(first, run) == nil {
-		return
-	}
-	copy(m.host.bytes[uint64(first)<<abi.PageShift:], run)
 }
 
 // pagerRemove is Remove, if m has a pager, and reports whether the pages

@@ -2,6 +2,8 @@ package driver
 
 import (
 	"errors"
+	"fmt"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -21,7 +23,9 @@ type fakePager struct {
 	filled        []int // pages, in the order they were filled
 	fills         int   // Fill calls
 	removeErr     error
-	removePunches bool // Remove fails after it punched: the daemon's helper died before it answered
+	removePunches bool         // Remove fails after it punched: the daemon's helper died before it answered
+	fillExists    map[int]bool // pages Fill finds there, as the kernel's EEXIST
+	onFill        func(i int)  // called first at each Fill of page i
 	fillErr       error
 	protectedLive map[int]bool
 	protects      int // Protect calls
@@ -60,6 +64,12 @@ func (f *fakePager) Remove(i, n int) error {
 }
 
 func (f *fakePager) Fill(i int, src []byte) error {
+	if f.onFill != nil {
+		f.onFill(i)
+	}
+	if f.fillExists[i] {
+		return fmt.Errorf("UFFDIO_COPY of page %d: %w", i, syscall.EEXIST)
+	}
 	if f.fillErr != nil {
 		return f.fillErr
 	}
@@ -198,6 +208,31 @@ func TestARemoveThatFailsAfterItsPunchLosesNoBytes(t *testing.T) {
 	assert.Equal(t, []int{0, 1, 2, 3}, f.filled, "pages put back through the pager's Fill")
 	require.NoError(t, other.Sync())
 	assert.Equal(t, want, other.Bytes(), "what the device copied from the pages")
+}
+
+// TestARestoreLeavesAPageThatIsThereAlone: after a failed Remove, a page
+// the Remove did not punch is still there, with the program's bytes and
+// maybe, once it is no longer protected, a newer write of the program's;
+// the Fill that finds it there (EEXIST) must not be followed by a copy
+// over it. Here the fake's Fill refuses page 1 as the kernel would a page
+// that is there, after the program wrote it.
+func TestARestoreLeavesAPageThatIsThereAlone(t *testing.T) {
+	ch, m, f := pagerSetup(t)
+	for i := range f.host {
+		f.host[i] = 3
+	}
+	f.removeErr = errors.New("the helper did not answer")
+	f.fillExists = map[int]bool{1: true}
+	f.onFill = func(i int) {
+		if i == 1 {
+			f.host[1<<abi.PageShift] = 9 // the program's write, after its page was no longer protected
+		}
+	}
+	other, err := m.ctx.AllocManaged(4 << abi.PageShift)
+	require.NoError(t, err)
+	require.NoError(t, ch.Submit(abi.Command{Op: abi.OpCopy, Ctx: m.ctx.ID(), Src: m.VA(), Dst: other.VA(), Size: 4 << abi.PageShift}))
+	assert.Equal(t, byte(9), f.host[1<<abi.PageShift], "page 1's first byte: the program's write")
+	assert.Equal(t, byte(3), f.host[0], "page 0's first byte")
 }
 
 // TestAWindowComesHomeInOneFill: the pages of a host fault's window that
