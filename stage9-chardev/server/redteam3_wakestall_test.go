@@ -1,0 +1,207 @@
+package server_test
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"softgpu/stage9-chardev/client"
+)
+
+// Red team 3: the wake after a punch is not bounded.
+//
+// Remove's call, which bounded runs, is the punch (by the helper) and
+// then wakeOn: UFFDIO_WRITEPROTECT (off) on the client's userfaultfd,
+// which takes the client's mmap lock. bounded judges the call by the
+// helper's clock (pagerCall.span); once the fallocate ended within
+// pagerBound, it "waits for a call that ended in time" — for as long as
+// the call takes, wakeOn included. A stranger that takes its own mmap
+// lock for writing the moment its pages are punched (a spinning thread
+// sees them go with mincore, then one long mprotect) makes that ioctl
+// wait, with um.mu held — every client's managed memory — and is never
+// judged stuck, dropped or barred: the fallocate was quick.
+
+func init() {
+	strangerRoles["wakestall"] = wakeStallStranger
+}
+
+// mapMany maps one 2 MiB memfd maps times, each its own populated
+// mapping, and returns the span: one mprotect of it holds the mmap lock
+// for writing as long as it walks them all.
+func mapMany(maps int) (base, span uintptr, err error) {
+	const chunk = 2 << 20
+	fd, err := unix.MemfdCreate("wakestall", unix.MFD_CLOEXEC)
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := unix.Ftruncate(fd, chunk); err != nil {
+		return 0, 0, err
+	}
+	span = uintptr(chunk) * uintptr(maps)
+	base, _, errno := syscall.Syscall6(syscall.SYS_MMAP, 0, span, unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE, ^uintptr(0), 0)
+	if errno != 0 {
+		return 0, 0, fmt.Errorf("reserving %d bytes: %v", span, errno)
+	}
+	for i := range uintptr(maps) {
+		if _, _, errno := syscall.Syscall6(syscall.SYS_MMAP, base+i*chunk, chunk, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_FIXED|unix.MAP_POPULATE, uintptr(fd), 0); errno != 0 {
+			return 0, 0, fmt.Errorf("mapping %d: %v", i, errno)
+		}
+	}
+	return base, span, nil
+}
+
+// wakeStallStranger (arg: maps) maps maps chunks (mapMany), says how long
+// one mprotect of them takes and "ready"; then, lap after lap until it is
+// killed, it makes a paged managed allocation of 64 KiB, writes it on the
+// host, and has the device fill it (its pages move: Protect, copy,
+// Remove) while a thread of its own spins on mincore of the first page
+// and, the moment the punch has taken it, mprotects the span once. Each
+// lap writes a line to stderr: the Fill's time, the mprotect's, and
+// whether the mprotect came after the punch.
+func wakeStallStranger(node, arg string) error {
+	var maps int
+	fmt.Sscan(arg, &maps)
+	base, span, err := mapMany(maps)
+	if err != nil {
+		return err
+	}
+	prot := uintptr(unix.PROT_READ)
+	t0 := time.Now()
+	syscall.Syscall(syscall.SYS_MPROTECT, base, span, prot)
+	prot ^= unix.PROT_WRITE
+	fmt.Printf("mprotect %v\n", time.Since(t0).Round(time.Millisecond))
+	g, err := client.Dial(node)
+	if err != nil {
+		return err
+	}
+	fmt.Println("ready")
+	const size = 64 << 10
+	for lap := 0; ; lap++ {
+		m, err := g.AllocManaged(size)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "lap %d: AllocManaged: %v\n", lap, err)
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		if !m.Paged() {
+			fmt.Fprintf(os.Stderr, "lap %d: not paged\n", lap)
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		disarmSockets() // dropped, it lives on to say so
+		host := m.Bytes()
+		for i := range host {
+			host[i] = byte(lap)
+		}
+		type spun struct {
+			hit  bool
+			took time.Duration
+		}
+		res := make(chan spun, 1)
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			pm, err := os.Open("/proc/self/pagemap")
+			if err != nil {
+				res <- spun{}
+				return
+			}
+			defer pm.Close()
+			var ent [8]byte
+			at := int64(uintptr(unsafe.Pointer(&host[0]))/4096) * 8
+			end := time.Now().Add(2 * time.Second)
+			for time.Now().Before(end) {
+				// Bit 57: the page is write-protected by a userfaultfd —
+				// the daemon's Protect; the punch and the wake follow.
+				if n, _ := pm.ReadAt(ent[:], at); n == 8 && ent[7]&(1<<1) != 0 {
+					t := time.Now()
+					syscall.Syscall(syscall.SYS_MPROTECT, base, span, prot)
+					prot ^= unix.PROT_WRITE
+					res <- spun{true, time.Since(t)}
+					return
+				}
+			}
+			res <- spun{}
+		}()
+		start := time.Now()
+		ferr := g.Fill(m.Ptr(), size, byte(lap+1))
+		took := time.Since(start)
+		s := <-res
+		fmt.Fprintf(os.Stderr, "lap %d: fill %v (%v), mprotect after protect %v took %v\n", lap, took.Round(time.Millisecond), ferr, s.hit, s.took.Round(time.Millisecond))
+		if ferr != nil {
+			fmt.Println("dropped")
+			select {}
+		}
+		m.Free()
+	}
+}
+
+// TestRedTeam3AStrangerStallsOthersInTheWakeAfterItsPunch: while a
+// stranger (another uid) stalls the wake after each of its punches, a
+// well-behaved client's managed laps (64 KiB to the device and its host
+// bytes checked) must not wait on the stranger for more than one
+// incident: bounded's promise is that a uid costs the others about one
+// pagerBound per bar. Then the stranger must have been dropped, or the
+// well-behaved client must never have waited far past pagerBound.
+func TestRedTeam3AStrangerStallsOthersInTheWakeAfterItsPunch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds softgpud")
+	}
+	d := startDaemon(t)
+	s := startStranger(t, "wakestall", d.node, "30000", &syscall.Credential{Uid: strangerUID, Gid: strangerUID})
+	t.Logf("stranger: %q", s.until(t, "ready"))
+	g, err := client.Dial(d.node)
+	require.NoError(t, err)
+	defer g.Close()
+	const slow = 2 * 100 * time.Millisecond // two pagerBounds
+	var worst time.Duration
+	laps, stalls, stalled := 0, 0, time.Duration(0)
+	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); laps++ {
+		// A new allocation each lap, as mmLockStranger's: its pages have
+		// never moved, so the thrashing guard leaves them to the pager.
+		start := time.Now()
+		m, err := g.AllocManaged(64 << 10)
+		require.NoError(t, err)
+		require.True(t, m.Paged())
+		host := m.Bytes()
+		host[0] = 1
+		require.NoError(t, g.Fill(m.Ptr(), 64<<10, byte(laps+1)), "lap %d", laps)
+		for i := 0; i < len(host); i += 4096 {
+			require.Equal(t, byte(laps+1), host[i], "lap %d: host byte %d", laps, i)
+		}
+		require.NoError(t, m.Free())
+		took := time.Since(start)
+		worst = max(worst, took)
+		if took > slow {
+			stalls++
+			stalled += took
+		}
+	}
+	require.NoError(t, g.Close())
+	log := s.kill()
+	hits := strings.Count(log, "after protect true")
+	t.Logf("stranger's laps (%d of its mprotects came right after its punch):\n%s", hits, tail(log, 6))
+	t.Logf("well-behaved: %d laps, %d over %v (%v in all), worst %v", laps, stalls, slow, stalled, worst)
+	t.Logf("the daemon dropped:\n%s", dropped(d.log()))
+	t.Logf("SIGTERM: the daemon exited in %v", d.stop(t))
+	if stalls > 1 || worst > slow && dropped(d.log()) == "" {
+		t.Errorf("a stranger held um.mu in the wake after its punches: %d of the well-behaved client's %d laps took over %v (%v in all, worst %v); the stranger dropped: %v", stalls, laps, slow, stalled, worst, dropped(d.log()) != "")
+	}
+}
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
