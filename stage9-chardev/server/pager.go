@@ -651,7 +651,11 @@ func (p *pager) Fill(i int, src []byte) error {
 // protection, waking a writer that waited: its retry is a missing fault
 // (driver.Pager). The punch is made by a helper process (punch.go),
 // taken before the bound's clock starts: starting one is the daemon's
-// cost, not the client's.
+// cost, not the client's. The wake is a call of its own, bounded from
+// its own start: made inside the punch's call, it ran after the helper's
+// clock said the call had ended in time, and a stranger that took its
+// mmap lock at that moment held um.mu as long as it liked, never judged
+// stuck (TestAStrangerStallsOthersInTheWakeAfterItsPunch).
 func (p *pager) Remove(i, n int) error {
 	h, err := p.punches.take()
 	if err != nil {
@@ -663,28 +667,33 @@ func (p *pager) Remove(i, n int) error {
 	// or lets it go, and the call, which may run on after bounded gave
 	// up, uses it only if it claimed it.
 	var claimed atomic.Bool
-	err = p.bounded(pagerCall{op: "fallocate (punch) of", page: i, pages: n, span: h.span}, func(fd, memfd int) error {
+	err = p.bounded(pagerCall{op: "fallocate (punch) of", page: i, pages: n, span: h.span}, func(_, memfd int) error {
 		if !claimed.CompareAndSwap(false, true) {
 			return errStuck
 		}
 		// Patience past the bound: bounded has given up by then, and
 		// the helper, stuck on the client's lock, is let go.
-		if err := h.punch(memfd, off, length, 2*pagerBound); err != nil {
-			if errors.Is(err, errHelperLost) {
-				p.punches.lose(h)
-			} else {
-				p.punches.give(h)
-			}
+		err := h.punch(memfd, off, length, 2*pagerBound)
+		if errors.Is(err, errHelperLost) {
+			p.punches.lose(h)
+		} else {
+			p.punches.give(h)
+		}
+		if err != nil {
 			return fmt.Errorf("punching pages [%d, +%d): %w", i, n, err)
 		}
-		p.punches.give(h)
-		p.wakeOn(fd, i, n)
 		return nil
 	})
 	if claimed.CompareAndSwap(false, true) {
 		p.punches.give(h) // bounded made no call
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return p.bounded(pagerCall{op: "UFFDIO_WRITEPROTECT (off) of", page: i, pages: n}, func(fd, _ int) error {
+		p.wakeOn(fd, i, n)
+		return nil
+	})
 }
 
 // ANCHOR_END: remove

@@ -14,19 +14,22 @@ import (
 	"softgpu/stage9-chardev/server"
 )
 
-// Red team 3: a punch helper that never works. A daemon whose helper
+// A punch helper that never works. A daemon whose helper
 // binary exits at once (here a script that counts its starts and exits)
 // still lets MANAGED_PAGER succeed — ready() only starts the helper —
 // and then every Remove fails: the run is restored (restoreHost) and
 // mapped remotely. A paged client must still read every byte right, just
 // slower. The test also counts the helpers the daemon starts: with no
-// idle helper left (each dead one is lost), every punch starts another.
+// idle helper left (each dead one is lost), every punch starts another;
+// but a failed move maps its run remotely, pinned there for the
+// thrashing guard's pin, so the pages stop moving and the helpers stop
+// starting (2 in a run of the test): no fork-and-exec storm.
 
-// TestRedTeam3APagedClientWithADeadHelperLosesNoBytes: the "pager" role
+// TestAPagedClientWithADeadHelperLosesNoBytes: the "pager" role
 // (host and device writes interleaved against a model, byte for byte,
 // with the client's collector running without pause), seeds 0 and 7,
 // against a daemon whose every helper exits at once.
-func TestRedTeam3APagedClientWithADeadHelperLosesNoBytes(t *testing.T) {
+func TestAPagedClientWithADeadHelperLosesNoBytes(t *testing.T) {
 	dir := t.TempDir()
 	count := filepath.Join(dir, "spawns")
 	helper := filepath.Join(dir, "dead-helper")
