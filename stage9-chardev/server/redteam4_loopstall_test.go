@@ -227,3 +227,21 @@ func TestRedTeam4AStrangerStallsTheFaultLoopUnderTheBound(t *testing.T) {
 			extra, attack.laps, mean(attack), mean(base), attack.worstRead, dropped(d.log()) != "")
 	}
 }
+
+// TestRedTeam4SIGTERMWhileTheFaultLoopIsStalled: SIGTERM while the
+// stranger above keeps the fault loop waiting on its mmap lock: the
+// daemon exits 0 within stopBound (d.stop), the stranger still running.
+// (No paged client of the test's own here: its armed liveness socket
+// would kill the test binary when the daemon goes.)
+func TestRedTeam4SIGTERMWhileTheFaultLoopIsStalled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds softgpud")
+	}
+	d := startDaemon(t)
+	s := startStranger(t, "loopstall", d.node, "15ms", &syscall.Credential{Uid: strangerUID, Gid: strangerUID})
+	defer s.kill()
+	t.Logf("stranger: %q", s.until(t, "ready"))
+	time.Sleep(4 * time.Second) // its faults begin 3 s after ready
+	t.Logf("the daemon dropped: %q", dropped(d.log()))
+	t.Logf("SIGTERM: the daemon exited in %v", d.stop(t))
+}
