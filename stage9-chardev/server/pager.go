@@ -291,6 +291,63 @@ var errStuck = errors.New("the client's memory was not reachable within the page
 type pagerBars struct {
 	mu    sync.Mutex
 	byUID map[uint32]pagerBar
+	held  map[uint32]pagerShare // each uid's share of the pager, spent: none if not there
+}
+
+// pagerShare is how much of a uid's share of the pager its calls have
+// spent, as of at. The bound alone is per call: a stranger whose every
+// call waited just under it — its mmap lock held 15 ms at a time, while
+// 64 write-protect faults of its own queued at the fault loop — cost the
+// other clients' host faults seconds, and was never judged
+// (TestAStrangerStallsTheFaultLoopUnderTheBound). So the time a uid's
+// calls take also fills a bucket, which drains at a shareLeak-th of the
+// time: a call may take only what is left below pagerBound, and a uid
+// whose calls fill it is judged as for a stuck call. A well-behaved
+// client's calls take microseconds, ten thousand of them a second a
+// twentieth of the share; a stranger that holds its locks costs the
+// others at most a shareLeak-th of their time, and is barred as soon as
+// it takes more.
+type pagerShare struct {
+	level time.Duration
+	at    time.Time
+}
+
+// shareLeak: a uid's share drains at a shareLeak-th of the time.
+const shareLeak = 10
+
+// drained is s as of now.
+func (s pagerShare) drained(now time.Time) pagerShare {
+	if !s.at.IsZero() && now.After(s.at) {
+		s.level = max(0, s.level-now.Sub(s.at)/shareLeak)
+	}
+	s.at = now
+	return s
+}
+
+// left returns what is left of uid's share at now: how long its next call
+// may take.
+func (b *pagerBars) left(uid uint32, now time.Time) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return pagerBound - b.held[uid].drained(now).level
+}
+
+// charge adds a call of uid's that took took to its share, at now, and
+// reports whether that spent the share.
+func (b *pagerBars) charge(uid uint32, now time.Time, took time.Duration) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.held[uid].drained(now)
+	s.level += took
+	if s.level <= 0 {
+		delete(b.held, uid)
+		return false
+	}
+	if b.held == nil {
+		b.held = make(map[uint32]pagerShare)
+	}
+	b.held[uid] = s
+	return s.level >= pagerBound
 }
 
 // pagerBar is one uid's bar.
@@ -338,8 +395,11 @@ func (b *pagerBars) strike(uid uint32, now, began time.Time) time.Time {
 }
 
 // bounded runs call, which may block in the kernel on a lock the client
-// holds, with p's descriptors, and waits for it at most pagerBound from
-// when it began. The call runs on a goroutine of its own, so that a call
+// holds, with p's descriptors, and waits for it at most what is left of
+// its uid's share of the pager (pagerShare: pagerBound, less what the
+// uid's recent calls took) from when it began; the call's time is then
+// charged to the share, and a uid that spends it is judged as for a
+// stuck call. The call runs on a goroutine of its own, so that a call
 // that outlives the bound is left running, holding a thread until the
 // client lets go, rather than holding up the caller — um.mu, or the fault
 // loop, which every client needs. Its late effects reach only the
@@ -370,8 +430,10 @@ func (p *pager) bounded(what pagerCall, call func(uffd, memfd int) error) error 
 		p.calls.Unlock()
 		return errStuck
 	}
+	limit := pagerBound // how long this call may take: what is left of its uid's share
 	if p.bars != nil {
-		if _, barred := p.bars.barred(p.uid, time.Now()); barred {
+		now := time.Now()
+		if _, barred := p.bars.barred(p.uid, now); barred {
 			p.calls.stuck = true
 			p.calls.Unlock()
 			if p.drop != nil {
@@ -379,14 +441,16 @@ func (p *pager) bounded(what pagerCall, call func(uffd, memfd int) error) error 
 			}
 			return errStuck
 		}
+		limit = p.bars.left(p.uid, now)
 	}
 	p.calls.running++
 	p.calls.Unlock()
 	done := make(chan error, 1)
-	var began atomic.Int64 // the call's start, in time.Now's UnixNano; 0 until it starts
+	var began, ended atomic.Int64 // the call's start and end, in time.Now's UnixNano; 0 until then
 	go func() {
 		began.Store(time.Now().UnixNano())
 		err := call(p.uffd, p.memfd)
+		ended.Store(time.Now().UnixNano())
 		p.calls.Lock()
 		p.calls.running--
 		last := p.calls.closing && p.calls.running == 0
@@ -396,52 +460,83 @@ func (p *pager) bounded(what pagerCall, call func(uffd, memfd int) error) error 
 		}
 		done <- err
 	}()
-	timer := time.NewTimer(pagerBound)
+	// span is when the call began and ended, each the zero time if not yet.
+	span := func() (start, end time.Time) {
+		if what.span != nil {
+			return what.span()
+		}
+		if at := began.Load(); at != 0 {
+			start = time.Unix(0, at)
+		}
+		if at := ended.Load(); at != 0 {
+			end = time.Unix(0, at)
+		}
+		return start, end
+	}
+	// answered charges the call's time to its uid's share, and judges
+	// the uid if that spent it.
+	answered := func(err error) error {
+		start, end := span()
+		if p.bars == nil || start.IsZero() {
+			return err
+		}
+		if end.IsZero() {
+			end = time.Now() // a helper lost: its call counts until now
+		}
+		if took := end.Sub(start); p.bars.charge(p.uid, time.Now(), took) {
+			p.judge(fmt.Sprintf("the pager cannot reach its memory: its uid's calls into its memory took more than its share (%v a time, draining a %dth of the time), %v the last, %v", pagerBound, shareLeak, took.Round(time.Microsecond), what), start)
+		}
+		return err
+	}
+	timer := time.NewTimer(max(limit, 0))
 	defer timer.Stop()
 	var start time.Time // when the call began
 	for {
 		select {
 		case err := <-done:
-			return err
+			return answered(err)
 		case <-timer.C:
 		}
 		select { // the answer and the timer both ready: the answer
 		case err := <-done:
-			return err
+			return answered(err)
 		default:
 		}
 		var end time.Time
-		if what.span != nil {
-			start, end = what.span()
-		} else if at := began.Load(); at != 0 {
-			start = time.Unix(0, at)
-		}
+		start, end = span()
 		if start.IsZero() {
 			timer.Reset(pagerBound) // not begun: the daemon's load, not the client
 			continue
 		}
-		if !end.IsZero() && end.Sub(start) <= pagerBound {
+		if !end.IsZero() && end.Sub(start) <= limit {
 			timer.Reset(pagerBound) // done in time, its answer on its way: the daemon's load
 			continue
 		}
-		if left := time.Until(start.Add(pagerBound)); left > 0 {
+		if left := time.Until(start.Add(limit)); left > 0 {
 			timer.Reset(left)
 			continue
 		}
 		break
 	}
+	p.judge(fmt.Sprintf("the pager cannot reach its memory: %v outlived %v (what was left of its uid's share of %v)", what, limit.Round(time.Microsecond), pagerBound), start)
+	return errStuck
+}
+
+// judge drops p's client for a call into its memory, begun at start,
+// that was stuck or spent its uid's share, and strikes the uid
+// (pagerBars). No further call is made into the client's memory, and
+// only the first judgement drops it.
+func (p *pager) judge(why string, start time.Time) {
 	p.calls.Lock()
 	first := !p.calls.stuck
 	p.calls.stuck = true
 	p.calls.Unlock()
 	if first && p.drop != nil {
-		why := fmt.Sprintf("the pager cannot reach its memory: %v outlived %v", what, pagerBound)
 		if p.bars != nil {
 			why += "; its uid is barred from the pager until " + p.bars.strike(p.uid, time.Now(), start).UTC().Format(time.RFC3339)
 		}
 		p.drop(why) // it only closes the connection: the teardown, which takes um.mu, runs on the client's serve goroutine
 	}
-	return errStuck
 }
 
 // pagerCall names a call bounded makes, for the log when it outlives the

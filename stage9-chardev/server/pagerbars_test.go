@@ -55,3 +55,45 @@ func TestPagerBarsDoubleOnlyForANewIncident(t *testing.T) {
 	}
 	assert.Equal(t, barMost, barredFor(at(now)), "after many strikes")
 }
+
+// TestAUidsShareOfThePagerDrains: the time a uid's calls take fills its
+// share, which drains at a shareLeak-th of the time. Calls of 15 ms back
+// to back spend it at the seventh (105 ms against pagerBound); the same
+// calls 200 ms apart never do, as 20 ms drains between them; one uid's
+// calls leave another's share whole; and a second after, it is whole
+// again.
+func TestAUidsShareOfThePagerDrains(t *testing.T) {
+	var b pagerBars
+	t0 := time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
+	const stranger, other = 65534, 1000
+	for k := 1; k <= 6; k++ {
+		assert.False(t, b.charge(stranger, t0, 15*time.Millisecond), "call %d of 15 ms, back to back", k)
+	}
+	assert.Equal(t, 10*time.Millisecond, b.left(stranger, t0), "left after six calls of 15 ms")
+	assert.True(t, b.charge(stranger, t0, 15*time.Millisecond), "the seventh call of 15 ms, back to back")
+	assert.Equal(t, pagerBound, b.left(other, t0), "another uid's share")
+	assert.Equal(t, pagerBound, b.left(stranger, t0.Add(time.Duration(shareLeak)*105*time.Millisecond)), "the stranger's share once 105 ms have drained")
+
+	now := t0.Add(time.Hour)
+	for k := range 100 {
+		assert.False(t, b.charge(other, now, 15*time.Millisecond), "call %d of 15 ms, 200 ms after the last", k)
+		now = now.Add(200 * time.Millisecond)
+	}
+}
+
+// TestACallMayTakeOnlyWhatIsLeftOfItsShare: with 90 ms of its uid's
+// share spent, a call that waits 50 ms is judged at 10 ms — the client
+// dropped, the uid barred — though no single call came near pagerBound.
+func TestACallMayTakeOnlyWhatIsLeftOfItsShare(t *testing.T) {
+	var why string
+	p := &pager{uid: 65534, bars: &pagerBars{}, drop: func(w string) { why = w }}
+	p.bars.charge(p.uid, time.Now(), 90*time.Millisecond)
+	err := p.bounded(pagerCall{op: "a slow call of", page: 0, pages: 1}, func(int, int) error {
+		time.Sleep(50 * time.Millisecond)
+		return nil
+	})
+	assert.ErrorIs(t, err, errStuck)
+	assert.Contains(t, why, "what was left of its uid's share", "why the client was dropped")
+	_, barred := p.bars.barred(p.uid, time.Now())
+	assert.True(t, barred, "the uid barred")
+}

@@ -17,13 +17,15 @@ import (
 	"softgpu/stage9-chardev/internal/uffd"
 )
 
-// Red team 4: the fault loop serves every client's host faults, one
-// answer after another, and each answer's wake is a bounded call into
-// its client's memory: at most pagerBound, judged call by call. A
-// stranger whose every call takes a little less than the bound is never
-// judged stuck, and if it has many faults waiting, the loop serves them
-// one after the other — 16 per read — each waiting on the stranger's
-// mmap lock. A well-behaved client's host faults wait behind them.
+// The fault loop serves every client's host faults, one answer after
+// another, and each answer's wake is a bounded call into its client's
+// memory. Judged call by call, a stranger whose every call took a little
+// less than the bound was never judged stuck, and with many faults
+// waiting, the loop served them one after the other — 16 per read — each
+// waiting on the stranger's mmap lock, while a well-behaved client's
+// host faults waited behind them. A red team found it; each uid now has
+// a share of the pager that its calls' time spends (pagerShare), and
+// this stranger is judged when it has spent it.
 
 func init() {
 	strangerRoles["loopstall"] = loopStallStranger
@@ -151,7 +153,7 @@ func loopStallStranger(node, arg string) error {
 	}
 }
 
-// TestRedTeam4AStrangerStallsTheFaultLoopUnderTheBound: a stranger (uid
+// TestAStrangerStallsTheFaultLoopUnderTheBound: a stranger (uid
 // 65534) holds its mmap lock for writing about a sixth of a bound at a
 // time, again and again, and keeps 64 write-protect faults (16 on each
 // of 4 pagers) waiting on the fault loop, each answered by a wake that
@@ -163,8 +165,11 @@ func loopStallStranger(node, arg string) error {
 // faults. The threat model allows the stranger about one pagerBound per
 // bar: the extra time the well-behaved host reads take over the
 // baseline, in all, must stay within a second (ten bounds), and no one
-// host read may wait five bounds.
-func TestRedTeam4AStrangerStallsTheFaultLoopUnderTheBound(t *testing.T) {
+// host read may wait five bounds. Judged call by call, the reads took
+// 5.1 to 6.2 s more over the 8 s (3 runs of 3), and the stranger was
+// dropped late or not at all; with the share, it is dropped within its
+// first hundred milliseconds of stalls.
+func TestAStrangerStallsTheFaultLoopUnderTheBound(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds softgpud")
 	}
@@ -228,12 +233,12 @@ func TestRedTeam4AStrangerStallsTheFaultLoopUnderTheBound(t *testing.T) {
 	}
 }
 
-// TestRedTeam4SIGTERMWhileTheFaultLoopIsStalled: SIGTERM while the
+// TestSIGTERMWhileTheFaultLoopIsStalled: SIGTERM while the
 // stranger above keeps the fault loop waiting on its mmap lock: the
 // daemon exits 0 within stopBound (d.stop), the stranger still running.
 // (No paged client of the test's own here: its armed liveness socket
 // would kill the test binary when the daemon goes.)
-func TestRedTeam4SIGTERMWhileTheFaultLoopIsStalled(t *testing.T) {
+func TestSIGTERMWhileTheFaultLoopIsStalled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds softgpud")
 	}
