@@ -1,0 +1,81 @@
+package server_test
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// Red team 5: the victim's calls into its memory are copies — UFFDIO_COPY
+// of up to 512 pages from the device's frames — and their time is
+// charged to its uid's share. A process of another uid that only copies
+// memory on a few threads (no lock of anyone's, no node opened) competes
+// for the CPUs and the memory bus those copies need, and the kernel may
+// take the daemon's thread off its CPU mid-copy.
+
+func init() {
+	strangerRoles["memhog"] = memHog
+}
+
+// memHog (arg: "threads MiB seconds") has each of threads threads copy a
+// buffer of MiB to another, again and again, for seconds; says "ready"
+// once the buffers are touched, and exits.
+func memHog(_, arg string) error {
+	var threads, mib, seconds int
+	fmt.Sscan(arg, &threads, &mib, &seconds)
+	runtime.GOMAXPROCS(threads + 1)
+	end := time.Now().Add(time.Duration(seconds) * time.Second)
+	bufs := make([][2][]byte, threads)
+	for i := range bufs {
+		bufs[i] = [2][]byte{make([]byte, mib<<20), make([]byte, mib<<20)}
+		for j := range bufs[i][0] {
+			bufs[i][0][j] = byte(j)
+		}
+	}
+	for i := range threads {
+		go func() {
+			runtime.LockOSThread()
+			for time.Now().Before(end) {
+				copy(bufs[i][1], bufs[i][0])
+				copy(bufs[i][0], bufs[i][1])
+			}
+		}()
+	}
+	fmt.Println("ready")
+	time.Sleep(time.Until(end))
+	return nil
+}
+
+// TestRedTeam5MemoryCopyLoadBarsNoClient: a well-behaved client (uid
+// 1000) goes round a paged 1 MiB allocation, 5 ms between laps — alone
+// never judged — while a uid-65534 process copies RT_MEMHOG_THREADS
+// (default 4) buffers of 256 MiB each. It must not be dropped, nor its
+// uid barred. RT_MEMHOG_THREADS=0 is the control.
+func TestRedTeam5MemoryCopyLoadBarsNoClient(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds softgpud")
+	}
+	cred, _ := strangerCred()
+	if cred == nil {
+		t.Skip("the stranger must be of another uid, and only root can make it so")
+	}
+	threads := 4
+	if v, err := strconv.Atoi(os.Getenv("RT_MEMHOG_THREADS")); err == nil {
+		threads = v
+	}
+	arg := "1 6 5ms"
+	if v := os.Getenv("RT_VICTIM_ARG"); v != "" {
+		arg = v
+	}
+	d := startDaemon(t)
+	lines, ended := runVictim(t, d, arg, func() {
+		s := startStranger(t, "memhog", "", fmt.Sprintf("%d 256 10", threads), cred)
+		s.until(t, "ready")
+	})
+	t.Logf("a %d-thread memory-copy hog of uid %d; victim %q", threads, cred.Uid, arg)
+	judgedVictim(t, d, lines, ended)
+	d.stop(t)
+}
