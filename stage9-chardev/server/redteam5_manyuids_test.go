@@ -1,0 +1,208 @@
+package server_test
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"softgpu/stage9-chardev/client"
+	"softgpu/stage9-chardev/internal/uffd"
+)
+
+// Red team 5: the share is per uid. A uid whose calls take less than a
+// shareLeak-th of the time never fills it, so each uid may cost the
+// others up to a tenth of the fault loop's time for good, unjudged. A
+// stranger with several uids — root, or any user with a range in
+// /etc/subuid, whose newuidmap gives its user namespace's processes uids
+// the daemon's SO_PEERCRED sees as distinct — has a tenth per uid, and
+// the tenths add up.
+
+func init() {
+	strangerRoles["dutystall"] = dutyStallStranger
+}
+
+// dutyStallStranger (arg: "target period") is loopStallStranger held
+// under the drain: it mprotects a span of populated mappings that takes
+// about target, then lets go for the rest of period (target/period under
+// 1/shareLeak), again and again; after "ready" and 3 s with no fault
+// waiting (the test's baseline), 16 threads of its own write-protect a
+// page each of its paged managed allocations and write it, so that the
+// fault loop always has one of its wakes to make, and one in each period
+// waits for the lock.
+func dutyStallStranger(node, arg string) error {
+	var targetArg, periodArg string
+	fmt.Sscan(arg, &targetArg, &periodArg)
+	target, err := time.ParseDuration(targetArg)
+	if err != nil {
+		return err
+	}
+	period, err := time.ParseDuration(periodArg)
+	if err != nil {
+		return err
+	}
+	runtime.GOMAXPROCS(32)
+	const chunk = 2 << 20
+	const maps = 20000
+	base, _, err := mapMany(maps)
+	if err != nil {
+		return err
+	}
+	prot := uintptr(unix.PROT_READ)
+	t0 := time.Now()
+	syscall.Syscall(syscall.SYS_MPROTECT, base, uintptr(chunk*maps), prot)
+	prot ^= unix.PROT_WRITE
+	whole := time.Since(t0)
+	n := max(1, min(int(float64(maps)*float64(target)/float64(whole)), maps))
+	span := uintptr(chunk) * uintptr(n)
+	g, err := client.Dial(node)
+	if err != nil {
+		return err
+	}
+	const pages, allocs = 4, 4
+	disarmSockets()
+	var hosts [][]byte
+	for range allocs {
+		m, err := g.AllocManaged(pages * 4096)
+		if err != nil {
+			return err
+		}
+		if !m.Paged() {
+			return fmt.Errorf("not paged")
+		}
+		disarmSockets()
+		host := m.Bytes()
+		for i := range host {
+			host[i] = 1
+		}
+		hosts = append(hosts, host)
+	}
+	var held, lapses atomic.Int64
+	go func() {
+		runtime.LockOSThread()
+		for {
+			t := time.Now()
+			syscall.Syscall(syscall.SYS_MPROTECT, base, span, prot)
+			prot ^= unix.PROT_WRITE
+			took := time.Since(t)
+			held.Add(int64(took))
+			lapses.Add(1)
+			time.Sleep(max(period-took, 11*took)) // never more than a twelfth of the time
+		}
+	}()
+	fmt.Printf("mprotect of %d maps: about %v, every %v\n", n, target, period)
+	fmt.Println("ready")
+	time.Sleep(3 * time.Second)
+	var writes atomic.Int64
+	for k := range pages * allocs {
+		host := hosts[k/pages]
+		k %= pages
+		go func() {
+			runtime.LockOSThread()
+			at := uffd.Address(host) + uint64(k)*4096
+			fd := ourUffdFor(host)
+			for {
+				uffd.WriteProtect(fd, at, 4096, true)
+				host[k*4096]++ // a write-protect fault: the fault loop's wake waits for the lock
+				writes.Add(1)
+			}
+		}()
+	}
+	for {
+		time.Sleep(time.Second)
+		fmt.Fprintf(os.Stderr, "writes %d, lock held %v a lapse\n", writes.Load(), time.Duration(held.Load()/max(lapses.Load(), 1)))
+	}
+}
+
+// TestRedTeam5ManyUidsEachUnderTheDrain: RT_UIDS (default 4) strangers,
+// each of its own uid (65534, 65533, ...), each holding its mmap lock
+// about 12 ms in every 150 ms (8 %, under the share's drain) with its
+// wakes queued at the fault loop. A well-behaved client's laps (64 KiB to
+// the device, read back on the host) are timed for 2.5 s before the
+// strangers' faults start (their locks held, no fault waiting: the
+// baseline), then for 8 s with them. As for one stranger
+// (TestAStrangerStallsTheFaultLoopUnderTheBound), the extra time the host
+// reads take must stay within a second (ten bounds) and no read may
+// wait five bounds. RT_UIDS=1 is the control: one uid under the drain.
+func TestRedTeam5ManyUidsEachUnderTheDrain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds softgpud")
+	}
+	if cred, _ := strangerCred(); cred == nil {
+		t.Skip("the strangers must be of other uids, and only root can make it so")
+	}
+	uids := 4
+	if v, err := strconv.Atoi(os.Getenv("RT_UIDS")); err == nil {
+		uids = v
+	}
+	duty := "12ms 150ms"
+	if v := os.Getenv("RT_DUTY"); v != "" {
+		duty = v
+	}
+	d := startDaemon(t)
+	var ss []*stranger
+	for k := range uids {
+		u := uint32(strangerUID - k)
+		ss = append(ss, startStranger(t, "dutystall", d.node, duty, &syscall.Credential{Uid: u, Gid: u}))
+	}
+	for _, s := range ss {
+		t.Logf("stranger: %q", s.until(t, "ready"))
+	}
+	ready := time.Now()
+	g, err := client.Dial(d.node)
+	require.NoError(t, err)
+	defer g.Close()
+	type phase struct {
+		laps               int
+		reading, worstRead time.Duration
+	}
+	run := func(from, to time.Duration, lap0 int) phase {
+		var p phase
+		for time.Now().Before(ready.Add(from)) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		for ; time.Now().Before(ready.Add(to)); p.laps++ {
+			v := byte(lap0 + p.laps + 1)
+			m, err := g.AllocManaged(64 << 10)
+			require.NoError(t, err)
+			require.True(t, m.Paged())
+			host := m.Bytes()
+			host[0] = 1
+			require.NoError(t, g.Fill(m.Ptr(), 64<<10, v))
+			read := time.Now()
+			for i := 0; i < len(host); i += 4096 {
+				require.Equal(t, v, host[i], "host byte %d", i)
+			}
+			r := time.Since(read)
+			p.reading += r
+			p.worstRead = max(p.worstRead, r)
+			require.NoError(t, m.Free())
+		}
+		return p
+	}
+	base := run(200*time.Millisecond, 2700*time.Millisecond, 0)
+	attack := run(3500*time.Millisecond, 11500*time.Millisecond, 100)
+	require.NoError(t, g.Close())
+	for _, s := range ss {
+		t.Logf("stranger:\n%s", tail(s.kill(), 2))
+	}
+	mean := func(p phase) time.Duration { return p.reading / time.Duration(max(p.laps, 1)) }
+	t.Logf("baseline: %d laps, host reads %v in all (%v a lap), worst read %v", base.laps, base.reading, mean(base), base.worstRead)
+	t.Logf("attack:   %d laps, host reads %v in all (%v a lap), worst read %v", attack.laps, attack.reading, mean(attack), attack.worstRead)
+	extra := attack.reading - time.Duration(attack.laps)*mean(base)
+	t.Logf("%d uids at %q: extra host-read time under attack: %v", uids, duty, extra)
+	t.Logf("the daemon dropped %d clients: %q", strings.Count(d.log(), "client dropped"), dropped(d.log()))
+	t.Logf("SIGTERM: the daemon exited in %v", d.stop(t))
+	if extra > time.Second || attack.worstRead > 5*100*time.Millisecond {
+		t.Errorf("%d uids, each under its share's drain, held up the fault loop: the well-behaved client's host reads took %v more than the baseline's pace over %d laps (%v a lap against %v), worst %v",
+			uids, extra, attack.laps, mean(attack), mean(base), attack.worstRead)
+	}
+}
