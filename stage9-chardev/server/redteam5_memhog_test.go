@@ -52,8 +52,10 @@ func memHog(_, arg string) error {
 // TestRedTeam5MemoryCopyLoadBarsNoClient: a well-behaved client (uid
 // 1000) goes round a paged 1 MiB allocation, 5 ms between laps — alone
 // never judged — while a uid-65534 process copies RT_MEMHOG_THREADS
-// (default 4) buffers of 256 MiB each. It must not be dropped, nor its
-// uid barred. RT_MEMHOG_THREADS=0 is the control.
+// (default 4) buffers of RT_MEMHOG_MIB (default 256) MiB each. It must
+// not be dropped, nor its uid barred. RT_MEMHOG_THREADS=0 is the control;
+// RT_MEMHOG_MIB=1 (buffers in the caches) tells the CPU from the memory
+// bus.
 func TestRedTeam5MemoryCopyLoadBarsNoClient(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds softgpud")
@@ -66,13 +68,17 @@ func TestRedTeam5MemoryCopyLoadBarsNoClient(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("RT_MEMHOG_THREADS")); err == nil {
 		threads = v
 	}
+	mib := 256
+	if v, err := strconv.Atoi(os.Getenv("RT_MEMHOG_MIB")); err == nil {
+		mib = v
+	}
 	arg := "1 6 5ms"
 	if v := os.Getenv("RT_VICTIM_ARG"); v != "" {
 		arg = v
 	}
 	d := startDaemon(t)
 	lines, ended := runVictim(t, d, arg, func() {
-		s := startStranger(t, "memhog", "", fmt.Sprintf("%d 256 10", threads), cred)
+		s := startStranger(t, "memhog", "", fmt.Sprintf("%d %d 10", threads, mib), cred)
 		s.until(t, "ready")
 	})
 	t.Logf("a %d-thread memory-copy hog of uid %d; victim %q", threads, cred.Uid, arg)
