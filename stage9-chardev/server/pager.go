@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -292,6 +293,9 @@ type pagerBars struct {
 	mu    sync.Mutex
 	byUID map[uint32]pagerBar
 	held  map[uint32]pagerShare // each uid's share of the pager, spent: none if not there
+	// pruneAt is the size of the two maps at which charge next prunes
+	// them: twice what the last prune left.
+	pruneAt int
 }
 
 // pagerShare is how much of a uid's share of the pager its calls have
@@ -300,20 +304,35 @@ type pagerBars struct {
 // 64 write-protect faults of its own queued at the fault loop — cost the
 // other clients' host faults seconds, and was never judged
 // (TestAStrangerStallsTheFaultLoopUnderTheBound). So the time a uid's
-// calls take also fills a bucket, which drains at a shareLeak-th of the
+// calls wait also fills a bucket, which drains at a shareLeak-th of the
 // time: a call may take only what is left below pagerBound, and a uid
-// whose calls fill it is judged as for a stuck call. A well-behaved
-// client's calls take a few microseconds: ten thousand of them a second,
-// at 5 µs each, fill the share at half the rate it drains. A stranger
-// that holds its locks costs the others at most a shareLeak-th of their
-// time, and is barred as soon as it takes more.
+// whose calls fill it is judged as for a stuck call.
+//
+// Waited, not took (offCPU): a call's time less the CPU time its thread
+// ran in it — the call's own work, copying pages, punching them out,
+// waiting for other CPUs to drop their mappings — and nothing at all if
+// the thread never slept in it, its time off the CPU then the
+// scheduler's. Charged its whole time, a client busy with its own
+// managed memory spent its share on that work alone, and so did a light
+// one beside another uid that only copied memory on four threads and
+// slowed and preempted everyone's copies; both were dropped
+// (TestABusyClientAloneKeepsItsShare, TestMemoryCopyLoadBarsNoClient).
+// What is charged is the time a call slept: on a lock — the client's,
+// which is the point — or on the kernel's. A stranger that holds its
+// locks costs the others at most a shareLeak-th of their time, and is
+// barred as soon as it takes more.
 type pagerShare struct {
 	level time.Duration
 	at    time.Time
 }
 
-// shareLeak: a uid's share drains at a shareLeak-th of the time.
-const shareLeak = 10
+// shareLeak: a uid's share drains at a shareLeak-th of the time. What a
+// uid under it costs the others is more than that, as their faults queue
+// behind its calls: a stranger asleep in its calls 8 % of the time cost
+// a well-behaved client's host reads about a fifth of their time more
+// (TestAUidUnderTheDrainCostsOthersItsShare). A twentieth judges that
+// stranger, and a well-behaved client's calls hardly sleep at all.
+const shareLeak = 20
 
 // drained is s as of now.
 func (s pagerShare) drained(now time.Time) pagerShare {
@@ -347,7 +366,33 @@ func (b *pagerBars) charge(uid uint32, now time.Time, took time.Duration) bool {
 		b.held = make(map[uint32]pagerShare)
 	}
 	b.held[uid] = s
+	if len(b.held)+len(b.byUID) > max(pruneAbove, b.pruneAt) {
+		b.prune(now)
+		b.pruneAt = 2 * (len(b.held) + len(b.byUID)) // so that a sweep costs each charge O(1), however many uids are active
+	}
 	return s.level >= pagerBound
+}
+
+// pruneAbove is how many uids' shares and bars pagerBars keeps before it
+// lets go of those that have run their course.
+const pruneAbove = 64
+
+// prune forgets the shares that have drained and the bars past the
+// window in which a strike would double them: a uid with neither is as
+// if it had never been seen. Without it, each uid that ever had a call
+// stayed for good — a stranger with a range of uids could grow the maps
+// without bound. The caller holds b.mu.
+func (b *pagerBars) prune(now time.Time) {
+	for uid, s := range b.held {
+		if s.drained(now).level <= 0 {
+			delete(b.held, uid)
+		}
+	}
+	for uid, bar := range b.byUID {
+		if now.After(bar.until.Add(bar.last)) {
+			delete(b.byUID, uid)
+		}
+	}
 }
 
 // pagerBar is one uid's bar.
@@ -447,10 +492,15 @@ func (p *pager) bounded(what pagerCall, call func(uffd, memfd int) error) error 
 	p.calls.Unlock()
 	done := make(chan error, 1)
 	var began, ended atomic.Int64 // the call's start and end, in time.Now's UnixNano; 0 until then
+	var waited atomic.Int64       // what the call waited (offCPU), ns
 	go func() {
+		runtime.LockOSThread() // offCPU reads the call's thread
+		off := startOffCPU()
 		began.Store(time.Now().UnixNano())
 		err := call(p.uffd, p.memfd)
+		waited.Store(int64(off.waited()))
 		ended.Store(time.Now().UnixNano())
+		runtime.UnlockOSThread()
 		p.calls.Lock()
 		p.calls.running--
 		last := p.calls.closing && p.calls.running == 0
@@ -473,18 +523,24 @@ func (p *pager) bounded(what pagerCall, call func(uffd, memfd int) error) error 
 		}
 		return start, end
 	}
-	// answered charges the call's time to its uid's share, and judges
-	// the uid if that spent it.
+	// answered charges the time the call waited to its uid's share, and
+	// judges the uid if that spent it.
 	answered := func(err error) error {
 		start, end := span()
 		if p.bars == nil || start.IsZero() {
 			return err
 		}
-		if end.IsZero() {
-			end = time.Now() // a helper lost: its call counts until now
+		var w time.Duration
+		switch {
+		case end.IsZero():
+			w = time.Since(start) // a helper lost in the middle of its call: all of it counts
+		case what.waited != nil:
+			w = what.waited()
+		default:
+			w = time.Duration(waited.Load())
 		}
-		if took := end.Sub(start); p.bars.charge(p.uid, time.Now(), took) {
-			p.judge(fmt.Sprintf("the pager cannot reach its memory: its uid's calls into its memory took more than its share (%v a time, draining a %dth of the time), %v the last, %v", pagerBound, shareLeak, took.Round(time.Microsecond), what), start)
+		if p.bars.charge(p.uid, time.Now(), w) {
+			p.judge(fmt.Sprintf("the pager cannot reach its memory: its uid's calls into its memory waited more than its share (%v at a time, draining at a %dth of the time), %v the last, %v", pagerBound, shareLeak, w.Round(time.Microsecond), what), start)
 		}
 		return err
 	}
@@ -551,6 +607,9 @@ type pagerCall struct {
 	// within it is waited for, whatever the hand-off back costs. Unset,
 	// the bound counts from when bounded's goroutine made the call.
 	span func() (began, ended time.Time)
+	// waited, set with span, says what the call waited in the other
+	// process (offCPU): what is charged to the share.
+	waited func() time.Duration
 }
 
 func (c pagerCall) String() string {
@@ -762,7 +821,7 @@ func (p *pager) Remove(i, n int) error {
 	// or lets it go, and the call, which may run on after bounded gave
 	// up, uses it only if it claimed it.
 	var claimed atomic.Bool
-	err = p.bounded(pagerCall{op: "fallocate (punch) of", page: i, pages: n, span: h.span}, func(_, memfd int) error {
+	err = p.bounded(pagerCall{op: "fallocate (punch) of", page: i, pages: n, span: h.span, waited: h.waited}, func(_, memfd int) error {
 		if !claimed.CompareAndSwap(false, true) {
 			return errStuck
 		}

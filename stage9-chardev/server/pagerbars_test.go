@@ -59,7 +59,7 @@ func TestPagerBarsDoubleOnlyForANewIncident(t *testing.T) {
 // TestAUidsShareOfThePagerDrains: the time a uid's calls take fills its
 // share, which drains at a shareLeak-th of the time. Calls of 15 ms back
 // to back spend it at the seventh (105 ms against pagerBound); the same
-// calls 200 ms apart never do, as 20 ms drains between them; one uid's
+// calls far enough apart that 20 ms drains between them never do; one uid's
 // calls leave another's share whole; and a second after, it is whole
 // again.
 func TestAUidsShareOfThePagerDrains(t *testing.T) {
@@ -74,10 +74,10 @@ func TestAUidsShareOfThePagerDrains(t *testing.T) {
 	assert.Equal(t, pagerBound, b.left(other, t0), "another uid's share")
 	assert.Equal(t, pagerBound, b.left(stranger, t0.Add(time.Duration(shareLeak)*105*time.Millisecond)), "the stranger's share once 105 ms have drained")
 
-	now := t0.Add(time.Hour)
+	now, gap := t0.Add(time.Hour), time.Duration(shareLeak)*20*time.Millisecond // 20 ms drains in a gap
 	for k := range 100 {
-		assert.False(t, b.charge(other, now, 15*time.Millisecond), "call %d of 15 ms, 200 ms after the last", k)
-		now = now.Add(200 * time.Millisecond)
+		assert.False(t, b.charge(other, now, 15*time.Millisecond), "call %d of 15 ms, %v after the last", k, gap)
+		now = now.Add(gap)
 	}
 }
 

@@ -143,6 +143,7 @@ func punchHelper(fd, clockFD int) int {
 // reads it (span).
 type punchClock struct {
 	began, ended atomic.Int64
+	waited       atomic.Int64 // what the fallocate waited (offCPU), ns: written before ended
 }
 
 // punchOne carries out one request, marking on clock when its fallocate
@@ -168,8 +169,12 @@ func punchOne(req, oob []byte, clock *punchClock) syscall.Errno {
 	}
 	off := int64(binary.NativeEndian.Uint64(req[0:]))
 	length := int64(binary.NativeEndian.Uint64(req[8:]))
+	meter := startOffCPU() // this loop runs in init, on the main thread, which init keeps locked
 	clock.began.Store(monotonicNow())
-	defer func() { clock.ended.Store(monotonicNow()) }()
+	defer func() {
+		clock.waited.Store(int64(meter.waited()))
+		clock.ended.Store(monotonicNow())
+	}()
 	for {
 		err := unix.Fallocate(memfd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, length)
 		if errno, ok := err.(syscall.Errno); ok && errno == syscall.EINTR {
@@ -239,6 +244,50 @@ func (h *punchHelperProc) span() (began, ended time.Time) {
 	return began, ended
 }
 
+// waited returns what the helper's fallocate of the request in hand
+// waited, once it has ended: what pagerCall.waited says.
+func (h *punchHelperProc) waited() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.page == nil {
+		return 0
+	}
+	return time.Duration(clockOf(h.page).waited.Load())
+}
+
+// offCPU measures what a call waited for: taken on the calling thread
+// before the call, and read (waited) on the same thread after it — the
+// thread locked to the call in between.
+type offCPU struct {
+	at    int64         // monotonicNow
+	cpu   time.Duration // the thread's CPU time (CLOCK_THREAD_CPUTIME_ID)
+	slept int64         // the thread's voluntary context switches (getrusage RUSAGE_THREAD)
+}
+
+func startOffCPU() offCPU {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
+	var ru unix.Rusage
+	unix.Getrusage(unix.RUSAGE_THREAD, &ru)
+	return offCPU{at: monotonicNow(), cpu: time.Duration(ts.Nano()), slept: ru.Nvcsw}
+}
+
+// waited returns what the call since o waited: its time less the CPU
+// time the thread ran in it, if the thread slept in it at least once —
+// on a lock, the client's or the kernel's; 0 if it never slept, its time
+// off the CPU then all the scheduler's (preemption by other work).
+func (o offCPU) waited() time.Duration {
+	var ru unix.Rusage
+	unix.Getrusage(unix.RUSAGE_THREAD, &ru)
+	if ru.Nvcsw == o.slept {
+		return 0
+	}
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
+	elapsed := time.Duration(monotonicNow() - o.at)
+	return max(elapsed-(time.Duration(ts.Nano())-o.cpu), 0)
+}
+
 // clear marks the helper's clock as not begun, for the request that takes
 // it.
 func (h *punchHelperProc) clear() {
@@ -247,6 +296,7 @@ func (h *punchHelperProc) clear() {
 	c := clockOf(h.page)
 	c.began.Store(0)
 	c.ended.Store(0)
+	c.waited.Store(0)
 }
 
 // errPuncherClosed is a punch asked of a daemon that is closing.

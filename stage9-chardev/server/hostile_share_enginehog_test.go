@@ -10,7 +10,7 @@ import (
 	"softgpu/stage9-chardev/client"
 )
 
-// Red team 5: the device is software, in the daemon: its engines are the
+// The device is software, in the daemon: its engines are the
 // daemon's goroutines, on the daemon's CPUs and memory bus. A stranger
 // that keeps the engines busy with its own device work — all of it
 // within its quotas, memory it owns — makes the daemon's calls into
@@ -72,13 +72,13 @@ func engineHog(node, arg string) error {
 	return nil
 }
 
-// TestRedTeam5DeviceLoadBarsNoClient: a well-behaved client (uid 1000)
+// TestDeviceLoadBarsNoClient: a well-behaved client (uid 1000)
 // goes round a paged 1 MiB allocation, 5 ms between laps — alone never
 // judged — while two uid-65534 clients keep both engines filling and
 // copying RT_ENGINEHOG_MIB (default 2) MiB of its own device memory. It
 // must not be dropped, nor its uid barred. RT_ENGINEHOG_CLIENTS=0 is the
 // control.
-func TestRedTeam5DeviceLoadBarsNoClient(t *testing.T) {
+func TestDeviceLoadBarsNoClient(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds softgpud")
 	}

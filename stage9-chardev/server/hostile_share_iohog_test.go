@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Red team 5: I/O and page-cache load of another uid. A process that
+// I/O and page-cache load of another uid. A process that
 // never opens the node writes files through the page cache and syncs
 // them, again and again: dirty pages, writeback, the block layer, and
 // the memory bus the daemon's copies into a client's memory share.
@@ -60,13 +60,13 @@ func ioHog(_, arg string) error {
 	return nil
 }
 
-// TestRedTeam5IOLoadBarsNoClient: a well-behaved client (uid 1000) goes
+// TestIOLoadBarsNoClient: a well-behaved client (uid 1000) goes
 // round a paged 1 MiB allocation, 5 ms between laps — alone never judged
 // — while a uid-65534 process writes and fsyncs RT_IOHOG_WRITERS
 // (default 4) files of 512 MiB each, over and over, on the disk under the
 // test's directory. It must not be dropped, nor its uid barred.
 // RT_IOHOG_WRITERS=0 is the control.
-func TestRedTeam5IOLoadBarsNoClient(t *testing.T) {
+func TestIOLoadBarsNoClient(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds softgpud")
 	}
