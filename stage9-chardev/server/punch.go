@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -262,6 +263,7 @@ type offCPU struct {
 	at    int64         // monotonicNow
 	cpu   time.Duration // the thread's CPU time (CLOCK_THREAD_CPUTIME_ID)
 	slept int64         // the thread's voluntary context switches (getrusage RUSAGE_THREAD)
+	tid   int           // the thread, for sleptSince from another
 }
 
 func startOffCPU() offCPU {
@@ -269,7 +271,27 @@ func startOffCPU() offCPU {
 	unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
 	var ru unix.Rusage
 	unix.Getrusage(unix.RUSAGE_THREAD, &ru)
-	return offCPU{at: monotonicNow(), cpu: time.Duration(ts.Nano()), slept: ru.Nvcsw}
+	return offCPU{at: monotonicNow(), cpu: time.Duration(ts.Nano()), slept: ru.Nvcsw, tid: unix.Gettid()}
+}
+
+// sleptSince reports, from any thread, whether o's thread has slept
+// since o was taken (its voluntary_ctxt_switches in /proc): true if that
+// cannot be read.
+func (o offCPU) sleptSince() bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/status", o.tid))
+	if err != nil {
+		return true
+	}
+	const key = "\nvoluntary_ctxt_switches:"
+	i := bytes.Index(b, []byte(key))
+	if i < 0 {
+		return true
+	}
+	var n int64
+	if _, err := fmt.Sscan(string(b[i+len(key):]), &n); err != nil {
+		return true
+	}
+	return n != o.slept
 }
 
 // waited returns what the call since o waited: its time less the CPU
