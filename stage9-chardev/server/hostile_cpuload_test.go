@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"strconv"
 	"testing"
 	"time"
 
@@ -58,10 +57,7 @@ func TestAStrangersCPULoadBarsNoOtherUid(t *testing.T) {
 	if cred == nil {
 		t.Skip("the stranger must be of another uid, and only root can make it so")
 	}
-	threads := 400
-	if v, err := strconv.Atoi(os.Getenv("RT_HOG_THREADS")); err == nil {
-		threads = v
-	}
+	threads := rtInt("RT_HOG_THREADS", 400)
 	d := startDaemon(t)
 	g, err := client.Dial(d.node)
 	require.NoError(t, err)

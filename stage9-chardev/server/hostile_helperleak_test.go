@@ -3,7 +3,6 @@ package server_test
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -68,14 +67,6 @@ func pagerCycles(node, arg string) error {
 	}
 	fmt.Println("done")
 	return nil
-}
-
-// procCounts returns pid's open descriptors and threads, and how many
-// live children (punch helpers) it has.
-func procCounts(pid int) (fds, threads, helpers int) {
-	f, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
-	th, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
-	return len(f), len(th), len(helperChildren(pid))
 }
 
 // TestPagerCyclesLeakNothing: a stranger of another uid runs 300

@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -49,19 +47,6 @@ func waitCopyClient(node, _ string) error {
 	fmt.Println(errnoLine("copy", g.Copy(other, m.Ptr(), size)))
 	fmt.Println("done")
 	select {}
-}
-
-// helperChildren returns the pids of pid's children: its punch helpers.
-func helperChildren(pid int) []int {
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	var kids []int
-	for _, stat := range stats {
-		if state, ppid := procState(stat); ppid == pid && state != 'Z' && state != 0 {
-			kid, _ := strconv.Atoi(filepath.Base(filepath.Dir(stat)))
-			kids = append(kids, kid)
-		}
-	}
-	return kids
 }
 
 // TestSIGTERMWithAPunchWaitingForAStoppedHelper: the punch helper has

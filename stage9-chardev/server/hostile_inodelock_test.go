@@ -3,10 +3,7 @@ package server_test
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -77,51 +74,6 @@ func inodeLockForever(node, _ string) error {
 	fmt.Println(errnoLine("fill", g.Fill(m.Ptr(), size, 1)))
 	fmt.Println("done")
 	select {}
-}
-
-// procState returns the state letter of process or thread stat (a
-// /proc/.../stat file) and its parent's pid; 0 if it is gone.
-func procState(stat string) (state byte, ppid int) {
-	b, err := os.ReadFile(stat)
-	if err != nil {
-		return 0, 0
-	}
-	i := strings.LastIndexByte(string(b), ')') // the command may hold spaces and parentheses
-	if i < 0 || i+2 >= len(b) {
-		return 0, 0
-	}
-	f := strings.Fields(string(b[i+2:]))
-	if len(f) < 2 {
-		return 0, 0
-	}
-	ppid, _ = strconv.Atoi(f[1])
-	return f[0][0], ppid
-}
-
-// dStateThreads counts pid's threads in uninterruptible sleep.
-func dStateThreads(pid int) int {
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
-	n := 0
-	for _, task := range tasks {
-		if state, _ := procState(task); state == 'D' {
-			n++
-		}
-	}
-	return n
-}
-
-// stuckChildren returns the pids of pid's children in uninterruptible
-// sleep.
-func stuckChildren(pid int) []int {
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	var stuck []int
-	for _, stat := range stats {
-		if state, ppid := procState(stat); ppid == pid && state == 'D' {
-			child, _ := strconv.Atoi(filepath.Base(filepath.Dir(stat)))
-			stuck = append(stuck, child)
-		}
-	}
-	return stuck
 }
 
 // TestAStrangerHoldingItsMemfdLockCannotWedgeSIGTERM: a stranger that

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"softgpu/stage9-chardev/client"
 	"softgpu/stage9-chardev/internal/uffd"
@@ -51,7 +50,7 @@ func ourUffdFor(host []byte) int {
 }
 
 // loopStallStranger (arg: the mprotect's target, e.g. "50ms") maps many
-// chunks (mapMany) and picks how many of them one mprotect covers so that
+// chunks (newMmapLock) and picks how many of them one mprotect covers (shorten) so that
 // it takes about the target, well under pagerBound; says "ready"; then
 // holds its mmap lock for writing, mprotect after mprotect, while 16
 // threads of its own write-protect a page each of a paged managed
@@ -68,24 +67,13 @@ func loopStallStranger(node, arg string) error {
 	// A thread waiting in a page fault keeps its P: with the default
 	// GOMAXPROCS the faulting threads would starve the mprotect.
 	runtime.GOMAXPROCS(64)
-	const chunk = 2 << 20
 	const maps = 20000
-	base, _, err := mapMany(maps)
+	lock, err := newMmapLock(maps)
 	if err != nil {
 		return err
 	}
-	prot := uintptr(unix.PROT_READ)
-	t0 := time.Now()
-	syscall.Syscall(syscall.SYS_MPROTECT, base, uintptr(chunk*maps), prot)
-	prot ^= unix.PROT_WRITE
-	whole := time.Since(t0)
-	n := int(float64(maps) * float64(target) / float64(whole))
-	n = max(1, min(n, maps))
-	span := uintptr(chunk) * uintptr(n)
-	t0 = time.Now()
-	syscall.Syscall(syscall.SYS_MPROTECT, base, span, prot)
-	prot ^= unix.PROT_WRITE
-	fmt.Printf("mprotect of %d maps %v; of %d maps %v\n", maps, whole.Round(time.Millisecond), n, time.Since(t0).Round(time.Millisecond))
+	whole, n := lock.shorten(target)
+	fmt.Printf("mprotect of %d maps %v; of %d maps %v\n", maps, whole.Round(time.Millisecond), n, lock.hold().Round(time.Millisecond))
 	g, err := client.Dial(node)
 	if err != nil {
 		return err
@@ -112,8 +100,7 @@ func loopStallStranger(node, arg string) error {
 	go func() { // the mmap lock, held for writing nearly all the time
 		runtime.LockOSThread()
 		for {
-			syscall.Syscall(syscall.SYS_MPROTECT, base, span, prot)
-			prot ^= unix.PROT_WRITE
+			lock.hold()
 			// A moment free: the readers queued behind the mprotect
 			// (the daemon's wake among them) get in, and none waits
 			// more than about one mprotect.

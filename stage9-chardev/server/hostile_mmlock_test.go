@@ -77,10 +77,9 @@ func mmLockStranger(node, arg string) error {
 	}
 }
 
-// holdMmapLock maps one 2 MiB memfd maps times (each its own mapping,
-// populated) and starts a thread that toggles the protection of all of
-// them, for good: this process's mmap lock is held for writing most of
-// the time from then on.
+// holdMmapLock maps maps chunks (newMmapLock) and starts a thread that
+// holds the lock, hold after hold, for good: this process's mmap lock is
+// held for writing most of the time from then on.
 func holdMmapLock(maps int) error {
 	hold, err := holdMmapLockWhen(maps)
 	if err == nil {
@@ -89,38 +88,22 @@ func holdMmapLock(maps int) error {
 	return err
 }
 
-// holdMmapLockWhen is holdMmapLock whose thread toggles only while the
-// switch it returns is on.
+// holdMmapLockWhen is holdMmapLock whose thread holds the lock only
+// while the switch it returns is on.
 func holdMmapLockWhen(maps int) (*atomic.Bool, error) {
 	hold := new(atomic.Bool)
-	const chunk = 2 << 20
-	fd, err := unix.MemfdCreate("mmlock", unix.MFD_CLOEXEC)
+	lock, err := newMmapLock(maps)
 	if err != nil {
 		return nil, err
 	}
-	if err := unix.Ftruncate(fd, chunk); err != nil {
-		return nil, err
-	}
-	span := uintptr(chunk) * uintptr(maps)
-	base, _, errno := syscall.Syscall6(syscall.SYS_MMAP, 0, span, unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE, ^uintptr(0), 0)
-	if errno != 0 {
-		return nil, fmt.Errorf("reserving %d bytes: %v", span, errno)
-	}
-	for i := range uintptr(maps) {
-		if _, _, errno := syscall.Syscall6(syscall.SYS_MMAP, base+i*chunk, chunk, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_FIXED|unix.MAP_POPULATE, uintptr(fd), 0); errno != 0 {
-			return nil, fmt.Errorf("mapping %d: %v", i, errno)
-		}
-	}
 	go func() {
 		runtime.LockOSThread()
-		prot := uintptr(unix.PROT_READ)
 		for {
 			if !hold.Load() {
 				time.Sleep(time.Millisecond)
 				continue
 			}
-			syscall.Syscall(syscall.SYS_MPROTECT, base, span, prot)
-			prot ^= unix.PROT_WRITE
+			lock.hold()
 		}
 	}()
 	return hold, nil
@@ -358,24 +341,4 @@ func TestABarredUidsClientsGoOnWithoutThePager(t *testing.T) {
 	later := startStranger(t, "pager-barred", d.node, "", nil)
 	assert.Equal(t, []string{"paged false"}, later.findings(t), "what the later client of the uid said")
 	t.Logf("the daemon dropped:\n%s", dropped(d.log()))
-}
-
-// dropped returns the lines of a daemon's log that say it dropped a
-// client.
-func dropped(log string) string {
-	var lines []string
-	for _, line := range strings.Split(log, "\n") {
-		if strings.Contains(line, "client dropped") {
-			lines = append(lines, line)
-		}
-	}
-	return strings.Join(lines, "\n")
-}
-
-// kill ends the stranger and returns what it wrote to stderr: read only
-// once it has exited, as the buffer is written until then.
-func (s *stranger) kill() string {
-	s.cmd.Process.Kill()
-	s.cmd.Wait()
-	return s.stderr.String()
 }

@@ -2,10 +2,8 @@ package server_test
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -56,16 +54,6 @@ var priorityAsks = []struct {
 	{"high", client.ChannelOptions{Priority: softgpu.PriorityHigh}, true},
 	{"max", client.ChannelOptions{Priority: softgpu.PriorityRealtime}, true},
 	{"timeslice", client.ChannelOptions{Priority: softgpu.PriorityNormal, Timeslice: time.Millisecond}, true},
-}
-
-// strangerCred is who a stranger runs as: nobody when the test runs as
-// root (whom the daemon always trusts), else the test's own user, which
-// no daemon flag names unless the test says so.
-func strangerCred() (*syscall.Credential, uint32) {
-	if os.Getuid() == 0 {
-		return &syscall.Credential{Uid: strangerUID, Gid: strangerUID}, strangerUID
-	}
-	return nil, uint32(os.Getuid())
 }
 
 func TestAStrangerCannotTakePriority(t *testing.T) {

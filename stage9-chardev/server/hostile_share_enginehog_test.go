@@ -2,8 +2,6 @@ package server_test
 
 import (
 	"fmt"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -79,30 +77,7 @@ func engineHog(node, arg string) error {
 // must not be dropped, nor its uid barred. RT_ENGINEHOG_CLIENTS=0 is the
 // control.
 func TestDeviceLoadBarsNoClient(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds softgpud")
-	}
-	cred, _ := strangerCred()
-	if cred == nil {
-		t.Skip("the stranger must be of another uid, and only root can make it so")
-	}
-	clients, mib := 2, 2
-	if v, err := strconv.Atoi(os.Getenv("RT_ENGINEHOG_CLIENTS")); err == nil {
-		clients = v
-	}
-	if v, err := strconv.Atoi(os.Getenv("RT_ENGINEHOG_MIB")); err == nil {
-		mib = v
-	}
-	arg := "1 6 5ms"
-	if v := os.Getenv("RT_VICTIM_ARG"); v != "" {
-		arg = v
-	}
-	d := startDaemon(t)
-	lines, ended := runVictim(t, d, arg, func() {
-		s := startStranger(t, "enginehog", d.node, fmt.Sprintf("%d %d 10", clients, mib), cred)
-		s.until(t, "ready")
-	})
-	t.Logf("%d device-load clients of uid %d, %d MiB each; victim %q", clients, cred.Uid, mib, arg)
-	judgedVictim(t, d, lines, ended)
-	d.stop(t)
+	clients, mib := rtInt("RT_ENGINEHOG_CLIENTS", 2), rtInt("RT_ENGINEHOG_MIB", 2)
+	underLoad(t, rtString("RT_VICTIM_ARG", "1 6 5ms"), "enginehog", true, fmt.Sprintf("%d %d 10", clients, mib),
+		fmt.Sprintf("%d device-load clients, %d MiB each,", clients, mib))
 }

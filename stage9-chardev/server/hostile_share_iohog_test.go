@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // I/O and page-cache load of another uid. A process that
@@ -67,31 +68,10 @@ func ioHog(_, arg string) error {
 // test's directory. It must not be dropped, nor its uid barred.
 // RT_IOHOG_WRITERS=0 is the control.
 func TestIOLoadBarsNoClient(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds softgpud")
-	}
-	cred, _ := strangerCred()
-	if cred == nil {
-		t.Skip("the stranger must be of another uid, and only root can make it so")
-	}
-	writers := 4
-	if v, err := strconv.Atoi(os.Getenv("RT_IOHOG_WRITERS")); err == nil {
-		writers = v
-	}
 	dir := t.TempDir()
-	require := func(err error) {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	require(os.Chmod(dir, 0o777))
-	require(os.Chmod(filepath.Dir(dir), 0o755))
-	d := startDaemon(t)
-	lines, ended := runVictim(t, d, "1 6 5ms", func() {
-		s := startStranger(t, "iohog", "", fmt.Sprintf("%d 512 8 %s", writers, dir), cred)
-		s.until(t, "ready")
-	})
-	t.Logf("%d writers of uid %d in %s", writers, cred.Uid, dir)
-	judgedVictim(t, d, lines, ended)
-	d.stop(t)
+	require.NoError(t, os.Chmod(dir, 0o777), "the stranger writes in the test's directory")
+	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755))
+	writers := rtInt("RT_IOHOG_WRITERS", 4)
+	underLoad(t, "1 6 5ms", "iohog", false, fmt.Sprintf("%d 512 8 %s", writers, dir),
+		fmt.Sprintf("%d writers in %s", writers, dir))
 }

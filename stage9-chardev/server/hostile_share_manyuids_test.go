@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"softgpu/stage9-chardev/client"
 	"softgpu/stage9-chardev/internal/uffd"
@@ -50,19 +48,11 @@ func dutyStallStranger(node, arg string) error {
 		return err
 	}
 	runtime.GOMAXPROCS(32)
-	const chunk = 2 << 20
-	const maps = 20000
-	base, _, err := mapMany(maps)
+	lock, err := newMmapLock(20000)
 	if err != nil {
 		return err
 	}
-	prot := uintptr(unix.PROT_READ)
-	t0 := time.Now()
-	syscall.Syscall(syscall.SYS_MPROTECT, base, uintptr(chunk*maps), prot)
-	prot ^= unix.PROT_WRITE
-	whole := time.Since(t0)
-	n := max(1, min(int(float64(maps)*float64(target)/float64(whole)), maps))
-	span := uintptr(chunk) * uintptr(n)
+	_, n := lock.shorten(target)
 	g, err := client.Dial(node)
 	if err != nil {
 		return err
@@ -89,10 +79,7 @@ func dutyStallStranger(node, arg string) error {
 	go func() {
 		runtime.LockOSThread()
 		for {
-			t := time.Now()
-			syscall.Syscall(syscall.SYS_MPROTECT, base, span, prot)
-			prot ^= unix.PROT_WRITE
-			took := time.Since(t)
+			took := lock.hold()
 			held.Add(int64(took))
 			lapses.Add(1)
 			time.Sleep(max(period-took, 11*took)) // never more than a twelfth of the time
@@ -148,14 +135,7 @@ func TestAUidUnderTheDrainCostsOthersItsShare(t *testing.T) {
 	if cred, _ := strangerCred(); cred == nil {
 		t.Skip("the strangers must be of other uids, and only root can make it so")
 	}
-	uids := 1
-	if v, err := strconv.Atoi(os.Getenv("RT_UIDS")); err == nil {
-		uids = v
-	}
-	duty := "12ms 150ms"
-	if v := os.Getenv("RT_DUTY"); v != "" {
-		duty = v
-	}
+	uids, duty := rtInt("RT_UIDS", 1), rtString("RT_DUTY", "12ms 150ms")
 	d := startDaemon(t)
 	var ss []*stranger
 	for k := range uids {

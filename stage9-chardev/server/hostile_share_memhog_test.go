@@ -2,9 +2,7 @@ package server_test
 
 import (
 	"fmt"
-	"os"
 	"runtime"
-	"strconv"
 	"testing"
 	"time"
 )
@@ -60,34 +58,10 @@ func memHog(_, arg string) error {
 // RT_MEMHOG_MIB=1 (buffers in the caches) tells the CPU from the memory
 // bus.
 func TestMemoryCopyLoadBarsNoClient(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds softgpud")
-	}
 	if raceDetector {
 		t.Skip("under the race detector the hog copies too slowly to load anything (its 2 GiB are not ready in time)")
 	}
-	cred, _ := strangerCred()
-	if cred == nil {
-		t.Skip("the stranger must be of another uid, and only root can make it so")
-	}
-	threads := 4
-	if v, err := strconv.Atoi(os.Getenv("RT_MEMHOG_THREADS")); err == nil {
-		threads = v
-	}
-	mib := 256
-	if v, err := strconv.Atoi(os.Getenv("RT_MEMHOG_MIB")); err == nil {
-		mib = v
-	}
-	arg := "1 6 5ms"
-	if v := os.Getenv("RT_VICTIM_ARG"); v != "" {
-		arg = v
-	}
-	d := startDaemon(t)
-	lines, ended := runVictim(t, d, arg, func() {
-		s := startStranger(t, "memhog", "", fmt.Sprintf("%d %d 10", threads, mib), cred)
-		s.until(t, "ready")
-	})
-	t.Logf("a %d-thread memory-copy hog of uid %d; victim %q", threads, cred.Uid, arg)
-	judgedVictim(t, d, lines, ended)
-	d.stop(t)
+	threads, mib := rtInt("RT_MEMHOG_THREADS", 4), rtInt("RT_MEMHOG_MIB", 256)
+	underLoad(t, rtString("RT_VICTIM_ARG", "1 6 5ms"), "memhog", false, fmt.Sprintf("%d %d 10", threads, mib),
+		fmt.Sprintf("a %d-thread memory-copy hog", threads))
 }

@@ -1,11 +1,9 @@
 package server_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,16 +46,6 @@ const (
 	seedB      = 0xb1
 	seedNew    = 0xc1
 )
-
-// waitLine reads one line from stdin: the test's signal to go on.
-var stdinLines = bufio.NewScanner(os.Stdin)
-
-func waitLine() error {
-	if !stdinLines.Scan() {
-		return fmt.Errorf("stdin closed before the test's signal: %v", stdinLines.Err())
-	}
-	return nil
-}
 
 // queueThenFree is the stranger A. Its argument is "what,delays": what it
 // frees while the COPY is queued — "src" (the COPY's device source; its

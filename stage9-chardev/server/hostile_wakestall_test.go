@@ -11,7 +11,6 @@ import (
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"softgpu/stage9-chardev/client"
 )
@@ -35,32 +34,7 @@ func init() {
 	strangerRoles["wakestall"] = wakeStallStranger
 }
 
-// mapMany maps one 2 MiB memfd maps times, each its own populated
-// mapping, and returns the span: one mprotect of it holds the mmap lock
-// for writing as long as it walks them all.
-func mapMany(maps int) (base, span uintptr, err error) {
-	const chunk = 2 << 20
-	fd, err := unix.MemfdCreate("wakestall", unix.MFD_CLOEXEC)
-	if err != nil {
-		return 0, 0, err
-	}
-	if err := unix.Ftruncate(fd, chunk); err != nil {
-		return 0, 0, err
-	}
-	span = uintptr(chunk) * uintptr(maps)
-	base, _, errno := syscall.Syscall6(syscall.SYS_MMAP, 0, span, unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE, ^uintptr(0), 0)
-	if errno != 0 {
-		return 0, 0, fmt.Errorf("reserving %d bytes: %v", span, errno)
-	}
-	for i := range uintptr(maps) {
-		if _, _, errno := syscall.Syscall6(syscall.SYS_MMAP, base+i*chunk, chunk, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_FIXED|unix.MAP_POPULATE, uintptr(fd), 0); errno != 0 {
-			return 0, 0, fmt.Errorf("mapping %d: %v", i, errno)
-		}
-	}
-	return base, span, nil
-}
-
-// wakeStallStranger (arg: maps) maps maps chunks (mapMany), says how long
+// wakeStallStranger (arg: maps) maps maps chunks (newMmapLock), says how long
 // one mprotect of them takes and "ready"; then, lap after lap until it is
 // killed, it makes a paged managed allocation of 64 KiB, writes it on the
 // host, and has the device fill it (its pages move: Protect, copy,
@@ -72,15 +46,11 @@ func mapMany(maps int) (base, span uintptr, err error) {
 func wakeStallStranger(node, arg string) error {
 	var maps int
 	fmt.Sscan(arg, &maps)
-	base, span, err := mapMany(maps)
+	lock, err := newMmapLock(maps)
 	if err != nil {
 		return err
 	}
-	prot := uintptr(unix.PROT_READ)
-	t0 := time.Now()
-	syscall.Syscall(syscall.SYS_MPROTECT, base, span, prot)
-	prot ^= unix.PROT_WRITE
-	fmt.Printf("mprotect %v\n", time.Since(t0).Round(time.Millisecond))
+	fmt.Printf("mprotect %v\n", lock.hold().Round(time.Millisecond))
 	g, err := client.Dial(node)
 	if err != nil {
 		return err
@@ -125,10 +95,7 @@ func wakeStallStranger(node, arg string) error {
 				// Bit 57: the page is write-protected by a userfaultfd —
 				// the daemon's Protect; the punch and the wake follow.
 				if n, _ := pm.ReadAt(ent[:], at); n == 8 && ent[7]&(1<<1) != 0 {
-					t := time.Now()
-					syscall.Syscall(syscall.SYS_MPROTECT, base, span, prot)
-					prot ^= unix.PROT_WRITE
-					res <- spun{true, time.Since(t)}
+					res <- spun{true, lock.hold()}
 					return
 				}
 			}

@@ -49,6 +49,9 @@ func TestMain(m *testing.M) {
 	case "pagervictim": // pager_hostile_test.go
 		os.Exit(report(pagerVictim(os.Getenv(nodeEnv))))
 	default:
+		if play, ok := strangerRoles[role]; ok { // stranger_test.go
+			os.Exit(report(play(os.Getenv(nodeEnv), os.Getenv(strangerArgEnv))))
+		}
 		fmt.Fprintf(os.Stderr, "unknown %s %q\n", roleEnv, role)
 		os.Exit(2)
 	}

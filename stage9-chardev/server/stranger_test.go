@@ -9,15 +9,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/client"
 	"softgpu/stage9-chardev/uapi"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The stranger's harness: the real softgpud, built from this stage and
@@ -30,8 +32,10 @@ import (
 // SIGTERM and requiring it to exit 0 within stopBound (stop). Every
 // hostile test (hostile_*_test.go) starts its daemon here.
 //
-// A stranger role is chosen before TestMain runs, by this file's init:
-// the roles live here, beside the tests that start them, not in TestMain.
+// A stranger role is registered in strangerRoles by an init beside the
+// test that starts it, and played by TestMain (process_test.go), which
+// runs once every init has: an init here could not see the roles of
+// files whose names sort after this one.
 
 // strangerArgEnv carries a stranger role's argument.
 const strangerArgEnv = "SOFTGPU_TEST_STRANGER_ARG"
@@ -40,12 +44,6 @@ const strangerArgEnv = "SOFTGPU_TEST_STRANGER_ARG"
 // the node in nodeEnv, each with the argument in strangerArgEnv. A role
 // prints what it found on stdout, one line per finding, and "done" last.
 var strangerRoles = map[string]func(node, arg string) error{}
-
-func init() {
-	if role, ok := strangerRoles[os.Getenv(roleEnv)]; ok {
-		os.Exit(report(role(os.Getenv(nodeEnv), os.Getenv(strangerArgEnv))))
-	}
-}
 
 // The one way a hostile test starts softgpud, probes it and stops it.
 
@@ -90,6 +88,18 @@ func (d *daemon) log() string {
 	d.logsMu.Lock()
 	defer d.logsMu.Unlock()
 	return d.logs.String()
+}
+
+// dropped returns the lines of a daemon's log that say it dropped a
+// client.
+func dropped(log string) string {
+	var lines []string
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "client dropped") {
+			lines = append(lines, line)
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 // softgpud returns the daemon binary: the one softgpudEnv names, or
@@ -237,6 +247,16 @@ type stranger struct {
 // nobody.
 const strangerUID = 65534
 
+// strangerCred is who a stranger runs as: nobody when the test runs as
+// root (whom the daemon always trusts), else the test's own user, which
+// no daemon flag names unless the test says so.
+func strangerCred() (*syscall.Credential, uint32) {
+	if os.Getuid() == 0 {
+		return &syscall.Credential{Uid: strangerUID, Gid: strangerUID}, strangerUID
+	}
+	return nil, uint32(os.Getuid())
+}
+
 // startStranger starts the test binary as role against node, with arg,
 // as the user cred names (nil: this process's). A stranger of another uid
 // runs a copy of the test binary from a directory it may enter.
@@ -306,6 +326,25 @@ func (s *stranger) until(t *testing.T, last string) []string {
 			t.Fatalf("stranger %d said %q and not %q within %v", s.cmd.Process.Pid, got, last, patience)
 		}
 	}
+}
+
+// kill ends the stranger and returns what it wrote to stderr: read only
+// once it has exited, as the buffer is written until then.
+func (s *stranger) kill() string {
+	s.cmd.Process.Kill()
+	s.cmd.Wait()
+	return s.stderr.String()
+}
+
+// stdinLines is a stranger's standard input, where the test writes a
+// line as its signal (stranger.stdin); waitLine waits for the next one.
+var stdinLines = bufio.NewScanner(os.Stdin)
+
+func waitLine() error {
+	if !stdinLines.Scan() {
+		return fmt.Errorf("stdin closed before the test's signal: %v", stdinLines.Err())
+	}
+	return nil
 }
 
 // copyFile copies an executable from src to dst, mode 0755.
