@@ -683,9 +683,16 @@ func (p *pager) serveReady(buf []byte, events uint32) bool {
 		}
 		p.last = append(p.last[:0], buf[:n]...)
 	}
-	for off := 0; off+uffd.MsgSize <= n; off += uffd.MsgSize {
-		if !p.serve(buf[off : off+uffd.MsgSize]) {
-			return false // the client asked for events itself: not a descriptor the client library made
+	return p.serveAll(buf[:n])
+}
+
+// serveAll serves the messages of one read, in order, and reports false
+// at the first that is not a fault: the client asked for events itself,
+// so its descriptor is not one the client library made.
+func (p *pager) serveAll(msgs []byte) bool {
+	for off := 0; off+uffd.MsgSize <= len(msgs); off += uffd.MsgSize {
+		if !p.serve(msgs[off : off+uffd.MsgSize]) {
+			return false
 		}
 	}
 	return true

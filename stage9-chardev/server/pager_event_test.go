@@ -55,3 +55,29 @@ func TestAnEventThatIsNotAFaultStopsThePager(t *testing.T) {
 	_, err := unix.Write(fds[1], []byte{1})
 	assert.NoError(t, err, "the pager closed a descriptor number it found in an event that carries none")
 }
+
+// One read takes up to 16 messages, and the kernel installs the
+// descriptor of every fork event among them as it copies them out. The
+// pager stops at the first event, but must close the descriptors of the
+// rest too: a client whose forks queue several events at once would
+// leak all but the first, per connection, and come back for more.
+func TestEveryForkEventOfAReadHasItsDescriptorClosed(t *testing.T) {
+	var msgs []byte
+	var writers []int
+	for range 3 {
+		var fds [2]int
+		require.NoError(t, unix.Pipe2(fds[:], unix.O_CLOEXEC))
+		defer unix.Close(fds[1])
+		writers = append(writers, fds[1])
+		msg := make([]byte, uffd.MsgSize)
+		msg[0] = uffd.EventFork
+		binary.LittleEndian.PutUint32(msg[8:], uint32(fds[0]))
+		msgs = append(msgs, msg...)
+	}
+	p := &pager{}
+	assert.False(t, p.serveAll(msgs), "serveAll reported a read of fork events as one to go on serving after")
+	for k, w := range writers {
+		_, err := unix.Write(w, []byte{1})
+		assert.ErrorIs(t, err, syscall.EPIPE, "fork event %d of 3: its descriptor, the pipe's read end, is still open", k+1)
+	}
+}

@@ -311,3 +311,57 @@ func TestTheBoundCountsFromTheHelpersStart(t *testing.T) {
 	assert.NoError(t, err, "the call, which ran half a bound from its start")
 	assert.Zero(t, drops, "clients dropped")
 }
+
+// handHelper is a punch helper played by the test on the far end of a
+// socket pair, sharing h's clock page: serve is given each request's
+// clock and answers when it returns.
+func handHelper(t *testing.T, serve func(clock *punchClock)) *punchHelperProc {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	page, err := unix.Mmap(-1, 0, unix.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+	})
+	go func() {
+		var req [punchRequestSize]byte
+		oob := make([]byte, unix.CmsgSpace(4))
+		for {
+			n, oobn, _, _, err := unix.Recvmsg(fds[1], req[:], oob, unix.MSG_CMSG_CLOEXEC)
+			if err != nil || n == 0 {
+				return
+			}
+			if cmsgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil && len(cmsgs) == 1 {
+				if got, err := unix.ParseUnixRights(&cmsgs[0]); err == nil {
+					for _, fd := range got {
+						unix.Close(fd)
+					}
+				}
+			}
+			serve(clockOf(page))
+			unix.Write(fds[1], make([]byte, 4)) // errno 0
+		}
+	}()
+	return &punchHelperProc{sock: fds[0], page: page}
+}
+
+// TestAPunchThatEndedInTimeIsWaitedFor: punch itself, like bounded
+// (TestAPunchThatEndedInTimeIsNotStuck), waits for the answer of a
+// fallocate that ended in time, however late the answer: the hand-off
+// back is the daemon's load, and giving up lets a good helper go, starts
+// another under um.mu, and leaves the run on the host. Here the helper's
+// fallocate took a millisecond, and its answer came 1.5 patiences after
+// it began. Counted from the start alone, punch gave up at patience.
+func TestAPunchThatEndedInTimeIsWaitedFor(t *testing.T) {
+	const patience = 100 * time.Millisecond
+	h := handHelper(t, func(c *punchClock) {
+		now := monotonicNow()
+		c.began.Store(now)
+		c.ended.Store(now + int64(time.Millisecond))
+		time.Sleep(patience * 3 / 2)
+	})
+	memfd := memfdWith(t, 1)
+	assert.NoError(t, h.punch(memfd, 0, int64(unix.Getpagesize()), patience), "a punch that ended a millisecond after it began")
+}
