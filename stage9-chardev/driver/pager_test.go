@@ -1,10 +1,12 @@
 package driver
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"syscall"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -28,8 +30,9 @@ type fakePager struct {
 	onFill        func(i int)  // called first at each Fill of page i
 	fillErr       error
 	protectedLive map[int]bool
-	protects      int // Protect calls
-	removes       int // Remove calls
+	protects      int      // Protect calls
+	removes       int      // Remove calls
+	srcs          [][]byte // every Fill's src, as passed: the daemon's call may read it after Fill returned
 }
 
 func (f *fakePager) Protect(i, n int) error {
@@ -64,6 +67,7 @@ func (f *fakePager) Remove(i, n int) error {
 }
 
 func (f *fakePager) Fill(i int, src []byte) error {
+	f.srcs = append(f.srcs, src)
 	if f.onFill != nil {
 		f.onFill(i)
 	}
@@ -208,6 +212,37 @@ func TestARemoveThatFailsAfterItsPunchLosesNoBytes(t *testing.T) {
 	assert.Equal(t, []int{0, 1, 2, 3}, f.filled, "pages put back through the pager's Fill")
 	require.NoError(t, other.Sync())
 	assert.Equal(t, want, other.Bytes(), "what the device copied from the pages")
+}
+
+// TestARestoreHandsFillNoFrame: a Fill the daemon's bound gave up on
+// runs on, and reads its src when the program lets go of its lock —
+// maybe long after Fill returned, and after the frames the failed move
+// gave back went to another allocation, another client's. So no Fill is
+// handed a frame's bytes in place: restoreHost handed each page's frame,
+// and a late copy could put another client's bytes in a stranger's
+// memfd. Here another allocation is filled with 0xee after the restore
+// (its frames may be those given back); no src may lie in device memory,
+// and every one must still hold the restored bytes.
+func TestARestoreHandsFillNoFrame(t *testing.T) {
+	ch, m, f := pagerSetup(t)
+	for i := range f.host {
+		f.host[i] = 7
+	}
+	f.removeErr, f.removePunches = errors.New("the helper died after its punch"), true
+	other, err := m.ctx.AllocManaged(4 << abi.PageShift) // no pager
+	require.NoError(t, err)
+	require.NoError(t, ch.Submit(abi.Command{Op: abi.OpCopy, Ctx: m.ctx.ID(), Src: m.VA(), Dst: other.VA(), Size: 4 << abi.PageShift}))
+	require.NotEmpty(t, f.srcs, "the restore's Fills")
+	reuse, err := m.ctx.AllocManaged(64 << abi.PageShift)
+	require.NoError(t, err)
+	require.NoError(t, ch.Submit(abi.Command{Op: abi.OpFill, Ctx: m.ctx.ID(), Dst: reuse.VA(), Size: 64 << abi.PageShift, Value: 0xee}))
+	mem := m.d.hw.Memory()
+	lo, hi := uintptr(unsafe.Pointer(&mem[0])), uintptr(unsafe.Pointer(&mem[0]))+uintptr(len(mem))
+	for k, src := range f.srcs {
+		at := uintptr(unsafe.Pointer(&src[0]))
+		assert.False(t, at >= lo && at < hi, "Fill %d's src is device memory, at offset %#x", k, at-lo)
+		assert.Equal(t, bytes.Repeat([]byte{7}, len(src)), src, "Fill %d's src after the frames went to another allocation", k)
+	}
 }
 
 // TestARestoreLeavesAPageThatIsThereAlone: after a failed Remove, a page
