@@ -287,7 +287,7 @@ func TestAPunchThatEndedInTimeIsNotStuck(t *testing.T) {
 
 // TestTheBoundCountsFromTheHelpersStart: for a call made in another
 // process, bounded counts pagerBound from when that process began it
-// (pagerCall.began), not from when the daemon asked: a helper that waits
+// (pagerCall.span), not from when the daemon asked: a helper that waits
 // for a core — another uid's load — is not the client holding its lock.
 // Here the helper takes 1.5 bounds to begin and finishes half a bound
 // later; counted from the request, the call would outlive the bound and
@@ -364,4 +364,38 @@ func TestAPunchThatEndedInTimeIsWaitedFor(t *testing.T) {
 	})
 	memfd := memfdWith(t, 1)
 	assert.NoError(t, h.punch(memfd, 0, int64(unix.Getpagesize()), patience), "a punch that ended a millisecond after it began")
+}
+
+// TestAHelperHoldsOnlyItsOwnDescriptors: a helper may outlive the
+// daemon, stuck on a client's lock, so it must hold nothing of the
+// daemon's. Go opens every descriptor close-on-exec, but the kernel
+// installs some in the daemon without it: the userfaultfd a client's
+// fork event carries, if the client made its own without O_CLOEXEC,
+// which the pager closes only after its read — a helper started in
+// between inherited it. Here the daemon holds a pipe opened without
+// close-on-exec when a helper starts; the helper must not hold it.
+func TestAHelperHoldsOnlyItsOwnDescriptors(t *testing.T) {
+	var fds [2]int
+	require.NoError(t, unix.Pipe2(fds[:], 0)) // no O_CLOEXEC
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	var pu puncher
+	defer pu.close()
+	h, err := pu.take()
+	require.NoError(t, err)
+	memfd := memfdWith(t, 1)
+	require.NoError(t, h.punch(memfd, 0, int64(unix.Getpagesize()), time.Second), "a punch: the helper is past its start")
+	pipe, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fds[0]))
+	require.NoError(t, err)
+	dir := fmt.Sprintf("/proc/%d/fd", h.cmd.Process.Pid)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var held []string
+	for _, e := range entries {
+		if link, _ := os.Readlink(dir + "/" + e.Name()); link == pipe {
+			held = append(held, e.Name())
+		}
+	}
+	assert.Empty(t, held, "the helper's descriptors that are the daemon's %s", pipe)
+	pu.give(h)
 }
