@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"syscall"
@@ -55,7 +56,10 @@ type Pager interface {
 	// bytes are in (so not by copying through the daemon's own mapping,
 	// which makes the page visible, zeroed, before the copy — and a
 	// program thread that re-runs its access after a signal reads those
-	// zeros). It wakes the threads waiting on the pages.
+	// zeros). It wakes the threads waiting on the pages. src must be
+	// the caller's own bytes, never frames in place: a call that the
+	// daemon's bound gave up on runs on and may read src after Fill has
+	// returned, when the frames may be another client's.
 	Fill(i int, src []byte) error
 }
 
@@ -186,12 +190,15 @@ func (m *Managed) fillHost(first, n int, mem []byte) {
 // ones writable, and a copy of the run after it could land on a write the
 // program made in between. (A Remove stuck on the program's own lock may
 // punch later still, when the program lets go; that program is being
-// dropped for holding it, with its memory.) The caller holds um.mu.
+// dropped for holding it, with its memory.) Each Fill gets a copy of
+// its frame, not the frame: the frames go back to the device's free pool
+// after this, and a Fill left running past the daemon's bound reads its
+// src late (TestARestoreHandsFillNoFrame). The caller holds um.mu.
 func (m *Managed) restoreHost(first int, frames []uint64, mem []byte) {
 	const page = 1 << abi.PageShift
 	for k, f := range frames {
 		i := first + k
-		err := m.pager.Fill(i, mem[f:f+page])
+		err := m.pager.Fill(i, bytes.Clone(mem[f:f+page]))
 		if err != nil && !errors.Is(err, syscall.EEXIST) {
 			copy(m.host.bytes[uint64(i)<<abi.PageShift:], mem[f:f+page])
 		}

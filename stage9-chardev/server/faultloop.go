@@ -113,27 +113,35 @@ func (l *faultLoop) add(p *pager) error {
 	l.byID[p.id] = p
 	l.mu.Unlock()
 	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, p.uffd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(p.id)}); err != nil {
-		l.forget(p)
+		l.forget(p) // not in epoll: nothing to take out
 		return fmt.Errorf("epoll_ctl: %w", err)
 	}
 	return nil
 }
 
 // remove stops the loop serving p: it waits for an answer under way,
-// then no readiness of p's is acted on again. It may be called twice
-// (the loop drops a client, then the client's teardown stops its
-// pagers).
+// then no readiness of p's is acted on again. It may be called twice, in
+// either order: the loop drops a client whose descriptor it cannot read,
+// and the client's teardown stops its pagers. Only the first takes the
+// descriptor out of epoll, under the serving lock, while the descriptor
+// is still p's: after it, the teardown closes it, and the next
+// MANAGED_PAGER may get the same number, which a second EPOLL_CTL_DEL
+// would take out of epoll for that pager
+// (TestALateRemoveLeavesTheNextPagerServed).
 func (l *faultLoop) remove(p *pager) {
 	p.serving.Lock()
+	first := !p.stopped
 	p.stopped = true
+	if first {
+		unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, p.uffd, nil)
+	}
 	p.serving.Unlock()
 	l.forget(p)
 }
 
-// forget takes p's descriptor out of epoll and p out of byID. An event
-// epoll_wait had already returned for it finds stopped set, or no pager.
+// forget takes p out of byID. An event epoll_wait had already returned
+// for it finds stopped set, or no pager.
 func (l *faultLoop) forget(p *pager) {
-	unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, p.uffd, nil) // ENOENT the second time: nothing to undo
 	l.mu.Lock()
 	if l.byID[p.id] == p {
 		delete(l.byID, p.id)
@@ -145,7 +153,7 @@ func (l *faultLoop) forget(p *pager) {
 
 // run is the loop: wait, then serve each ready pager once, until the stop
 // eventfd is written. A pager whose client must be dropped (serveReady
-// says so) is taken out of epoll first — its descriptor would be reported
+// says why) is taken out of epoll first — its descriptor would be reported
 // again at once, level-triggered — and then dropped; the client's
 // teardown removes it for good.
 func (l *faultLoop) run(s *Server) {
@@ -182,9 +190,12 @@ func (l *faultLoop) run(s *Server) {
 			l.mu.Lock()
 			p := l.byID[uint32(ev.Fd)]
 			l.mu.Unlock()
-			if p != nil && !p.serveReady(buf, ev.Events) {
+			if p == nil {
+				continue
+			}
+			if why := p.serveReady(buf, ev.Events); why != "" {
 				l.remove(p)
-				p.drop("its userfaultfd cannot be read")
+				p.drop(why)
 			}
 		}
 	}

@@ -130,7 +130,7 @@ type pager struct {
 	calls struct {
 		sync.Mutex
 		running int  // started, not returned
-		stuck   bool // one outlived pagerBound: no more are made
+		stuck   bool // one outlived pagerBound, or the uid was barred or spent its share: no more are made
 		closing bool // stopPager is done with the descriptors
 	}
 }
@@ -179,8 +179,10 @@ func (c *client) managedPager(a *uapi.ManagedPager, uffdFD, livenessFD int) erro
 	}
 	// The range must be registered, in write-protect mode, with this
 	// userfaultfd in the process that made it: lifting protection on a
-	// range that is not fails. It also wakes nobody who matters: no page
-	// is protected yet.
+	// range that is not fails. It wakes nobody who matters: no page is
+	// protected yet, unless the allocation has a pager already (refused
+	// below, ErrBusy) and a move of its is under way, whose protection
+	// this lifts — the client's own pages, raced by its own writes.
 	if err := uffd.WriteProtect(uffdFD, a.Base, a.Length, false); err != nil {
 		return fmt.Errorf("MANAGED_PAGER: [%#x, +%d) is not registered for write-protect faults: %v: %w", a.Base, a.Length, err, uapi.ErrInval)
 	}
@@ -262,8 +264,9 @@ func (c *client) stopPager(va uint64) {
 // client holds the kernel lock it needs; the driver makes it with um.mu
 // held, which every client's managed memory needs, so a client may hold
 // that up for this long: then it is dropped, and its uid is barred from
-// the pager (pagerBars). Well under liveBound (2 s), and far above a call
-// on a loaded machine.
+// the pager (pagerBars). Well under the 2 s round trip the hostile
+// tests allow a well-behaved client (liveBound, stranger_test.go), and
+// far above a call on a loaded machine.
 const pagerBound = 100 * time.Millisecond
 
 // errStuck is a call into a client's memory that outlived pagerBound, or
@@ -442,13 +445,14 @@ func (b *pagerBars) strike(uid uint32, now, began time.Time) time.Time {
 // bounded runs call, which may block in the kernel on a lock the client
 // holds, with p's descriptors, and waits for it at most what is left of
 // its uid's share of the pager (pagerShare: pagerBound, less what the
-// uid's recent calls took) from when it began; the call's time is then
-// charged to the share, and a uid that spends it is judged as for a
+// uid's recent calls waited asleep) from when it began; what the call
+// waited is then charged to the share, and a uid that spends it is judged as for a
 // stuck call. The call runs on a goroutine of its own, so that a call
 // that outlives the bound is left running, holding a thread until the
 // client lets go, rather than holding up the caller — um.mu, or the fault
 // loop, which every client needs. Its late effects reach only the
-// client's own mapping and memfd, and the client is dropped: the first
+// client's own mapping and memfd (and the bytes it copies are the
+// caller's own, never device frames: driver.Pager's Fill), and the client is dropped: the first
 // call to outlive the bound drops it, strikes its uid (pagerBars), and no
 // further call is made. The bound counts from the call's start, not from
 // the hand-off: a goroutine the daemon's own load keeps from its core is
@@ -461,7 +465,7 @@ func (b *pagerBars) strike(uid uint32, now, began time.Time) time.Time {
 // can sleep for good, on the memfd's inode lock, which a client allowed
 // kernel-mode userfaultfds holds as long as it likes. So the punch is
 // made in a helper process (punch.go), and for it the bound counts from
-// when the helper began (pagerCall.began): a stuck helper is let go, and
+// when the helper began (pagerCall.span): a stuck helper is let go, and
 // the daemon's own threads never sleep on a client's lock for good.
 //
 // The hand-off to the goroutine and back costs every call: a sparse
@@ -661,21 +665,26 @@ func (p *pager) closeDescriptors() {
 // allocation brings its page home if the device has it (HostFault: a
 // duplicate moves nothing), then lifts write protection on the page,
 // which wakes every thread waiting on it. A fault outside is not
-// answered. It reports false when the client must be dropped: its
-// descriptor can no longer be read, or it delivered an event the client
-// library never asks for.
-func (p *pager) serveReady(buf []byte, events uint32) bool {
+// answered. It returns why the client must be dropped, or "" to go on:
+// its descriptor can no longer be read, or it delivered an event the
+// client library never asks for.
+func (p *pager) serveReady(buf []byte, events uint32) (drop string) {
 	p.serving.Lock()
 	defer p.serving.Unlock()
 	if p.stopped {
-		return true // stopPager's: a readiness reported before it
+		return "" // stopPager's: a readiness reported before it
+	}
+	if events&unix.EPOLLERR != 0 {
+		// The client broke the descriptor (read says how). Nothing is
+		// read from it, so no fork event installs a descriptor here.
+		return "its userfaultfd reports an error, not faults"
 	}
 	n, err := p.read(buf)
 	switch {
-	case events&unix.EPOLLERR != 0 || err != nil && !errors.Is(err, syscall.EAGAIN):
-		return false // the client broke the descriptor: no fault of its would be answered again
+	case err != nil && !errors.Is(err, syscall.EAGAIN):
+		return "its userfaultfd cannot be read: " + err.Error()
 	case err != nil:
-		return true // EAGAIN: nothing to read after all
+		return "" // EAGAIN: nothing to read after all
 	}
 	if replayFaults.Load() {
 		for off := 0; off+uffd.MsgSize <= len(p.last); off += uffd.MsgSize {
@@ -683,15 +692,26 @@ func (p *pager) serveReady(buf []byte, events uint32) bool {
 		}
 		p.last = append(p.last[:0], buf[:n]...)
 	}
-	return p.serveAll(buf[:n])
+	if !p.serveAll(buf[:n]) {
+		return "its userfaultfd delivered an event the client library never asks for"
+	}
+	return ""
 }
 
 // serveAll serves the messages of one read, in order, and reports false
 // at the first that is not a fault: the client asked for events itself,
-// so its descriptor is not one the client library made.
+// so its descriptor is not one the client library made. The messages
+// after it are not served, but the descriptor of every fork event among
+// them is closed: the kernel installed them all in this process when it
+// copied the messages out (TestEveryForkEventOfAReadHasItsDescriptorClosed).
 func (p *pager) serveAll(msgs []byte) bool {
 	for off := 0; off+uffd.MsgSize <= len(msgs); off += uffd.MsgSize {
 		if !p.serve(msgs[off : off+uffd.MsgSize]) {
+			for off += uffd.MsgSize; off+uffd.MsgSize <= len(msgs); off += uffd.MsgSize {
+				if fd, ok := uffd.ForkDescriptor(msgs[off : off+uffd.MsgSize]); ok {
+					unix.Close(fd)
+				}
+			}
 			return false
 		}
 	}
@@ -749,8 +769,9 @@ func (p *pager) serve(msg []byte) bool {
 	// A page that came back through Fill is awake already: UFFDIO_COPY
 	// wakes every thread waiting on it. Otherwise — a duplicate, a write
 	// to a page at home but protected, a Fill that failed — the waiters
-	// are woken here. An error: the allocation is being freed, and
-	// stopPager follows.
+	// are woken here. HostFault fails only for a freed allocation, which
+	// this cannot be: stopPager, which runs before any free, waits for
+	// serveReady (remove takes the serving lock).
 	if woken, _ := p.m.HostFault(int(page)); !woken {
 		p.wake(page)
 	}
@@ -758,7 +779,7 @@ func (p *pager) serve(msg []byte) bool {
 }
 
 // pagerOutside counts fault messages, of every pager, whose address was
-// outside their allocation: not answered. For tests (export_test.go).
+// outside their allocation: not answered. For tests (export_pager_test.go).
 var pagerOutside atomic.Uint64
 
 // ANCHOR_END: servefaults
@@ -839,17 +860,39 @@ func (p *pager) Remove(i, n int) error {
 	}
 	off, length := int64(i)<<abi.PageShift, int64(n)<<abi.PageShift
 	// h is the call's if the call begins, and this function's if bounded
-	// returns without making it: whichever claims it first gives it back
-	// or lets it go, and the call, which may run on after bounded gave
-	// up, uses it only if it claimed it.
+	// returns without making it (the pager stuck or closing, the uid
+	// barred): whichever claims it first gives it back or lets it go.
 	var claimed atomic.Bool
-	err = p.bounded(pagerCall{op: "fallocate (punch) of", page: i, pages: n, span: h.span, waited: h.waited}, func(_, memfd int) error {
+	// The helper's clock as the call left it, kept before h is given
+	// back: after that, another punch may take h and clear its clock, or
+	// its reaper unmap it, and bounded, which reads the clock once the
+	// call has returned (to charge the uid's share), would find nothing.
+	type reading struct {
+		began, ended time.Time
+		waited       time.Duration
+	}
+	var kept atomic.Pointer[reading]
+	span := func() (time.Time, time.Time) {
+		if r := kept.Load(); r != nil {
+			return r.began, r.ended
+		}
+		return h.span()
+	}
+	waited := func() time.Duration {
+		if r := kept.Load(); r != nil {
+			return r.waited
+		}
+		return h.waited()
+	}
+	err = p.bounded(pagerCall{op: "fallocate (punch) of", page: i, pages: n, span: span, waited: waited}, func(_, memfd int) error {
 		if !claimed.CompareAndSwap(false, true) {
 			return errStuck
 		}
 		// Patience past the bound: bounded has given up by then, and
 		// the helper, stuck on the client's lock, is let go.
 		err := h.punch(memfd, off, length, 2*pagerBound)
+		began, ended := h.span()
+		kept.Store(&reading{began, ended, h.waited()})
 		if errors.Is(err, errHelperLost) {
 			p.punches.lose(h)
 		} else {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -62,11 +63,12 @@ import (
 // The protocol, on a SOCK_SEQPACKET socket pair, one request at a time
 // per helper:
 //
-//	daemon           (take) clock := 0, 0
+//	daemon           (take) clock.began, .ended, .waited := 0, 0, 0
 //	daemon → helper  offset, length (two uint64s, native order), and the
 //	                 memfd, as SCM_RIGHTS
 //	helper           clock.began := now (CLOCK_MONOTONIC, ns);
 //	                 fallocate(memfd, PUNCH_HOLE|KEEP_SIZE, offset, length);
+//	                 clock.waited := what it waited asleep (offCPU);
 //	                 clock.ended := now; closes its copy of the memfd
 //	helper → daemon  the errno (a uint32; 0: done)
 //
@@ -98,13 +100,40 @@ func init() {
 	}
 }
 
+// closeInherited closes every descriptor from first up that is not
+// close-on-exec: one this process did not open (Go opens every
+// descriptor close-on-exec), but inherited through the exec. The daemon
+// hands a helper only its socket and clock page, but the kernel may
+// install a descriptor in the daemon without close-on-exec — the
+// userfaultfd a client's fork event carries, when the client made its
+// own without O_CLOEXEC, open until the pager closes it — and a helper
+// started in that moment would hold it, maybe for good
+// (TestAHelperHoldsOnlyItsOwnDescriptors).
+func closeInherited(first int) {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil || fd < first {
+			continue
+		}
+		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && flags&unix.FD_CLOEXEC == 0 {
+			unix.Close(fd)
+		}
+	}
+}
+
 // punchRequestSize is a request's bytes, the memfd aside.
 const punchRequestSize = 16
 
 // punchHelper serves punch requests on the socket fd until end of file,
-// marking in the page of clockFD when each fallocate begins, and returns
-// the process's exit status.
+// marking in the page of clockFD when each fallocate begins and ends and
+// what it waited (the protocol above), and returns the process's exit
+// status.
 func punchHelper(fd, clockFD int) int {
+	closeInherited(clockFD + 1)
 	page, err := unix.Mmap(clockFD, 0, unix.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "softgpu punch helper: descriptor %d is not the daemon's clock page: %v (%s is for the daemon's own helper process)\n", clockFD, err, punchHelperEnv)
@@ -192,9 +221,12 @@ func punchOne(req, oob []byte, clock *punchClock) syscall.Errno {
 // puncher is the daemon's side: the helper waiting for work, if any,
 // and those at work. Each request takes a helper to itself (take), and
 // gives it back when the answer came (give), or lets it go (retire).
-// Requests come one at a time — the driver punches with um.mu held — so
-// one helper serves them all, unless one is stuck: then the next request
-// starts another.
+// Punches come one at a time — the driver punches with um.mu held — so
+// one helper serves them all, unless one is stuck: then the next punch
+// starts another. MANAGED_PAGER's ready, which makes sure a helper is
+// waiting, takes and gives back without um.mu, so it may overlap a
+// punch: then one of the two starts a helper, and give lets the second
+// go when one waits already.
 type puncher struct {
 	mu     sync.Mutex
 	exe    string                        // the helper's binary: "" is this one, /proc/self/exe (a test names another)
@@ -462,7 +494,8 @@ func startPunchHelper(exe string) (h *punchHelperProc, err error) {
 // punch asks h to punch [off, off+length) out of memfd and waits for the
 // answer: until patience has passed since the helper began the fallocate
 // (span), or, should the helper not begin at all, punchStartBound since
-// the request went. It returns the helper's errno as an error; a failure
+// the request went; once the fallocate has ended, punchStartBound from
+// its end, as bounded waits for a call that ended in time. It returns the helper's errno as an error; a failure
 // of the socket, or no answer in time, is errHelperLost, and h must then
 // be let go (puncher.lose).
 func (h *punchHelperProc) punch(memfd int, off, length int64, patience time.Duration) error {
@@ -483,7 +516,9 @@ func (h *punchHelperProc) punch(memfd int, off, length int64, patience time.Dura
 	var reply [4]byte
 	for {
 		deadline := sent.Add(punchStartBound)
-		if began, _ := h.span(); !began.IsZero() {
+		if began, ended := h.span(); !ended.IsZero() {
+			deadline = ended.Add(punchStartBound) // done in time: only the answer is on its way (TestAPunchThatEndedInTimeIsWaitedFor)
+		} else if !began.IsZero() {
 			deadline = began.Add(patience)
 		}
 		left := time.Until(deadline)

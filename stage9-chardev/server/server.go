@@ -38,6 +38,24 @@
 // doorbell and descriptor in its pages and fault its channel, not the
 // device; and when it goes, however it goes, its channels are stopped
 // before its memory is given back.
+//
+// The locks of managed memory's pager, outermost first; a lock is only
+// ever taken with those above it held, never below:
+//
+//	c.pg.mu      a client's pagers and kept memfds (managedPager holds it
+//	             while it starts the fault loop and a punch helper)
+//	p.serving    one pager's reads of its userfaultfd (serveReady); its
+//	             stopped flag
+//	um.mu        the driver's managed memory: every move of a page, so
+//	             every bounded call the driver makes
+//	faultsMu, l.mu, pu.mu, p.calls
+//	             leaves but for pu.mu → h.mu (a helper's clock) and
+//	             p.calls → pagerBars.mu (the uids' shares and bars)
+//
+// So um.mu is never held while p.serving is taken: stopPager removes a
+// pager from the fault loop (which waits for serving) before SetPager
+// takes um.mu, and the fault loop answers under serving, then um.mu.
+// quotaMu and s.mu are leaves too.
 package server
 
 import (
