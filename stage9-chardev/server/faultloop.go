@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -64,6 +65,9 @@ func (s *Server) faultLoop() (*faultLoop, error) {
 		return nil, errors.New("the daemon is closing")
 	default:
 	}
+	if err := readsWithoutWaiting(); err != nil {
+		return nil, err
+	}
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("epoll_create1: %w", err)
@@ -82,6 +86,26 @@ func (s *Server) faultLoop() (*faultLoop, error) {
 	go l.run(s)
 	s.faults = l
 	return l, nil
+}
+
+// readsWithoutWaiting checks, on a userfaultfd of the daemon's own, that
+// this kernel reads one with RWF_NOWAIT (pager.read): a userfaultfd with
+// no read_iter, as in older kernels, refuses the flag (EOPNOTSUPP), and a
+// plain read obeys the client's O_NONBLOCK, which the client may clear —
+// the fault loop would then sleep in the read, for every client, and
+// shutdown with it. Where it cannot, the daemon pages no memory.
+func readsWithoutWaiting() error {
+	fd, err := uffd.Open(uffd.UserModeOnly, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, uffd.MsgSize)
+	_, err = unix.Preadv2(fd, [][]byte{buf}, -1, unix.RWF_NOWAIT)
+	if errors.Is(err, syscall.EAGAIN) {
+		return nil // nothing queued, and it said so at once
+	}
+	return fmt.Errorf("this kernel cannot read a userfaultfd without waiting (preadv2 RWF_NOWAIT: %v)", err)
 }
 
 // stopFaultLoop ends the fault loop, if it was started, and waits for it.

@@ -724,17 +724,14 @@ func (p *pager) serveAll(msgs []byte) bool {
 // the client's too, and so is its O_NONBLOCK flag. A plain read(2) obeys
 // the flag: with it cleared, the read would sleep in the kernel, and the
 // fault loop with it, for every client; RWF_NOWAIT makes this read
-// non-blocking whatever the flag says (a kernel whose userfaultfd does
-// not take it gets a plain read). The kernel's poll of a userfaultfd
+// non-blocking whatever the flag says (the fault loop starts only on a
+// kernel that takes it: readsWithoutWaiting). The kernel's poll of a userfaultfd
 // obeys the flag too: without O_NONBLOCK it reports an error (EPOLLERR),
 // not readiness, and serveReady drops the client
 // (TestPagerDropsAClientWhoseFaultsItCannotRead).
 func (p *pager) read(buf []byte) (n int, err error) {
 	for {
 		n, err = unix.Preadv2(p.uffd, [][]byte{buf}, -1, unix.RWF_NOWAIT)
-		if errors.Is(err, syscall.EOPNOTSUPP) {
-			n, err = unix.Read(p.uffd, buf)
-		}
 		if !errors.Is(err, syscall.EINTR) {
 			return n, err
 		}
