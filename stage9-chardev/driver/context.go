@@ -131,6 +131,17 @@ func pageFor(size uint64, page abi.PageSize) (abi.PageSize, error) {
 // the context, with pages of the given size (0: the largest that fits) —
 // the memory aligned for them — and returns the VA. In context 0 it is the
 // driver's Alloc: the linear map already maps it, at its own address.
+//
+// The memory reaches the context zeroed. A context is a client's, and
+// the memory may have been another client's, freed with its bytes in it:
+// handed out as found, a stranger read another client's secrets with one
+// COPY (TestAStrangerCannotReadAnotherClientsFreedDeviceMemory). Real
+// drivers do the same on the device's own engines: amdgpu allocates
+// every GEM buffer's VRAM cleared (since 2024), and NVIDIA's resource
+// manager scrubs freed memory with a copy engine before its allocator
+// hands it out again (mem_scrub.c). Here the driver clears it with the
+// CPU, once the free has passed every command queued before it
+// (deferred.go), so no engine writes it any more.
 func (c *Context) Alloc(size uint64, page abi.PageSize) (uint64, error) {
 	if c.id == 0 {
 		return c.d.Alloc(size)
@@ -146,6 +157,7 @@ func (c *Context) Alloc(size uint64, page abi.PageSize) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	clear(c.d.hw.Memory()[pa : pa+size])
 	va, err := c.mapAt(pa, size, page, nil)
 	if err != nil {
 		c.d.alloc.Free(pa)
