@@ -550,6 +550,17 @@ func (p *pager) bounded(what pagerCall, call func(uffd, memfd int) error) error 
 		}
 		return err
 	}
+	// Each time the timer fires, in this order:
+	//   - the answer is there (it may race the timer): charge it, return;
+	//   - the call has not begun (its goroutine, or the helper, waits
+	//     for a core): the daemon's load — wait another bound;
+	//   - it ended within limit, its answer on its way: likewise;
+	//   - it runs on a thread of ours that has not slept since it began
+	//     (running, or waiting for a core; not asleep on the client's
+	//     lock): likewise — a call in the helper is judged by time alone;
+	//   - limit has not yet passed since it began (the timer was set
+	//     from earlier): wait the rest;
+	//   - else it is stuck: judge the client.
 	timer := time.NewTimer(max(limit, 0))
 	defer timer.Stop()
 	var start time.Time // when the call began
@@ -770,7 +781,7 @@ func (p *pager) serve(msg []byte) bool {
 	// this cannot be: stopPager, which runs before any free, waits for
 	// serveReady (remove takes the serving lock).
 	if woken, _ := p.m.HostFault(int(page)); !woken {
-		p.wake(page)
+		p.wake(int(page), 1)
 	}
 	return true
 }
@@ -781,13 +792,14 @@ var pagerOutside atomic.Uint64
 
 // ANCHOR_END: servefaults
 
-// wake lifts write protection on page i of the client's mapping, which
-// wakes the threads waiting on it; if the kernel refuses (EAGAIN while the
-// client's address space is changing), a plain wake does it. Bounded: the
-// fault loop calls it for every client.
-func (p *pager) wake(i uint64) {
-	p.bounded(pagerCall{op: "UFFDIO_WRITEPROTECT (off) of", page: int(i), pages: 1}, func(fd, _ int) error {
-		p.wakeOn(fd, int(i), 1)
+// wake lifts write protection on the n pages from page i of the client's
+// mapping, which wakes the threads waiting on them; if the kernel refuses
+// (EAGAIN while the client's address space is changing), a plain wake
+// does it. A bounded call of its own: the fault loop and the driver (with
+// um.mu held) call it, and every client needs both.
+func (p *pager) wake(i, n int) error {
+	return p.bounded(pagerCall{op: "UFFDIO_WRITEPROTECT (off) of", page: i, pages: n}, func(fd, _ int) error {
+		p.wakeOn(fd, i, n)
 		return nil
 	})
 }
@@ -906,10 +918,7 @@ func (p *pager) Remove(i, n int) error {
 	if err != nil {
 		return err
 	}
-	return p.bounded(pagerCall{op: "UFFDIO_WRITEPROTECT (off) of", page: i, pages: n}, func(fd, _ int) error {
-		p.wakeOn(fd, i, n)
-		return nil
-	})
+	return p.wake(i, n)
 }
 
 // ANCHOR_END: remove
