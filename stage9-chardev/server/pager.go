@@ -132,6 +132,10 @@ type pager struct {
 		running int  // started, not returned
 		stuck   bool // one outlived pagerBound, or the uid was barred or spent its share: no more are made
 		closing bool // stopPager is done with the descriptors
+		// keepMemfd: the memfd stays open when the descriptors are
+		// closed — a pager that never started (managedPager's failure
+		// after SetPager), whose memfd is still the client's kept one.
+		keepMemfd bool
 	}
 }
 
@@ -228,8 +232,14 @@ func (c *client) managedPager(a *uapi.ManagedPager, uffdFD, livenessFD int) erro
 		return fmt.Errorf("MANAGED_PAGER: %w: %w", err, uapi.ErrNoEntry)
 	}
 	if err := loop.add(p); err != nil {
+		// Calls into the client's memory may have begun since SetPager,
+		// and a stuck one may still run: the descriptors go as stopPager's
+		// do (release), all but the memfd, which stays the kept one.
 		m.SetPager(nil)
-		unix.Close(uffdDup)
+		p.calls.Lock()
+		p.calls.keepMemfd = true
+		p.calls.Unlock()
+		p.release()
 		unix.Close(live)
 		return fmt.Errorf("MANAGED_PAGER: %v: %w", err, uapi.ErrNoMemory)
 	}
@@ -665,7 +675,12 @@ func (p *pager) release() {
 // userfaultfd and memfd: release's, once.
 func (p *pager) closeDescriptors() {
 	unix.Close(p.uffd)
-	unix.Close(p.memfd)
+	p.calls.Lock()
+	keep := p.calls.keepMemfd
+	p.calls.Unlock()
+	if !keep {
+		unix.Close(p.memfd)
+	}
 }
 
 // ANCHOR: servefaults
