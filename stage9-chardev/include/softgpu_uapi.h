@@ -154,7 +154,7 @@ _Static_assert(sizeof(struct softgpu_channel_close) == 8, "struct softgpu_channe
 
 /*
  * Alloc is the argument of ALLOC: device memory, mapped in the client's
- * context.
+ * context, zeroed (since 2.3: it may have been another client's).
  */
 struct softgpu_alloc {
 	/* in: bytes; rounded up to the page size */

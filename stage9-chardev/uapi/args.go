@@ -72,7 +72,8 @@ const (
 // reserved fields are not checked), and a call of its that maps meets
 // ErrQuota, known since 2.1, once its tables pass its share of the pool,
 // where a 2.2 daemon let it take the whole pool, and with it every other
-// client's ATTACH.
+// client's ATTACH. 2.3 also zeroes the memory ALLOC gives: a 2.2 daemon
+// handed it out as the last owner left it.
 const (
 	VersionMajor = 2
 	VersionMinor = 3
@@ -160,7 +161,7 @@ type ChannelClose struct {
 }
 
 // Alloc is the argument of ALLOC: device memory, mapped in the client's
-// context.
+// context, zeroed (since 2.3: it may have been another client's).
 type Alloc struct {
 	Size     uint64 `uapi:"in"`  // bytes; rounded up to the page size
 	PageSize uint64 `uapi:"in"`  // abi.Page4K, abi.Page64K or abi.Page2M; 0: the largest of them that Size fills
