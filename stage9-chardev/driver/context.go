@@ -153,11 +153,16 @@ func (c *Context) Alloc(size uint64, page abi.PageSize) (uint64, error) {
 	if c.d.closed.Load() {
 		return 0, ErrClosed
 	}
-	pa, err := c.d.allocMemory(size, func() (uint64, error) { return c.d.alloc.AllocAligned(size, fragmentAlign(size, page)) }) // aligned for fragments, as well as pages
+	align := fragmentAlign(size, page) // for fragments, as well as pages
+	pa, err := c.d.allocMemory(size, func() (uint64, error) { return c.d.alloc.AllocAligned(size, align) })
 	if err != nil {
 		return 0, err
 	}
-	clear(c.d.hw.Memory()[pa : pa+size])
+	// All of it: the allocator rounds size up to align, and the mapping
+	// covers every page of that, past size — cleared only to size, the
+	// rest of the last page still held the last owner's bytes
+	// (TestAStrangerCannotReadAnotherClientsFreedMemoryPastItsAllocSize).
+	clear(c.d.hw.Memory()[pa : pa+(size+align-1)&^(align-1)])
 	va, err := c.mapAt(pa, size, page, nil)
 	if err != nil {
 		c.d.alloc.Free(pa)
