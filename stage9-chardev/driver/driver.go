@@ -439,6 +439,10 @@ func (d *Driver) MemoryInUse() uint64 {
 // engine-context save areas hold (ctxsave.go).
 func (d *Driver) ContextSaveInUse() uint64 { return d.ctxSaves.inUse.Load() }
 
+// ContextSaveSize is the device memory each channel's engine-context save
+// area takes (RegContextSize): a channel's cost in memory, beside its id.
+func (d *Driver) ContextSaveSize() uint64 { return d.ctxSaves.size }
+
 // MemorySize reports the bytes of device memory the driver can allocate:
 // all of it but the page-table pool (vm.go).
 func (d *Driver) MemorySize() uint64 { return d.vm.dataSize }

@@ -341,7 +341,9 @@ _Static_assert(sizeof(struct softgpu_managed_resident) == 16, "struct softgpu_ma
 
 /* Pools is an amount of each device-wide pool a quota limits. */
 struct softgpu_pools {
-	/* out: bytes of device memory (ALLOC, each rounded up to its pages) */
+	/*
+	 * out: bytes of device memory (ALLOC, each rounded up to its pages; each channel's context-save area, since 2.3)
+	 */
 	uint64_t device_memory;
 	/*
 	 * out: bytes of host memory the daemon locks (HOST_REGISTER, MANAGED_ALLOC): every byte of the memfd's range, touched or not

@@ -284,7 +284,8 @@ func (c *client) openChannel(a *uapi.ChannelOpen) (send []int, closeAfter []*os.
 	if err := c.grantPriority(a); err != nil {
 		return nil, nil, err
 	}
-	if err := c.charge(uapi.Pools{Channels: 1}); err != nil {
+	cost := c.channelCost()
+	if err := c.charge(cost); err != nil {
 		return nil, nil, err
 	}
 	var files device.ChannelFiles
@@ -306,7 +307,7 @@ func (c *client) openChannel(a *uapi.ChannelOpen) (send []int, closeAfter []*os.
 			files.User.Close()
 			files.Status.Close()
 		}
-		c.refund(uapi.Pools{Channels: 1})
+		c.refund(cost)
 		return nil, nil, err
 	}
 	ring := c.s.ringSize()
@@ -334,9 +335,16 @@ func (c *client) closeChannel(id abi.Channel) error {
 		return fmt.Errorf("%v is not a channel of this client: %w", id, uapi.ErrNoEntry)
 	}
 	c.publishIDs()
-	// Refunded once it is off its runlist, when the id is free for another.
-	defer c.refund(uapi.Pools{Channels: 1})
+	// Refunded once it is off its runlist, when the id and the save area
+	// are free for another.
+	defer c.refund(c.channelCost())
 	return ch.Close() // returns once the engine has let it go, and the pages are the device's again (Unshare)
+}
+
+// channelCost is what a channel takes from the client's quotas: its id,
+// and its engine-context save area's device memory (quota.go).
+func (c *client) channelCost() uapi.Pools {
+	return uapi.Pools{Channels: 1, DeviceMemory: c.s.drv.ContextSaveSize()}
 }
 
 // publishIDs stores the client's channel list for kickLoop.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"softgpu/stage9-chardev/client"
+	"softgpu/stage9-chardev/device"
 )
 
 // Managed memory against the device-memory quota. The quota counts
@@ -60,9 +61,11 @@ func TestAStrangersManagedPagesDoNotTakeAnothersQuota(t *testing.T) {
 	cred, _ := strangerCred()
 	for _, where := range []string{"device", "pool"} {
 		t.Run("pages="+where, func(t *testing.T) {
-			// Each client may have 4 MiB of the 16 MiB device, and pin
-			// 64 MiB of host memory.
-			d := startDaemon(t, "-client-memory", strconv.Itoa(4<<20), "-uid-memory", strconv.Itoa(4<<20),
+			// Each client may have 4 MiB of the 16 MiB device beside its
+			// two channels' context-save areas, and pin 64 MiB of host
+			// memory.
+			memory := strconv.Itoa(4<<20 + 2*device.DefaultContextSize)
+			d := startDaemon(t, "-client-memory", memory, "-uid-memory", memory,
 				"-client-pinned", strconv.Itoa(64<<20), "-uid-pinned", strconv.Itoa(64<<20))
 			w := dialWellBehaved(t, d.node)
 			w.roundTrip(t, "before", 1)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	softgpu "softgpu/stage9-chardev"
 	"softgpu/stage9-chardev/client"
+	"softgpu/stage9-chardev/device"
 	"softgpu/stage9-chardev/uapi"
 )
 
@@ -63,18 +64,26 @@ func hoard(node, _ string) error {
 }
 
 // quotaFlags are the quotas the test sets: a client may have 4 MiB of
-// device memory, 4 MiB pinned, 3 window entries, 4 channels and 40 pages
-// of tables; all the clients of one uid together 6 MiB, 8 MiB, 5 entries,
-// 6 channels, 2 contexts and 60 pages of tables (more than the hoard's
-// mappings need: hostile_tables_test.go meets the tables' quota).
+// device memory beside its 4 channels' context-save areas, 4 MiB pinned,
+// 3 window entries, 4 channels and 40 pages of tables; all the clients of
+// one uid together 6 MiB beside 6 areas, 8 MiB, 5 entries, 6 channels, 2
+// contexts and 60 pages of tables (more than the hoard's mappings need:
+// hostile_tables_test.go meets the tables' quota).
 var quotaFlags = []string{
-	"-client-memory", strconv.Itoa(4 << 20), "-uid-memory", strconv.Itoa(6 << 20),
+	"-client-memory", strconv.Itoa(clientMemory), "-uid-memory", strconv.Itoa(uidMemory),
 	"-client-pinned", strconv.Itoa(4 << 20), "-uid-pinned", strconv.Itoa(8 << 20),
 	"-client-window", "3", "-uid-window", "5",
 	"-client-channels", "4", "-uid-channels", "6",
 	"-uid-contexts", "2",
 	"-client-tables", "40", "-uid-tables", "60",
 }
+
+// clientMemory and uidMemory are the device-memory quotas: the MiBs the
+// hoard allocates, and the save areas of the channels it may open.
+const (
+	clientMemory = 4<<20 + 4*device.DefaultContextSize
+	uidMemory    = 6<<20 + 6*device.DefaultContextSize
+)
 
 func TestAStrangerGetsItsQuotaAndNoMore(t *testing.T) {
 	d := startDaemon(t, quotaFlags...)
@@ -137,10 +146,10 @@ func TestAStrangerGetsItsQuotaAndNoMore(t *testing.T) {
 		assert.Greater(t, tables, uint32(2), "CLIENT_QUOTA of the first stranger: its tables; want more than its root's")
 		assert.Greater(t, uidTables, tables, "CLIENT_QUOTA of the first stranger: its uid's tables; want the second stranger's too")
 		want := uapi.ClientQuota{Index: q.Index, Pid: q.Pid, Uid: q.Uid, Context: q.Context,
-			Use:      uapi.Pools{DeviceMemory: 4 << 20, PinnedBytes: 3 * 64 << 10, WindowEntries: 3, Contexts: 1, Channels: 4, PageTables: tables},
-			Limit:    uapi.Pools{DeviceMemory: 4 << 20, PinnedBytes: 4 << 20, WindowEntries: 3, Contexts: 1, Channels: 4, PageTables: 40},
-			UidUse:   uapi.Pools{DeviceMemory: 6 << 20, PinnedBytes: 5 * 64 << 10, WindowEntries: 5, Contexts: 2, Channels: 6, PageTables: uidTables},
-			UidLimit: uapi.Pools{DeviceMemory: 6 << 20, PinnedBytes: 8 << 20, WindowEntries: 5, Contexts: 2, Channels: 6, PageTables: 60}}
+			Use:      uapi.Pools{DeviceMemory: clientMemory, PinnedBytes: 3 * 64 << 10, WindowEntries: 3, Contexts: 1, Channels: 4, PageTables: tables},
+			Limit:    uapi.Pools{DeviceMemory: clientMemory, PinnedBytes: 4 << 20, WindowEntries: 3, Contexts: 1, Channels: 4, PageTables: 40},
+			UidUse:   uapi.Pools{DeviceMemory: uidMemory, PinnedBytes: 5 * 64 << 10, WindowEntries: 5, Contexts: 2, Channels: 6, PageTables: uidTables},
+			UidLimit: uapi.Pools{DeviceMemory: uidMemory, PinnedBytes: 8 << 20, WindowEntries: 5, Contexts: 2, Channels: 6, PageTables: 60}}
 		assert.Equal(t, want, q, "CLIENT_QUOTA of the first stranger")
 	}
 	if !found {

@@ -22,7 +22,12 @@ import (
 // left. The pools:
 //
 //	DeviceMemory   ALLOC's bytes, each rounded up to the pages the driver
-//	               maps it with (the memory it really takes). Managed
+//	               maps it with (the memory it really takes), and each
+//	               channel's engine-context save area (driver/ctxsave.go),
+//	               which comes from the same memory: uncharged, a red
+//	               team's stranger within a 4 MiB memory quota filled the
+//	               device with 55 channels' areas, and no other client
+//	               could open one of its own. Managed
 //	               pages on the device are not charged: they live in what
 //	               ALLOCs leave, and an ALLOC that finds the device full
 //	               evicts them (driver: allocMemory, yieldFrames), so no

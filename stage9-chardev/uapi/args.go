@@ -73,7 +73,9 @@ const (
 // ErrQuota, known since 2.1, once its tables pass its share of the pool,
 // where a 2.2 daemon let it take the whole pool, and with it every other
 // client's ATTACH. 2.3 also zeroes the memory ALLOC gives: a 2.2 daemon
-// handed it out as the last owner left it.
+// handed it out as the last owner left it. And it charges each channel's
+// context-save area to DeviceMemory: a 2.2 client meets ErrQuota that
+// many bytes sooner.
 const (
 	VersionMajor = 2
 	VersionMinor = 3
@@ -338,7 +340,7 @@ type ClientQuota struct {
 
 // Pools is an amount of each device-wide pool a quota limits.
 type Pools struct {
-	DeviceMemory  uint64 `uapi:"out"` // bytes of device memory (ALLOC, each rounded up to its pages)
+	DeviceMemory  uint64 `uapi:"out"` // bytes of device memory (ALLOC, each rounded up to its pages; each channel's context-save area, since 2.3)
 	PinnedBytes   uint64 `uapi:"out"` // bytes of host memory the daemon locks (HOST_REGISTER, MANAGED_ALLOC): every byte of the memfd's range, touched or not
 	WindowEntries uint32 `uapi:"out"` // DMA window entries: one per registered memfd
 	Contexts      uint32 `uapi:"out"` // contexts: one per ATTACHed connection

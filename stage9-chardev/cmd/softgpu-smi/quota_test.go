@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"softgpu/stage9-chardev/abi"
+	"softgpu/stage9-chardev/device"
 	"softgpu/stage9-chardev/internal/leakcheck"
 	"softgpu/stage9-chardev/server"
 )
@@ -41,10 +42,13 @@ func TestShowsEachClientsUseAgainstItsQuotas(t *testing.T) {
 		t.Errorf("CLIENT_QUOTA: the client's tables take %d pages; want more than its root's %d", tables, root)
 	}
 
+	// Its device memory: its allocations, and its two channels'
+	// context-save areas.
+	charged := uint64(deviceBytes + 2*device.DefaultContextSize)
 	var text bytes.Buffer
 	require.NoError(t, writeText(&text, cur, cur))
-	wantPid := fmt.Sprintf("pid %d  %s/8.0 MiB  %s/4.0 MiB  1/5  1/1  2/6  %d/40", os.Getpid(), byteSize(deviceBytes), byteSize(hostBytes), tables)
-	wantUid := fmt.Sprintf(" uid %d  %s/12.0 MiB  %s/6.0 MiB  1/7  1/3  2/9  %d/50", os.Getuid(), byteSize(deviceBytes), byteSize(hostBytes), tables)
+	wantPid := fmt.Sprintf("pid %d  %s/8.0 MiB  %s/4.0 MiB  1/5  1/1  2/6  %d/40", os.Getpid(), byteSize(charged), byteSize(hostBytes), tables)
+	wantUid := fmt.Sprintf(" uid %d  %s/12.0 MiB  %s/6.0 MiB  1/7  1/3  2/9  %d/50", os.Getuid(), byteSize(charged), byteSize(hostBytes), tables)
 	squeeze := func(s string) string { return strings.Join(strings.Fields(s), " ") }
 	// The header names every column the rows fill: a pool added to the
 	// rows and not to the header would print under no name.
@@ -69,7 +73,7 @@ func TestShowsEachClientsUseAgainstItsQuotas(t *testing.T) {
 		t.Fatalf("JSON clients = %+v; want context %d", r.Clients, g.Context())
 	}
 	want := quotaReport{
-		DeviceMemory: poolReport{deviceBytes, 8 << 20, deviceBytes, 12 << 20},
+		DeviceMemory: poolReport{charged, 8 << 20, charged, 12 << 20},
 		PinnedBytes:  poolReport{hostBytes, 4 << 20, hostBytes, 6 << 20},
 		Window:       poolReport{1, 5, 1, 7},
 		Contexts:     poolReport{1, 1, 1, 3},
