@@ -155,6 +155,13 @@ _Static_assert(sizeof(struct softgpu_channel_close) == 8, "struct softgpu_channe
 /*
  * Alloc is the argument of ALLOC: device memory, mapped in the client's
  * context, zeroed (since 2.3: it may have been another client's).
+ *
+ * (INFO, CLIENT_INFO and CLIENT_QUOTA, since 2.3: a caller that is not
+ * root, nor the daemon's own user, sees the device's configuration and
+ * state, and the counters of its own user's clients; the device's
+ * activity counters and other users' clients' counters read 0, and
+ * Withheld says so. What another client does is its own: the threat
+ * model's "no client sees another's counters".)
  */
 struct softgpu_alloc {
 	/* in: bytes; rounded up to the page size */
@@ -230,8 +237,10 @@ struct softgpu_info {
 	uint64_t memory_used;
 	/* out: connected clients */
 	uint32_t clients;
-	/* reserved: zero */
-	uint32_t pad;
+	/*
+	 * out: 1: the caller may not see the device's activity (since 2.3), and every counter here but MemoryTotal, IdleMode and State reads 0
+	 */
+	uint32_t withheld;
 	/* out: control messages the daemon has received, from every client: submissions send none */
 	uint64_t messages;
 	/* out: interrupts the device has raised */
@@ -261,8 +270,10 @@ struct softgpu_client_info {
 	uint32_t context;
 	/* out: channels it has open */
 	uint32_t channels;
-	/* reserved: zero */
-	uint32_t pad;
+	/*
+	 * out: 1: another user's client, whose counters (Channels, DeviceMemory, HostMemory, Calls) the caller may not see (since 2.3): they read 0
+	 */
+	uint32_t withheld;
 	/* out: bytes of device memory it has allocated */
 	uint64_t device_memory;
 	/* out: bytes of host memory it has registered */

@@ -161,12 +161,12 @@ func (c *client) dispatch(arg uapi.Arg, fds []int) (send []int, closeAfter []*os
 	}
 	switch a := arg.(type) {
 	case *uapi.Info:
-		s.info(a)
+		s.info(a, c.seesAll())
 		return nil, nil, nil
 	case *uapi.ClientInfo:
-		return nil, nil, s.clientInfo(a)
+		return nil, nil, s.clientInfo(a, c)
 	case *uapi.ClientQuota:
-		return nil, nil, s.clientQuota(a)
+		return nil, nil, s.clientQuota(a, c)
 	case *uapi.Attach:
 		return c.attach(a)
 	}

@@ -275,8 +275,9 @@ func allocCharge(size, page uint64) uint64 {
 }
 
 // clientQuota answers CLIENT_QUOTA: the index-th client's use of each
-// pool against its limits.
-func (s *Server) clientQuota(a *uapi.ClientQuota) error {
+// pool against its limits; its use and its uid's are withheld (zero)
+// from a viewer that may not see another user's counters (info.go).
+func (s *Server) clientQuota(a *uapi.ClientQuota, viewer *client) error {
 	c, err := s.clientAt(a.Index)
 	if err != nil {
 		return err
@@ -292,6 +293,9 @@ func (s *Server) clientQuota(a *uapi.ClientQuota) error {
 	*a = uapi.ClientQuota{Index: a.Index, Pid: c.pid, Uid: c.uid, Context: ctx, Use: c.use, Limit: s.clientLimit, UidLimit: s.uidLimit}
 	if u := s.uidUse[c.uid]; u != nil {
 		a.UidUse = *u
+	}
+	if withheld(viewer, c) {
+		a.Use, a.UidUse = uapi.Pools{}, uapi.Pools{}
 	}
 	return nil
 }

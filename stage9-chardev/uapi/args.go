@@ -72,7 +72,10 @@ const (
 // reserved fields are not checked), and a call of its that maps meets
 // ErrQuota, known since 2.1, once its tables pass its share of the pool,
 // where a 2.2 daemon let it take the whole pool, and with it every other
-// client's ATTACH. 2.3 also zeroes the memory ALLOC gives: a 2.2 daemon
+// client's ATTACH. 2.3 withholds the device's activity and other users'
+// clients' counters from callers who are neither root nor the daemon's
+// user (Info.Withheld, ClientInfo.Withheld, reserved words before): a 2.2
+// tool shows them as zeros. 2.3 also zeroes the memory ALLOC gives: a 2.2 daemon
 // handed it out as the last owner left it. And it charges each channel's
 // context-save area to DeviceMemory: a 2.2 client meets ErrQuota that
 // many bytes sooner.
@@ -201,16 +204,23 @@ const InfoEngines = 2
 
 // Info is the argument of INFO: the device's counters, for a tool like
 // nvidia-smi.
+//
+// (INFO, CLIENT_INFO and CLIENT_QUOTA, since 2.3: a caller that is not
+// root, nor the daemon's own user, sees the device's configuration and
+// state, and the counters of its own user's clients; the device's
+// activity counters and other users' clients' counters read 0, and
+// Withheld says so. What another client does is its own: the threat
+// model's "no client sees another's counters".)
 type Info struct {
-	MemoryTotal uint64                  `uapi:"out"`      // bytes of device memory
-	MemoryUsed  uint64                  `uapi:"out"`      // bytes of it allocated
-	Clients     uint32                  `uapi:"out"`      // connected clients
-	Pad         uint32                  `uapi:"reserved"` // zero
-	Messages    uint64                  `uapi:"out"`      // control messages the daemon has received, from every client: submissions send none
-	Interrupts  uint64                  `uapi:"out"`      // interrupts the device has raised
-	Faults      uint64                  `uapi:"out"`      // replayable faults (managed memory)
-	Migrations  uint64                  `uapi:"out"`      // pages moved between host and device
-	Engines     [InfoEngines]EngineInfo `uapi:"out"`      // by abi.Engine
+	MemoryTotal uint64                  `uapi:"out"` // bytes of device memory
+	MemoryUsed  uint64                  `uapi:"out"` // bytes of it allocated
+	Clients     uint32                  `uapi:"out"` // connected clients
+	Withheld    uint32                  `uapi:"out"` // 1: the caller may not see the device's activity (since 2.3), and every counter here but MemoryTotal, IdleMode and State reads 0
+	Messages    uint64                  `uapi:"out"` // control messages the daemon has received, from every client: submissions send none
+	Interrupts  uint64                  `uapi:"out"` // interrupts the device has raised
+	Faults      uint64                  `uapi:"out"` // replayable faults (managed memory)
+	Migrations  uint64                  `uapi:"out"` // pages moved between host and device
+	Engines     [InfoEngines]EngineInfo `uapi:"out"` // by abi.Engine
 }
 
 // EngineInfo is one engine's part of Info.
@@ -228,15 +238,15 @@ type EngineInfo struct {
 // position. A tool lists them all by asking for Index 0, 1, … until the
 // daemon answers ErrNoEntry.
 type ClientInfo struct {
-	Index        uint32 `uapi:"in"`       // the n-th connected client, from 0
-	Pid          uint32 `uapi:"out"`      // its process, from SO_PEERCRED
-	Uid          uint32 `uapi:"out"`      // its user, from SO_PEERCRED
-	Context      uint32 `uapi:"out"`      // its context id (0 before ATTACH)
-	Channels     uint32 `uapi:"out"`      // channels it has open
-	Pad          uint32 `uapi:"reserved"` // zero
-	DeviceMemory uint64 `uapi:"out"`      // bytes of device memory it has allocated
-	HostMemory   uint64 `uapi:"out"`      // bytes of host memory it has registered
-	Calls        uint64 `uapi:"out"`      // messages the daemon has received from it
+	Index        uint32 `uapi:"in"`  // the n-th connected client, from 0
+	Pid          uint32 `uapi:"out"` // its process, from SO_PEERCRED
+	Uid          uint32 `uapi:"out"` // its user, from SO_PEERCRED
+	Context      uint32 `uapi:"out"` // its context id (0 before ATTACH)
+	Channels     uint32 `uapi:"out"` // channels it has open
+	Withheld     uint32 `uapi:"out"` // 1: another user's client, whose counters (Channels, DeviceMemory, HostMemory, Calls) the caller may not see (since 2.3): they read 0
+	DeviceMemory uint64 `uapi:"out"` // bytes of device memory it has allocated
+	HostMemory   uint64 `uapi:"out"` // bytes of host memory it has registered
+	Calls        uint64 `uapi:"out"` // messages the daemon has received from it
 }
 
 // ManagedAlloc is the argument of MANAGED_ALLOC: managed memory

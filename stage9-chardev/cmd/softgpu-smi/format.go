@@ -24,10 +24,18 @@ func writeText(w io.Writer, prev, cur sample) error {
 	r := newReport(prev, cur)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "softgpu  uapi %s  node %s\n", r.Device.UAPIVersion, r.Device.Node)
-	fmt.Fprintf(tw, "memory %s / %s used  interrupts %d  faults %d  migrations %d  messages %d  connections %d\n\n",
-		byteSize(r.Memory.Used), byteSize(r.Memory.Total), r.Interrupts, r.Faults, r.Migrations, r.Messages, r.Device.Connections)
+	if r.Withheld {
+		fmt.Fprintf(tw, "memory %s  (the device's activity and other users' clients are shown only to root and the daemon's user)\n\n", byteSize(r.Memory.Total))
+	} else {
+		fmt.Fprintf(tw, "memory %s / %s used  interrupts %d  faults %d  migrations %d  messages %d  connections %d\n\n",
+			byteSize(r.Memory.Used), byteSize(r.Memory.Total), r.Interrupts, r.Faults, r.Migrations, r.Messages, r.Device.Connections)
+	}
 	fmt.Fprintf(tw, "ENGINE\tIDLE\tSTATE\tCMDS/S\tASLEEP\tSLEEPS\tCHANNELS\n")
 	for _, e := range r.Engines {
+		if r.Withheld {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\t-\n", e.Engine, e.IdleMode, e.State)
+			continue
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%.0f%%\t%d\t%d\n",
 			e.Engine, e.IdleMode, e.State, e.CommandsPerSecond, e.AsleepPercent, e.Sleeps, e.Channels)
 	}
@@ -38,6 +46,10 @@ func writeText(w io.Writer, prev, cur sample) error {
 	}
 	fmt.Fprintf(tw, "PID\tUID\tCONTEXT\tCHANNELS\tDEVICE MEM\tHOST MEM\tCALLS\n")
 	for _, c := range r.Clients {
+		if c.Withheld {
+			fmt.Fprintf(tw, "%d\t%d\t%d\t-\t-\t-\t-\n", c.Pid, c.Uid, c.Context)
+			continue
+		}
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%d\n",
 			c.Pid, c.Uid, c.Context, c.Channels, byteSize(c.DeviceMemory), byteSize(c.HostMemory), c.Calls)
 	}

@@ -84,7 +84,7 @@ func writeQuotas(w io.Writer, clients []clientReport) {
 	header := false
 	for _, c := range clients {
 		q := c.Quota
-		if q == nil {
+		if q == nil || c.Withheld {
 			continue
 		}
 		if !header {

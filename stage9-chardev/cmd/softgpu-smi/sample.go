@@ -68,6 +68,10 @@ type report struct {
 	Migrations uint64         `json:"migrations"`
 	Engines    []engineReport `json:"engines"`
 	Clients    []clientReport `json:"clients"`
+	// Withheld: the daemon showed this tool's user only the device's
+	// configuration and state (uapi 2.3: neither root nor the daemon's
+	// user); the activity counters read 0.
+	Withheld bool `json:"withheld,omitempty"`
 }
 
 type deviceReport struct {
@@ -103,7 +107,8 @@ type clientReport struct {
 	DeviceMemory uint64       `json:"device_memory_bytes"`
 	HostMemory   uint64       `json:"host_memory_bytes"`
 	Calls        uint64       `json:"calls"`
-	Quota        *quotaReport `json:"quota,omitempty"` // its use against its quotas; absent from a daemon before uapi 2.1
+	Quota        *quotaReport `json:"quota,omitempty"`    // its use against its quotas; absent from a daemon before uapi 2.1
+	Withheld     bool         `json:"withheld,omitempty"` // another user's client: its counters and use read 0 (uapi 2.3)
 }
 
 // newReport makes the report of cur, with rates since prev.
@@ -122,6 +127,7 @@ func newReport(prev, cur sample) report {
 		Migrations: cur.info.Migrations,
 		Engines:    []engineReport{},
 		Clients:    []clientReport{},
+		Withheld:   cur.info.Withheld != 0,
 	}
 	for e := range abi.Engine(uapi.InfoEngines) {
 		before, now := prev.info.Engines[e], cur.info.Engines[e]
@@ -143,7 +149,8 @@ func newReport(prev, cur sample) report {
 			continue
 		}
 		r.Clients = append(r.Clients, clientReport{Pid: c.Pid, Uid: c.Uid, Context: c.Context, Channels: c.Channels,
-			DeviceMemory: c.DeviceMemory, HostMemory: c.HostMemory, Calls: c.Calls, Quota: cur.quotaOf(c.Pid, c.Context)})
+			DeviceMemory: c.DeviceMemory, HostMemory: c.HostMemory, Calls: c.Calls, Quota: cur.quotaOf(c.Pid, c.Context),
+			Withheld: c.Withheld != 0})
 	}
 	return r
 }
