@@ -155,13 +155,6 @@ _Static_assert(sizeof(struct softgpu_channel_close) == 8, "struct softgpu_channe
 /*
  * Alloc is the argument of ALLOC: device memory, mapped in the client's
  * context, zeroed (since 2.3: it may have been another client's).
- *
- * (INFO, CLIENT_INFO and CLIENT_QUOTA, since 2.3: a caller that is not
- * root, nor the daemon's own user, sees the device's configuration and
- * state, and the counters of its own user's clients; the device's
- * activity counters and other users' clients' counters read 0, and
- * Withheld says so. What another client does is its own: the threat
- * model's "no client sees another's counters".)
  */
 struct softgpu_alloc {
 	/* in: bytes; rounded up to the page size */
@@ -229,6 +222,13 @@ _Static_assert(sizeof(struct softgpu_engine_info) == 40, "struct softgpu_engine_
 /*
  * Info is the argument of INFO: the device's counters, for a tool like
  * nvidia-smi.
+ *
+ * (INFO, CLIENT_INFO and CLIENT_QUOTA, since 2.3: a caller that is not
+ * root, nor the daemon's own user, sees the device's configuration and
+ * state, and the counters of its own user's clients; the device's
+ * activity counters and other users' clients' counters read 0, and
+ * Withheld says so. What another client does is its own: the threat
+ * model's "no client sees another's counters".)
  */
 struct softgpu_info {
 	/* out: bytes of device memory */
