@@ -76,11 +76,23 @@ const (
 
 // runlists is the driver's copy of every engine's runlist.
 type runlists struct {
-	// mu serialises changes: one submit per engine at a time, and the
-	// channel ids with them. It is held while waiting for an
+	// ids guards taken: which channel ids are spoken for, by a channel
+	// open or opening, or by one that left a list its engine has yet to
+	// acknowledge. A leaf, held for a moment.
+	ids   sync.Mutex
+	taken [abi.NumChannels]bool
+
+	// engine[e] serialises changes to engine e's list — entries[e],
+	// owed[e], release[e] — and is held while waiting for e's
 	// acknowledgement (one command long at most, and never past
-	// commandBound), never with another lock.
-	mu      sync.Mutex
+	// commandBound). One lock per engine, not one for the device: held
+	// across a wait, a device-wide lock let a stranger's SPIN on the copy
+	// engine hold up every channel open and close on the compute engine,
+	// every client's, for as long as the bound (up to 4 s a time;
+	// TestAStuckCallOnOneEngineHoldsUpNoChannelOfTheOther). Only ids is
+	// taken under it.
+	engine [abi.NumEngines]sync.Mutex
+
 	area    uint64 // device PA of the scheduler's area
 	entries [abi.NumEngines][]abi.RunlistEntry
 	// owed[e] is the generation engine e did not acknowledge within its
@@ -92,6 +104,29 @@ type runlists struct {
 	// given back once e has taken a list without them: the next
 	// acknowledged submit.
 	release [abi.NumEngines][]func()
+}
+
+// takeID speaks for the lowest channel id not spoken for (the ones below
+// abi.NumEngines are the engines' default channels), or reports that
+// there is none.
+func (rl *runlists) takeID() (abi.Channel, bool) {
+	rl.ids.Lock()
+	defer rl.ids.Unlock()
+	for id := abi.Channel(abi.NumEngines); id < abi.NumChannels; id++ {
+		if !rl.taken[id] {
+			rl.taken[id] = true
+			return id, true
+		}
+	}
+	return 0, false
+}
+
+// giveID frees id for another channel: its channel is gone from
+// d.channels, and from every list an engine may still read.
+func (rl *runlists) giveID(id abi.Channel) {
+	rl.ids.Lock()
+	defer rl.ids.Unlock()
+	rl.taken[id] = false
 }
 
 // table returns the PA of engine e's runlist table. One is enough: the
@@ -120,7 +155,8 @@ func entryFor(ch *Channel) abi.RunlistEntry {
 
 // submitRunlist hands engine e the runlist in d.runlists.entries[e] — for
 // an engine that has none yet, its default channel alone — and waits until
-// the engine has taken it or refused it. The caller holds d.runlists.mu.
+// the engine has taken it or refused it. The caller holds
+// d.runlists.engine[e].
 //
 // The wait has a deadline, commandBound (bound.go): the engine takes a
 // list only between commands. Past it submitRunlist returns an error
@@ -179,7 +215,7 @@ func (d *Driver) submitRunlist(e abi.Engine) error {
 
 // releaseLeft gives back what the channels that left e's list while it
 // owed an acknowledgement still hold (rl.release). The caller holds
-// d.runlists.mu.
+// d.runlists.engine[e].
 func (d *Driver) releaseLeft(e abi.Engine) {
 	rl := &d.runlists
 	release := rl.release[e]
@@ -210,26 +246,26 @@ func (d *Driver) NewChannel(e abi.Engine, c *Context, opts ChannelOptions) (*Cha
 		return nil, ErrClosed
 	}
 	rl := &d.runlists
-	rl.mu.Lock()
-	defer rl.mu.Unlock()
-	if len(rl.entries[e]) >= abi.MaxRunlist {
-		return nil, fmt.Errorf("%w: %v already serves %d channels", ErrRunlist, e, abi.MaxRunlist)
-	}
-	id := abi.Channel(abi.NumEngines) // the ones below are the engines' default channels
-	for id < abi.NumChannels && d.channels[id].Load() != nil {
-		id++
-	}
-	if id == abi.NumChannels {
+	id, ok := rl.takeID()
+	if !ok {
 		return nil, fmt.Errorf("%w: all %d channels are open", ErrNoChannel, abi.NumChannels)
+	}
+	rl.engine[e].Lock()
+	defer rl.engine[e].Unlock()
+	if len(rl.entries[e]) >= abi.MaxRunlist {
+		rl.giveID(id)
+		return nil, fmt.Errorf("%w: %v already serves %d channels", ErrRunlist, e, abi.MaxRunlist)
 	}
 	state := rl.stateBlock(id)
 	clear(d.hw.Memory()[state : state+abi.ChannelStateSize]) // on no runlist: no engine reads it
 	ch, err := d.newChannel(id, e)
 	if err != nil {
+		rl.giveID(id)
 		return nil, err
 	}
 	ctxSave, err := d.allocContextSave() // ctxsave.go
 	if err != nil {
+		rl.giveID(id)
 		return nil, err
 	}
 	ch.ctx, ch.ctxID, ch.prio, ch.slice, ch.state, ch.notify = c, c.id, opts.Priority, opts.Timeslice, state, opts.Notify
@@ -240,6 +276,7 @@ func (d *Driver) NewChannel(e abi.Engine, c *Context, opts ChannelOptions) (*Cha
 	if opts.Share != nil {
 		if err := opts.Share(id); err != nil {
 			d.freeContextSave(ctxSave)
+			rl.giveID(id)
 			return nil, err
 		}
 	}
@@ -248,12 +285,13 @@ func (d *Driver) NewChannel(e abi.Engine, c *Context, opts ChannelOptions) (*Cha
 			opts.Unshare(id)
 		}
 		d.freeContextSave(ctxSave)
+		rl.giveID(id)
 		return nil, ErrClosed
 	}
 	d.channels[id].Store(ch)
 	rl.entries[e] = append(slices.Clip(rl.entries[e]), entryFor(ch))
 	if err := d.submitRunlist(e); err != nil {
-		ch.gone.Store(true) // a Close from the context's Close, waiting for mu, does nothing
+		ch.gone.Store(true) // a Close from the context's Close, waiting for engine[e], does nothing
 		rl.entries[e] = rl.entries[e][:len(rl.entries[e])-1]
 		if errors.Is(err, ErrTimeout) {
 			// The engine may yet take the list that names ch: its id,
@@ -267,6 +305,7 @@ func (d *Driver) NewChannel(e abi.Engine, c *Context, opts ChannelOptions) (*Cha
 				}
 				d.freeContextSave(ctxSave)
 				d.channels[id].Store(nil)
+				rl.giveID(id)
 			})
 			return nil, err
 		}
@@ -274,6 +313,7 @@ func (d *Driver) NewChannel(e abi.Engine, c *Context, opts ChannelOptions) (*Cha
 			opts.Unshare(id)
 		}
 		d.channels[id].Store(nil)
+		rl.giveID(id)
 		c.removeChannel(ch)
 		d.freeContextSave(ctxSave) // refused, or the device stopped: no engine will touch it
 		return nil, err
@@ -303,9 +343,9 @@ func (ch *Channel) Close() error {
 		return nil
 	}
 	rl := &d.runlists
-	rl.mu.Lock()
-	defer rl.mu.Unlock()
 	e := ch.engine
+	rl.engine[e].Lock()
+	defer rl.engine[e].Unlock()
 	rl.entries[e] = slices.DeleteFunc(slices.Clone(rl.entries[e]), func(ent abi.RunlistEntry) bool { return ent.Channel == ch.id })
 	err := d.submitRunlist(e)
 	// Off the runlist (or the device stopped): nothing more of the channel
@@ -337,6 +377,7 @@ func (ch *Channel) release() {
 	}
 	d.freeContextSave(ch.ctxSave)
 	d.channels[ch.id].Store(nil)
+	d.runlists.giveID(ch.id)
 	if ch.ctx != nil {
 		ch.ctx.removeChannel(ch)
 	}

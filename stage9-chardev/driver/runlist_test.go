@@ -3,6 +3,7 @@ package driver
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -311,4 +312,53 @@ func TestARunlistChangeDoesNotWaitForALongCommand(t *testing.T) {
 	if long.completed(p.reqs[1].index) && p.Wait() == nil {
 		t.Fatal("the DELAY ran to its end before its channel's Close returned")
 	}
+}
+
+// TestChannelsOpenAndCloseOnBothEnginesAtOnce: each engine's list has a
+// lock of its own, and channel ids one of their own (runlists.ids), so
+// opens and closes on the two engines run at once. No id may be held by
+// two open channels, every command must complete, and once all are
+// closed every id must be free again: the lowest comes back first.
+func TestChannelsOpenAndCloseOnBothEnginesAtOnce(t *testing.T) {
+	d := openWith(t, device.Config{MemorySize: 64 << 20}, Config{})
+	c := d.DefaultContext()
+	var held sync.Map // id → the goroutine holding it
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e := abi.Engine(g % abi.NumEngines)
+			for i := range 100 {
+				ch, err := d.NewChannel(e, c, ChannelOptions{Priority: abi.PriorityNormal})
+				if err != nil {
+					errs <- fmt.Errorf("goroutine %d, round %d: NewChannel on %v: %w", g, i, e, err)
+					return
+				}
+				if other, dup := held.LoadOrStore(ch.ID(), g); dup {
+					errs <- fmt.Errorf("goroutine %d, round %d: %v is held by goroutine %d too", g, i, ch.ID(), other)
+					return
+				}
+				if err := ch.Submit(abi.Command{Op: abi.OpNop}); err != nil {
+					errs <- fmt.Errorf("goroutine %d, round %d: a NOP on %v: %w", g, i, ch.ID(), err)
+					return
+				}
+				held.Delete(ch.ID())
+				if err := ch.Close(); err != nil {
+					errs <- fmt.Errorf("goroutine %d, round %d: Close of %v: %w", g, i, ch.ID(), err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	ch, err := d.NewChannel(abi.EngineCopy, c, ChannelOptions{Priority: abi.PriorityNormal})
+	require.NoError(t, err)
+	assert.Equal(t, abi.Channel(abi.NumEngines), ch.ID(), "the first channel after every other closed: the lowest id")
+	require.NoError(t, ch.Close())
 }
