@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 	"softgpu/stage9-chardev/abi"
 	"softgpu/stage9-chardev/device"
 )
@@ -868,4 +869,24 @@ func managedStress(t *testing.T, dcfg device.Config, cfg Config, pages int, dela
 	if !t.Failed() && (rounds[0] == 0 || rounds[1] == 0 || rounds[3] == 0) {
 		t.Errorf("rounds %v: a goroutine never finished a round", rounds)
 	}
+}
+
+// TestAFailedAllocManagedOnLeavesTheCallersMapping: AllocManagedOn's
+// backing is the caller's until it succeeds ("on an error the caller
+// does" unmap it): the daemon munmaps a client's memfd mapping when the
+// call fails. A failure after the pages were adopted — the context closed,
+// or the page-table pool empty — unmapped it inside the driver too, and
+// the daemon's own munmap then hit whatever had been mapped at those
+// addresses since. Here the context is closed; the mapping must still be
+// there after the refusal.
+func TestAFailedAllocManagedOnLeavesTheCallersMapping(t *testing.T) {
+	d := openWith(t, device.Config{MemorySize: 16 << 20}, Config{})
+	ctx := newContext(t, d)
+	mapping, err := unix.Mmap(-1, 0, 8192, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
+	require.NoError(t, err)
+	defer unix.Munmap(mapping)
+	require.NoError(t, ctx.Close())
+	_, err = ctx.AllocManagedOn(mapping, 8192)
+	require.Error(t, err, "AllocManagedOn in a closed context")
+	assert.NoError(t, unix.Msync(mapping, unix.MS_ASYNC), "the caller's mapping after the refusal (ENOMEM: the driver unmapped it)")
 }
