@@ -264,6 +264,9 @@ func (c *Context) AllocManaged(size uint64) (*Managed, error) {
 		d.HostFree(host)
 		return nil, err
 	}
+	if h := d.hooks.Mapped; h != nil {
+		h()
+	}
 	d.um.mu.Lock()
 	defer d.um.mu.Unlock()
 	m.forgetRecordsLocked() // records about an earlier owner of these addresses
