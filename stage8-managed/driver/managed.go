@@ -269,6 +269,19 @@ func (c *Context) AllocManaged(size uint64) (*Managed, error) {
 	}
 	d.um.mu.Lock()
 	defer d.um.mu.Unlock()
+	// Close may have run since mapManaged looked (Close marks the
+	// context closed before it frees its managed memory, which waits for
+	// um.mu): then it did not find m, and the context's tables — m's
+	// entries among them — are Close's to free, and may be freed already,
+	// so m's entries are not touched. Checked under um.mu, a Close still
+	// to come finds m listed.
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		d.HostFree(host)
+		return nil, fmt.Errorf("%w: context %d closed while managed memory was allocated in it", ErrContext, c.id)
+	}
 	m.forgetRecordsLocked() // records about an earlier owner of these addresses
 	list := d.um.allocs[c.id]
 	at, _ := slices.BinarySearchFunc(list, m.va, func(x *Managed, va uint64) int { return cmpU64(x.va, va) })
