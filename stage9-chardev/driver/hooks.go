@@ -38,6 +38,11 @@ type Hooks struct {
 	// one request's range under another's generation (device/mmu.go,
 	// answerInval). A test widens it to show the engine's answer holds.
 	Invalidating func()
+	// Mapped, if set, is called by AllocManaged after it has given the
+	// allocation its entries in the context and before it lists it under
+	// the managed-memory lock: the window in which Context.Close can run
+	// without finding it. A test closes the context there.
+	Mapped func()
 }
 
 // SetHooks installs h. Call it before any submission, from a test or a

@@ -259,7 +259,8 @@ func (c *Context) AllocManaged(size uint64) (*Managed, error) {
 // daemon passes a client's memfd (package server), so that the client's
 // own mapping of it is the managed memory's host side. backing must be
 // whole pages, at least size rounded up to abi.PageShift; the allocation
-// owns it from then on (Free unmaps it), and on an error the caller does.
+// owns it from then on (Free unmaps it), and on an error the caller does:
+// so the pages are adopted last, once nothing else can fail.
 func (c *Context) AllocManagedOn(backing []byte, size uint64) (*Managed, error) {
 	return c.allocManaged(size, func(rounded uint64) (*Pinned, error) { return c.d.HostAdopt(backing, rounded) })
 }
@@ -277,19 +278,39 @@ func (c *Context) allocManaged(size uint64, hostPages func(rounded uint64) (*Pin
 		return nil, ErrClosed
 	}
 	rounded := (size + 1<<abi.PageShift - 1) &^ (1<<abi.PageShift - 1)
-	host, err := hostPages(rounded)
-	if err != nil {
-		return nil, err
-	}
-	m := &Managed{d: d, ctx: c, size: size, host: host, pages: make([]mpage, rounded>>abi.PageShift),
+	m := &Managed{d: d, ctx: c, size: size, pages: make([]mpage, rounded>>abi.PageShift),
 		blocks: make([]mblock, (rounded>>abi.PageShift+blockPages-1)/blockPages)}
 	d.reclaimFreed() // as Alloc does: a program of managed memory alone must get its freed VAs back too
 	if err := c.mapManaged(m, rounded); err != nil {
-		d.HostFree(host)
 		return nil, err
 	}
+	if h := d.hooks.Mapped; h != nil {
+		h()
+	}
+	// The host pages come last: HostFree, which undoes them, unmaps them
+	// too, and adopted pages are the caller's to unmap on an error
+	// (TestAFailedAllocManagedOnLeavesTheCallersMapping).
+	host, err := hostPages(rounded)
+	if err != nil {
+		c.unmapManaged(m, rounded)
+		return nil, err
+	}
+	m.host = host
 	d.um.mu.Lock()
 	defer d.um.mu.Unlock()
+	// Close may have run since mapManaged looked (Close marks the
+	// context closed before it frees its managed memory, which waits for
+	// um.mu): then it did not find m, and the context's tables — m's
+	// entries among them — are Close's to free, and may be freed already,
+	// so m's entries are not touched. Checked under um.mu, a Close still
+	// to come finds m listed.
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		d.HostFree(host)
+		return nil, fmt.Errorf("%w: context %d closed while managed memory was allocated in it", ErrContext, c.id)
+	}
 	m.forgetRecordsLocked() // records about an earlier owner of these addresses
 	list := d.um.allocs[c.id]
 	at, _ := slices.BinarySearchFunc(list, m.va, func(x *Managed, va uint64) int { return cmpU64(x.va, va) })
@@ -335,6 +356,27 @@ func (c *Context) mapManaged(m *Managed, rounded uint64) error {
 	return nil
 }
 
+// unmapManaged undoes mapManaged for an allocation that will not be: its
+// entries cleared, the tables that emptied freed (held back if an engine
+// does not acknowledge the invalidation), its VA given back. A context
+// closed meanwhile is left alone: its tables are Close's.
+func (c *Context) unmapManaged(m *Managed, rounded uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	for _, p := range m.pages {
+		storePTE(c.d.vm.pool.mem, p.pte, 0)
+	}
+	empty := c.d.unlinkEmptyTables(c.root, m.va, rounded, &c.tables)
+	if c.d.invalidate(c.id, m.va, rounded) == nil {
+		c.d.vm.pool.freeTables(empty)
+	}
+	c.va.Free(m.va)
+}
+
+// cmpU64 orders two addresses, for slices.BinarySearchFunc.
 func cmpU64(a, b uint64) int {
 	switch {
 	case a < b:

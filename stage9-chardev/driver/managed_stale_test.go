@@ -204,3 +204,23 @@ func TestManagedBytesAfterFree(t *testing.T) {
 		t.Fatalf("Bytes() after Free = %d bytes at %p; want nil", len(b), b)
 	}
 }
+// TestAnAllocManagedThatRacesCloseIsNotLeftInIt: AllocManaged checks
+// that its context is open when it maps (mapManaged), and lists the
+// allocation later, under the managed-memory lock. A Close in between
+// frees the context's managed memory without finding it, then its tables
+// and its id — and the allocation stayed listed under that id, its
+// entries in freed tables, to be matched to the faults of the id's next
+// context. AllocManaged must fail, and list nothing, when its context
+// closed meanwhile.
+func TestAnAllocManagedThatRacesCloseIsNotLeftInIt(t *testing.T) {
+	d := openWith(t, device.Config{MemorySize: 16 << 20}, Config{})
+	ctx := newContext(t, d)
+	d.SetHooks(Hooks{Mapped: func() { require.NoError(t, ctx.Close()) }})
+	m, err := ctx.AllocManaged(8192)
+	assert.ErrorIs(t, err, ErrContext, "AllocManaged whose context closed while it mapped")
+	assert.Nil(t, m, "the allocation")
+	d.um.mu.Lock()
+	left := len(d.um.allocs[ctx.ID()])
+	d.um.mu.Unlock()
+	assert.Zero(t, left, "allocations listed under the closed context's id")
+}
