@@ -116,6 +116,9 @@ func (d *Driver) evict(keep *Managed, lo, hi, n int) {
 		if u.eviction == EvictClock && d.referenced(ref.m, first, end) {
 			u.resident.MoveToBack(e) // its second chance
 			u.stats.Referenced++
+			if h := d.hooks.SecondChance; h != nil {
+				h()
+			}
 			continue
 		}
 		moved := d.toHost(ref.m, first, end-first, false) // one ranged invalidation
