@@ -70,7 +70,7 @@ func TestExercise8_1(t *testing.T) {
 	evictOne := func() [4]int {
 		d.um.mu.Lock()
 		defer d.um.mu.Unlock()
-		d.evict(nil, 0, 0, 1)
+		d.evict(nil, 0, 0, 1, true)
 		return resident()
 	}
 	for b := range uint64(3) {
