@@ -99,8 +99,11 @@ func (d *Driver) blockOut(m *Managed, i int) {
 
 // evict moves blocks back to the host, as the policy chooses them, until
 // n pages have gone or no block may go: never a block that holds pages
-// [lo, hi) of keep, the pages being moved in.
-func (d *Driver) evict(keep *Managed, lo, hi, n int) {
+// [lo, hi) of keep, the pages being moved in. It returns the pages it
+// moved. chances is whether the clock gives a referenced block its second
+// chance (the policy's rule); yieldFrames takes it away when a pass moved
+// nothing.
+func (d *Driver) evict(keep *Managed, lo, hi, n int, chances bool) (moved int) {
 	u := &d.um
 	for looked, limit := 0, 2*u.resident.Len(); n > 0 && looked < limit; looked++ {
 		e := u.resident.Front()
@@ -113,16 +116,21 @@ func (d *Driver) evict(keep *Managed, lo, hi, n int) {
 			u.resident.MoveToBack(e) // being filled: not a candidate this time round
 			continue
 		}
-		if u.eviction == EvictClock && d.referenced(ref.m, first, end) {
+		if chances && u.eviction == EvictClock && d.referenced(ref.m, first, end) {
 			u.resident.MoveToBack(e) // its second chance
 			u.stats.Referenced++
+			if h := d.hooks.SecondChance; h != nil {
+				h()
+			}
 			continue
 		}
-		moved := d.toHost(ref.m, first, end-first, false) // one ranged invalidation
-		u.stats.Evicted += uint64(moved)
+		gone := d.toHost(ref.m, first, end-first, false) // one ranged invalidation
+		u.stats.Evicted += uint64(gone)
 		u.stats.Evictions++
-		n -= moved
+		n -= gone
+		moved += gone
 	}
+	return moved
 }
 
 // ANCHOR_END: evict
@@ -179,7 +187,16 @@ func (d *Driver) yieldFrames(step *int, size uint64) bool {
 			if d.um.resident.Len() == 0 {
 				return false // nothing left to send home
 			}
-			d.evict(nil, 0, 0, frameChunk>>abi.PageShift<<min(*step-2, 30))
+			want := frameChunk >> abi.PageShift << min(*step-2, 30)
+			if d.evict(nil, 0, 0, want, true) == 0 {
+				// Every block was used again by the time the hand came
+				// back: engines that keep walking all of it set the bits
+				// as fast as the clock clears them. Without its second
+				// chances the step moves blocks in the clock's order; with
+				// them this loop, holding um.mu, lasted as long as the
+				// engines did (TestAnAllocEndsWhileEnginesKeepTouchingEveryBlock).
+				d.evict(nil, 0, 0, want, false)
+			}
 		}
 		d.releaseChunks()
 		if d.alloc.InUse() < before {

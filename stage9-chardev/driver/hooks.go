@@ -43,6 +43,11 @@ type Hooks struct {
 	// the managed-memory lock: the window in which Context.Close can run
 	// without finding it. A test closes the context there.
 	Mapped func()
+	// SecondChance, if set, is called by evict with um.mu held after the
+	// clock gave a block its second chance (cleared its accessed bits and
+	// passed it by): the moment an engine still walking the block sets
+	// them again. A test sets them there.
+	SecondChance func()
 }
 
 // SetHooks installs h. Call it before any submission, from a test or a

@@ -582,7 +582,7 @@ func (d *Driver) frame(keep *Managed, lo, hi int) (uint64, bool) {
 				}
 			}
 		} else {
-			d.evict(keep, lo, hi, frameChunk>>abi.PageShift)
+			d.evict(keep, lo, hi, frameChunk>>abi.PageShift, true)
 		}
 	}
 	if len(u.frames) == 0 {

@@ -102,7 +102,7 @@ func TestClockSparesAUsedBlock(t *testing.T) {
 			before := d.ManagedStats()
 			d.um.mu.Lock()
 			gen := d.regs.Load(abi.RegInvalGen)
-			d.evict(nil, 0, 0, 1)
+			d.evict(nil, 0, 0, 1, true)
 			invals := d.regs.Load(abi.RegInvalGen) - gen
 			var res [2]int
 			for i := range m.pages {

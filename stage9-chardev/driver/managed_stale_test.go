@@ -204,6 +204,7 @@ func TestManagedBytesAfterFree(t *testing.T) {
 		t.Fatalf("Bytes() after Free = %d bytes at %p; want nil", len(b), b)
 	}
 }
+
 // TestAnAllocManagedThatRacesCloseIsNotLeftInIt: AllocManaged checks
 // that its context is open when it maps (mapManaged), and lists the
 // allocation later, under the managed-memory lock. A Close in between

@@ -2,10 +2,13 @@ package driver
 
 import (
 	"bytes"
+	"sync/atomic"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"softgpu/stage9-chardev/abi"
 	"softgpu/stage9-chardev/device"
 )
 
@@ -93,4 +96,66 @@ func TestAnAllocThatCannotFitEvictsNothing(t *testing.T) {
 	require.ErrorIs(t, err, ErrOutOfMemory, "Alloc of all of device memory, with 4 MiB of it held by managed pages and more by the driver")
 	after, _ := m.Resident()
 	assert.Equal(t, before, after, "pages on the device after an Alloc that could not fit")
+}
+
+// TestAnAllocEndsWhileEnginesKeepTouchingEveryBlock: under the clock
+// policy a block whose accessed bits are set gets a second chance, and
+// yieldFrames steps until a step gives memory back, holding um.mu. If the
+// engines set the bits again as fast as the hand clears them — a client
+// whose kernels walk all their managed memory — no step moved anything,
+// and the loop went on for as long as they did, every client's faults
+// waiting on um.mu. Here the bits are set again at every second chance
+// (Hooks.SecondChance), up to a limit the loop would reach only by going
+// round and round; the Alloc must end well before it.
+func TestAnAllocEndsWhileEnginesKeepTouchingEveryBlock(t *testing.T) {
+	d, c, _, _ := managedSetup(t, device.Config{MemorySize: 16 << 20}, Config{Eviction: EvictClock})
+	size := d.DataSize() * 2 &^ (2<<20 - 1)
+	m := allocManaged(t, c, size)
+	mg, err := m.Prefetch(0, size, ToDevice)
+	require.NoError(t, err)
+	require.NoError(t, mg.Wait())
+	d.um.mu.Lock()
+	d.releaseChunks()
+	blocks := d.um.resident.Len()
+	d.um.mu.Unlock()
+	for { // the rest of the device: an Alloc now needs frames that hold pages
+		if _, err := d.alloc.Alloc(64 << 10); err != nil {
+			break
+		}
+	}
+	limit := 100 * blocks
+	chances := 0
+	touch := func() { // as the engines' walks do, all the time
+		for i := range m.pages {
+			if p := &m.pages[i]; p.where == pageDevice {
+				setAccessed(d.vm.pool.mem, p.pte)
+			}
+		}
+	}
+	d.um.mu.Lock()
+	touch()
+	d.um.mu.Unlock()
+	d.SetHooks(Hooks{SecondChance: func() { // um.mu is held
+		if chances++; chances <= limit {
+			touch()
+		}
+	}})
+	before := d.ManagedStats()
+	_, err = d.Alloc(64 << 10)
+	require.NoError(t, err, "Alloc(64 KiB) with the device full of managed pages the engines keep touching")
+	after := d.ManagedStats()
+	t.Logf("%d blocks resident; %d second chances; evicted %d pages", blocks, chances, after.Evicted-before.Evicted)
+	assert.Less(t, chances, limit/2, "second chances given before the Alloc ended (%d blocks resident)", blocks)
+}
+
+// setAccessed sets the accessed bit of the entry at pa, as an engine's
+// walk does.
+func setAccessed(mem []byte, pa uint64) {
+	word := (*uint64)(unsafe.Pointer(&mem[pa : pa+8][0]))
+	for {
+		e := atomic.LoadUint64(word)
+		if atomic.CompareAndSwapUint64(word, e, e|uint64(abi.PTEAccessed)) {
+			return
+		}
+	}
 }
