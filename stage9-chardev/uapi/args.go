@@ -75,10 +75,10 @@ const (
 // client's ATTACH. 2.3 withholds the device's activity and other users'
 // clients' counters from callers who are neither root nor the daemon's
 // user (Info.Withheld, ClientInfo.Withheld, reserved words before): a 2.2
-// tool shows them as zeros. 2.3 also zeroes the memory ALLOC gives: a 2.2 daemon
-// handed it out as the last owner left it. And it charges each channel's
-// context-save area to DeviceMemory: a 2.2 client meets ErrQuota that
-// many bytes sooner.
+// tool shows them as zeros. 2.3 also zeroes the memory ALLOC gives: a 2.2
+// daemon handed it out as the last owner left it. And it charges each
+// channel's context-save area to DeviceMemory: a 2.2 client meets
+// ErrQuota that many bytes sooner.
 const (
 	VersionMajor = 2
 	VersionMinor = 3
