@@ -13,13 +13,23 @@
 // Locking. There is no lock on the path from submission to completion:
 // submitting, waiting and reaping are atomic operations on words with one
 // stated writer each (nolock.go has the protocol). The locks that remain
-// are all off that path, and none is held with another: the allocator's
-// (host bookkeeping, never touched by a submission); each fence timeline's
+// are all off that path. Two are held alone: each fence timeline's
 // (fence.go), taken only by a waiter about to sleep and by the interrupt
-// handler that wakes it; pinMu (pinned.go), taken by HostAlloc and
-// HostFree — a copy finds its pinned region in a snapshot, without it; and
-// the bounce ring's (bounce.go), which staged copies take turns on, for the
-// buffers, not the ring of commands.
+// handler that wakes it; and the bounce ring's (bounce.go), which staged
+// copies take turns on, for the buffers, not the ring of commands. Those
+// of memory nest, and are taken in this order only, a lock only with
+// none or those above it held:
+//
+//	vm.freeMu   the frees waiting for queued work (deferred.go)
+//	ctx.mu      a context's mappings and addresses (context.go)
+//	pinMu       pinned regions and where they are mapped (pinned.go); a
+//	            copy finds its region in a snapshot, without it
+//	vm.tableMu  the fragment fields' recomputation (fragment.go)
+//	vm.invalMu  one invalidation at a time (vm.go)
+//	the allocators' own locks: device memory, page tables, each
+//	            context's addresses — leaves
+//
+// vm.mu, the list of contexts, is taken alone.
 package driver
 
 import (
