@@ -599,7 +599,10 @@ const prefetchBatch = 64
 
 // Prefetch moves the pages of [off, off+size) of m to the device or to the
 // host, ahead of use, as cudaMemPrefetchAsync does: it returns at once,
-// and the Migration's Wait returns when every page is there. It moves
+// and the Migration's Wait returns when every page has been moved, or
+// mapped remotely where it could not be (a thrashing page, no frame
+// free); for a range larger than device memory, later batches evict
+// earlier ones. It moves
 // prefetchBatch pages at a time, so faults are served between batches.
 func (m *Managed) Prefetch(off, size uint64, to Location) (*Migration, error) {
 	d := m.d

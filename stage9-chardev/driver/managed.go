@@ -34,7 +34,10 @@ import (
 //
 // Every move of a page away from the device clears its entry first and
 // invalidates the engines' TLBs (vm.go) before the data is copied: after
-// the invalidation no engine can write the frame, so the copy is whole.
+// the invalidation no engine can write the frame, so the copy is whole —
+// unless an engine does not acknowledge it (a hung engine): then the copy
+// is made all the same, and the frames are kept out of reuse until the
+// engine answers (toHost).
 // A move to the device writes the frame first and the entry last: an entry
 // that was not valid is in no TLB, so nothing needs invalidating.
 //
@@ -719,7 +722,10 @@ const prefetchBatch = 64
 
 // Prefetch moves the pages of [off, off+size) of m to the device or to the
 // host, ahead of use, as cudaMemPrefetchAsync does: it returns at once,
-// and the Migration's Wait returns when every page is there. It moves
+// and the Migration's Wait returns when every page has been moved, or
+// mapped remotely where it could not be (a thrashing page, no frame
+// free); for a range larger than device memory, later batches evict
+// earlier ones. It moves
 // prefetchBatch pages at a time, so faults are served between batches.
 func (m *Managed) Prefetch(off, size uint64, to Location) (*Migration, error) {
 	d := m.d

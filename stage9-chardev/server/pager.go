@@ -33,7 +33,7 @@ import (
 // missing faults the daemon needs nothing of the client: punching the
 // page out of the memfd (fallocate) takes it from every mapping at once,
 // the client's included, and the client's next touch is a missing fault.
-// The answer is UFFDIO_COPY from the device frame (Fill): the page
+// The answer is UFFDIO_COPY from a copy of the device frame (Fill): the page
 // appears in the memfd whole. Copying through the daemon's own mapping
 // of the memfd instead would make the page visible, zeroed, the moment
 // the copy began — and a client thread that re-runs its access after a
