@@ -337,6 +337,7 @@ func (d *Driver) Close() error {
 	}
 	d.awaitIRQ()
 	d.stopFaults()
+	d.stopUnpin() // managed.go
 	d.closeBounce()
 	return nil
 }
