@@ -387,6 +387,7 @@ func (d *Driver) Close() error {
 			ch.timeline.wakeAll()
 		}
 		d.stopFaults()
+		d.stopUnpin() // managed.go
 		return err
 	}
 	// The device raised IrqCauseStopped as it stopped, and the interrupt
@@ -397,6 +398,7 @@ func (d *Driver) Close() error {
 	}
 	d.awaitIRQ()
 	d.stopFaults()
+	d.stopUnpin() // managed.go
 	d.closeBounce()
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"softgpu/stage9-chardev/abi"
 	"softgpu/stage9-chardev/trace"
@@ -130,7 +131,11 @@ const (
 // The thrashing guard, after NVIDIA's UVM (uvm_perf_thrashing): a page
 // that comes back to the device thrashThreshold times, each within
 // thrashLapse of its previous move, is mapped remotely for thrashPin
-// instead of moved.
+// instead of moved. At the pin's end a timer takes the remote entry back
+// (unpinExpired), as UVM's thrashing_unpin_pages does, so that the
+// device's next access faults and the page may move again: a valid
+// remote entry is never faulted on, and the page would stay remote for
+// good (TestAThrashingPagesPinEnds).
 const (
 	DefaultThrashThreshold = 3
 	thrashLapse            = 500_000    // 500 µs
@@ -210,6 +215,8 @@ type um struct {
 	faulted   []faultedPage // serveBatch's scratch (blocks.go)
 	spans     []pageSpan    // serveBlock's scratch
 	occupied  []int         // densitySpan's scratch: prefix counts of a block's occupied pages
+	pins      []pin         // remote pages until their pins end, in deadline order
+	unpin     *time.Timer   // runs unpinExpired at the first pin's end; nil: not armed
 	runFrames []uint64      // toDevice's scratch: the frames of the run it is moving
 
 	faults // the fault buffer and its handler (faults.go)
@@ -494,12 +501,74 @@ func (d *Driver) copyRun(m *Managed, first int, frames []uint64) bool {
 	return m.pagerRemove(first, len(frames)) // pager.go: the host's next touch faults
 }
 
-// mapRemote maps page i of m to its host page through the DMA window.
+// mapRemote maps page i of m to its host page through the DMA window,
+// until thrashPin from now (unpinExpired). The caller holds um.mu.
 func (d *Driver) mapRemote(m *Managed, i int, now uint64) {
 	p := &m.pages[i]
 	storePTE(d.vm.pool.mem, p.pte, abi.MakePage(m.host.bus+uint64(i)<<abi.PageShift, abi.PTEPage4K, true, true))
 	p.where, p.pinnedTil, p.changed = pageRemote, now+thrashPin, now
 	d.um.stats.Thrashing++
+	d.um.pins = append(d.um.pins, pin{m, i, p.pinnedTil}) // now never goes back: deadline order
+	if d.um.unpin == nil {
+		d.um.unpin = time.AfterFunc(thrashPin*time.Nanosecond, d.unpinExpired)
+	}
+}
+
+// stopUnpin stops the pins' timer: Close calls it once the device has
+// stopped, and an unpinExpired already on its way finds the driver
+// closed.
+func (d *Driver) stopUnpin() {
+	d.um.mu.Lock()
+	defer d.um.mu.Unlock()
+	if d.um.unpin != nil {
+		d.um.unpin.Stop()
+		d.um.unpin = nil
+	}
+	d.um.pins = nil
+}
+
+// pin is page i of m, mapped remotely until deadline (device clock).
+type pin struct {
+	m        *Managed
+	i        int
+	deadline uint64
+}
+
+// unpinExpired takes back the remote entries whose pins have ended: each
+// becomes abi.ManagedPTE again, the page at home, its thrashing count
+// reset, and the engines' TLBs invalidated for it, so that the device's
+// next access faults and the handler decides afresh. A page taken back or
+// pinned again since (its pinnedTil moved) is left alone. It runs on the
+// timer mapRemote arms, and arms it again for the next pin.
+func (d *Driver) unpinExpired() {
+	u := &d.um
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.unpin = nil
+	if d.closed.Load() {
+		u.pins = nil
+		return
+	}
+	now := d.Now()
+	k := 0
+	for ; k < len(u.pins) && u.pins[k].deadline <= now; k++ {
+		pn := u.pins[k]
+		p := &pn.m.pages[pn.i]
+		if pn.m.freed || p.where != pageRemote || p.pinnedTil != pn.deadline {
+			continue
+		}
+		storePTE(d.vm.pool.mem, p.pte, abi.ManagedPTE)
+		p.where, p.changed, p.moves = pageHost, now, 0
+		va := pn.m.va + uint64(pn.i)<<abi.PageShift
+		d.refragment(pn.m.ctx.root, va, 1<<abi.PageShift) // as toHost: no neighbour's fragment may still span the page
+		// A hung engine that does not acknowledge keeps the remote
+		// translation, which names the host page the bytes are in.
+		d.invalidate(pn.m.ctx.id, va, 1<<abi.PageShift)
+	}
+	u.pins = slices.Delete(u.pins, 0, k)
+	if len(u.pins) > 0 {
+		u.unpin = time.AfterFunc(time.Duration(u.pins[0].deadline-now), d.unpinExpired)
+	}
 }
 
 // toHost moves the pages [first, first+n) of m that are on the device back

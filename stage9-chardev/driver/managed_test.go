@@ -890,3 +890,31 @@ func TestAFailedAllocManagedOnLeavesTheCallersMapping(t *testing.T) {
 	require.Error(t, err, "AllocManagedOn in a closed context")
 	assert.NoError(t, unix.Msync(mapping, unix.MS_ASYNC), "the caller's mapping after the refusal (ENOMEM: the driver unmapped it)")
 }
+
+// TestAThrashingPagesPinEnds: the thrashing guard maps a page that keeps
+// bouncing remotely for thrashPin — and then, as UVM's guard does at its
+// pin's deadline (uvm_perf_thrashing: thrashing_unpin_pages unmaps the
+// remote mappings), the page's entry is taken back, so that its next
+// device access faults and it may move again. Before, a remote entry
+// was valid for good: the device never faulted on the page again, and it
+// stayed remote until the host happened to take it back.
+func TestAThrashingPagesPinEnds(t *testing.T) {
+	d, c, cp, _ := managedSetup(t, device.Config{MemorySize: 4 << 20}, Config{Prefetch: PrefetchOff, ThrashThreshold: 2})
+	m := allocManaged(t, c, 1<<abi.PageShift)
+	for i := 0; ; i++ {
+		require.Less(t, i, 200, "rounds without the guard mapping the page remotely")
+		mustDo(t, cp, c, abi.Command{Op: abi.OpFill, Dst: m.VA(), Size: 64, Value: uint64(i + 1)})
+		if _, remote := m.Resident(); remote == 1 {
+			break
+		}
+		mustSync(t, m)
+	}
+	time.Sleep(3 * thrashPin * time.Nanosecond) // past the pin
+	faults := d.ManagedStats().Faults
+	mustDo(t, cp, c, abi.Command{Op: abi.OpFill, Dst: m.VA(), Size: 64, Value: 0x5a})
+	device, remote := m.Resident()
+	assert.Equal(t, 1, device, "the page on the device after its pin ended and the device wrote it again (remote: %d)", remote)
+	assert.Greater(t, d.ManagedStats().Faults, faults, "faults of the device's write after the pin ended")
+	mustSync(t, m)
+	assert.Equal(t, bytes.Repeat([]byte{0x5a}, 64), m.Bytes()[:64], "the host's view after Sync")
+}
