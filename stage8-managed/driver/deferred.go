@@ -141,6 +141,7 @@ func (d *Driver) allocMemory(size uint64, alloc func() (uint64, error)) (uint64,
 			return 0, err
 		}
 		spinUntil(func() bool { return d.queuedPassed(oldest) })
+		yielded = 0 // pages may have come to the device meanwhile: the next steps start small again
 	}
 }
 

@@ -146,6 +146,7 @@ func (d *Driver) allocMemory(size uint64, alloc func() (uint64, error)) (uint64,
 		if spinBounded(func() bool { return d.queuedPassed(oldest) }, retireWait) != nil {
 			return 0, fmt.Errorf("%w (some is freed, and waits for commands still queued)", err)
 		}
+		yielded = 0 // pages may have come to the device meanwhile: the next steps start small again
 	}
 }
 
