@@ -668,10 +668,19 @@ func (d *Driver) frame(keep *Managed, lo, hi int) (uint64, bool) {
 
 // ANCHOR_END: frame
 
-// freeFrame gives a frame back to the pool.
+// freeFrame gives a frame back to the pool. The pool's invariant, under
+// um.mu: for each chunk c, chunks[c] frames of c are in use (a page's,
+// or held back for a hung engine) and the rest are in frames, each once.
+// A frame freed twice would be in frames twice, and two pages would
+// share it; the count going below zero is how that shows.
 func (d *Driver) freeFrame(f uint64) {
+	c := f &^ (frameChunk - 1)
+	n, ok := d.um.chunks[c]
+	if !ok || n <= 0 {
+		panic(fmt.Sprintf("driver: invariant broken: frame %#x freed, its chunk has %d frames in use (known: %v)", f, n, ok))
+	}
 	d.um.frames = append(d.um.frames, f)
-	d.um.chunks[f&^(frameChunk-1)]--
+	d.um.chunks[c] = n - 1
 }
 
 // releaseChunks gives the allocator back every frame-pool chunk none of
