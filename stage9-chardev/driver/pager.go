@@ -34,7 +34,16 @@ import (
 //
 // Invariant, with um.mu held: a page of an allocation with a pager is
 // pageDevice exactly when its host page is a hole (Remove made it one,
-// and only toHost fills it, through Fill).
+// and toHost fills it, through Fill) — for a program that keeps to the
+// protocol, and while every pager call returns in its bound. The
+// exceptions are all a program's own doing: a failed Remove's pages are
+// put back by restoreHost, through Fill or, where the pager cannot reach
+// the program, through the daemon's mapping (fillHost falls back to it
+// too); a Remove left running past its bound may punch a page the driver
+// has since mapped remotely; and a program may punch its own memfd, so
+// that a pageHost page is a hole, which its next touch faults on and
+// HostFault answers as a duplicate. Each costs that program its own bytes
+// or its own progress; no other program's.
 
 // Pager takes pages away from the host side of a managed allocation. Its
 // methods are called with um.mu held, so they must not wait for the
