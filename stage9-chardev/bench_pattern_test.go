@@ -177,7 +177,7 @@ func BenchmarkManagedThrash(b *testing.B) {
 			}
 			s := g.ManagedStats()
 			b.ReportMetric(float64(s.ToDevice+s.ToHost-start.ToDevice-start.ToHost)/float64(ops), "moves/op")
-			b.ReportMetric(float64(s.Thrashing-start.Thrashing)/float64(ops), "remote/op")
+			b.ReportMetric(float64(s.Remote-start.Remote)/float64(ops), "remote/op")
 		})
 	}
 }

@@ -230,6 +230,7 @@ type ManagedStats struct {
 	Evictions  uint64 // blocks evicted, each with one ranged invalidation
 	Referenced uint64 // blocks the clock passed over because an engine had used them
 	Thrashing  uint64 // pages the thrashing guard mapped remotely
+	Remote     uint64 // pages mapped remotely for any reason: the guard, no frame free, or (stage 9) a pager that could not take them
 	Replays    uint64 // replays stored
 	Overflows  uint64 // records the device dropped because the buffer was full
 }
@@ -380,6 +381,7 @@ func (d *Driver) toDevice(m *Managed, first, n int) int {
 		p.moves++
 		p.lastMove = now
 		if d.um.threshold > 0 && p.moves >= d.um.threshold {
+			d.um.stats.Thrashing++
 			d.mapRemote(m, i, now)
 			continue
 		}
@@ -405,7 +407,7 @@ func (d *Driver) mapRemote(m *Managed, i int, now uint64) {
 	p := &m.pages[i]
 	storePTE(d.vm.pool.mem, p.pte, abi.MakePage(m.host.bus+uint64(i)<<abi.PageShift, abi.PTEPage4K, true, true))
 	p.where, p.pinnedTil, p.changed = pageRemote, now+thrashPin, now
-	d.um.stats.Thrashing++
+	d.um.stats.Remote++
 	d.um.pins = append(d.um.pins, pin{m, i, p.pinnedTil}) // now never goes back: deadline order
 	if d.um.unpin == nil {
 		d.um.unpin = time.AfterFunc(thrashPin*time.Nanosecond, d.unpinExpired)

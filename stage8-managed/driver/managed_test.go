@@ -897,3 +897,26 @@ func TestAThrashingPagesPinEnds(t *testing.T) {
 	mustSync(t, m)
 	assert.Equal(t, bytes.Repeat([]byte{0x5a}, 64), m.Bytes()[:64], "the host's view after Sync")
 }
+
+// TestThrashingCountsOnlyTheGuardsPages: a page is mapped remotely by
+// the thrashing guard, or because no frame is free; ManagedStats counts
+// every remote mapping in Remote and only the guard's in Thrashing.
+// Before, Thrashing counted both, and a full device read as thrashing.
+func TestThrashingCountsOnlyTheGuardsPages(t *testing.T) {
+	d, c, cp, _ := managedSetup(t, device.Config{MemorySize: 4 << 20}, Config{Prefetch: PrefetchOff, ThrashThreshold: -1})
+	m := allocManaged(t, c, 1<<abi.PageShift)
+	d.um.mu.Lock()
+	d.releaseChunks()
+	d.um.mu.Unlock()
+	for { // every byte of the device taken: no frame for the page
+		if _, err := d.alloc.Alloc(4 << 10); err != nil {
+			break
+		}
+	}
+	mustDo(t, cp, c, abi.Command{Op: abi.OpFill, Dst: m.VA(), Size: 64, Value: 7})
+	_, remote := m.Resident()
+	require.Equal(t, 1, remote, "the page, with no frame free")
+	s := d.ManagedStats()
+	assert.Equal(t, uint64(1), s.Remote, "ManagedStats().Remote")
+	assert.Zero(t, s.Thrashing, "ManagedStats().Thrashing: the guard is off")
+}

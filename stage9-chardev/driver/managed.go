@@ -237,6 +237,7 @@ type ManagedStats struct {
 	Evictions  uint64 // blocks evicted, each with one ranged invalidation
 	Referenced uint64 // blocks the clock passed over because an engine had used them
 	Thrashing  uint64 // pages the thrashing guard mapped remotely
+	Remote     uint64 // pages mapped remotely for any reason: the guard, no frame free, or a pager that could not take them
 	Replays    uint64 // replays stored
 	Overflows  uint64 // records the device dropped because the buffer was full
 
@@ -440,6 +441,8 @@ func (d *Driver) toDevice(m *Managed, first, n int) int {
 		frame, ok := uint64(0), false
 		if d.um.threshold == 0 || p.moves < d.um.threshold {
 			frame, ok = d.frame(m, first, first+n) // !ok: device memory is full of pages that cannot move
+		} else {
+			d.um.stats.Thrashing++
 		}
 		if !ok {
 			moved += d.moveRun(m, run, frames, now)
@@ -507,7 +510,7 @@ func (d *Driver) mapRemote(m *Managed, i int, now uint64) {
 	p := &m.pages[i]
 	storePTE(d.vm.pool.mem, p.pte, abi.MakePage(m.host.bus+uint64(i)<<abi.PageShift, abi.PTEPage4K, true, true))
 	p.where, p.pinnedTil, p.changed = pageRemote, now+thrashPin, now
-	d.um.stats.Thrashing++
+	d.um.stats.Remote++
 	d.um.pins = append(d.um.pins, pin{m, i, p.pinnedTil}) // now never goes back: deadline order
 	if d.um.unpin == nil {
 		d.um.unpin = time.AfterFunc(thrashPin*time.Nanosecond, d.unpinExpired)
