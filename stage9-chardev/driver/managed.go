@@ -835,6 +835,9 @@ func (m *Managed) Prefetch(off, size uint64, to Location) (*Migration, error) {
 			var moved int
 			if to == ToDevice {
 				moved = d.toDevice(m, i, k)
+				if moved > 0 { // as serveBlock does: fragment fields once every entry is stored
+					d.refragment(m.ctx.root, m.va+uint64(i)<<abi.PageShift, uint64(k)<<abi.PageShift)
+				}
 			} else {
 				moved = d.toHost(m, i, k, false)
 			}

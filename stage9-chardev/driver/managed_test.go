@@ -941,3 +941,21 @@ func TestThrashingCountsOnlyTheGuardsPages(t *testing.T) {
 	assert.Equal(t, uint64(1), s.Remote, "ManagedStats().Remote")
 	assert.Zero(t, s.Thrashing, "ManagedStats().Thrashing: the guard is off")
 }
+
+// TestAPrefetchedRangeFormsFragments: pages a prefetch moves to the
+// device get their entries' fragment fields, as a fault's moves do
+// (serveBlock refragments), so that the engine's TLB covers a run of
+// them with one entry. Before, Prefetch(ToDevice) left every field 0,
+// and the engine translated the prefetched range page by page — the fast
+// path slower than the faults it is meant to spare.
+func TestAPrefetchedRangeFormsFragments(t *testing.T) {
+	d, c, _, _ := managedSetup(t, device.Config{MemorySize: 16 << 20}, Config{})
+	m := allocManaged(t, c, 2<<20)
+	mg, err := m.Prefetch(0, 2<<20, ToDevice)
+	require.NoError(t, err)
+	require.NoError(t, mg.Wait())
+	d.um.mu.Lock()
+	frag := loadPTE(d.vm.pool.mem, m.pages[0].pte).Fragment()
+	d.um.mu.Unlock()
+	assert.NotZero(t, frag, "page 0's fragment field after a prefetch of the whole 2 MiB")
+}
