@@ -909,7 +909,7 @@ func TestAThrashingPagesPinEnds(t *testing.T) {
 		}
 		mustSync(t, m)
 	}
-	time.Sleep(3 * thrashPin * time.Nanosecond) // past the pin
+	waitUntil(t, "the pin's end", func() bool { _, remote := m.Resident(); return remote == 0 }) // a timer, thrashPin after the pin
 	faults := d.ManagedStats().Faults
 	mustDo(t, cp, c, abi.Command{Op: abi.OpFill, Dst: m.VA(), Size: 64, Value: 0x5a})
 	device, remote := m.Resident()
