@@ -97,7 +97,14 @@ func (m *Managed) SetPager(p Pager) error {
 // through the pager's Fill, which wakes the threads waiting on it: false
 // for a duplicate, and for a page the pager could not fill (fillHost
 // copied it in itself), whose waiters the caller must wake.
-func (m *Managed) HostFault(i int) (bool, error) {
+//
+// missing says the fault was on a page absent from the memfd. On a page
+// at home that is a hole the program punched itself (a duplicate finds
+// its page there): a hole reads zeros, so it is filled with zeros, under
+// um.mu like every move, and the Fill wakes the thread. Woken alone, the
+// thread faulted again at once, and the fault loop answered it round and
+// round, for good (TestAProgramThatPunchesItsOwnPageReadsZeros).
+func (m *Managed) HostFault(i int, missing bool) (bool, error) {
 	d := m.d
 	d.um.mu.Lock()
 	defer d.um.mu.Unlock()
@@ -109,6 +116,9 @@ func (m *Managed) HostFault(i int) (bool, error) {
 	}
 	if m.pages[i].where != pageDevice {
 		d.um.stats.HostDuplicates++
+		if missing && m.pager != nil && m.pager.Fill(i, zeroPage[:]) == nil {
+			return true, nil // a hole, now zeros; a page that is there refuses the Fill (EEXIST)
+		}
 		return false, nil
 	}
 	window := m.hostWindow(i)
@@ -119,6 +129,9 @@ func (m *Managed) HostFault(i int) (bool, error) {
 	d.um.stats.HostFaults++
 	return moved > 0 && m.pager != nil && d.um.stats.PagerErrors == errs, nil
 }
+
+// zeroPage is the bytes of a hole, for HostFault's Fill: never written.
+var zeroPage [1 << abi.PageShift]byte
 
 // ANCHOR: hostwindow
 

@@ -119,7 +119,7 @@ func TestHostFaultDuplicateRewritesNothing(t *testing.T) {
 	if len(f.removed) != 2 || f.host[0] != 0 {
 		t.Fatalf("after the device took pages 0 and 1: removed %v, host byte 0 = %d; want [0 1], 0 (a hole)", f.removed, f.host[0])
 	}
-	moved, err := m.HostFault(0)
+	moved, err := m.HostFault(0, false)
 	if err != nil || !moved {
 		t.Fatalf("HostFault(0) = %v, %v; want true, nil", moved, err)
 	}
@@ -127,7 +127,7 @@ func TestHostFaultDuplicateRewritesNothing(t *testing.T) {
 		t.Fatalf("after HostFault(0): host byte 0 = %d, filled %v; want 7, [0]", f.host[0], f.filled)
 	}
 	f.host[0] = 9 // the host writes, after its fault was answered
-	moved, err = m.HostFault(0)
+	moved, err = m.HostFault(0, false)
 	if err != nil || moved {
 		t.Fatalf("duplicate HostFault(0) = %v, %v; want false, nil", moved, err)
 	}
@@ -137,7 +137,7 @@ func TestHostFaultDuplicateRewritesNothing(t *testing.T) {
 	if s := m.d.ManagedStats(); s.HostFaults != 1 || s.HostDuplicates != 1 {
 		t.Errorf("HostFaults, HostDuplicates = %d, %d; want 1, 1", s.HostFaults, s.HostDuplicates)
 	}
-	_, err = m.HostFault(4)
+	_, err = m.HostFault(4, false)
 	assert.ErrorIs(t, err, ErrManaged, "HostFault(4) of a 4-page allocation")
 }
 
@@ -150,15 +150,15 @@ func TestHostFaultDuplicateRewritesNothing(t *testing.T) {
 func TestHostFaultSaysWhenItsFillWokeTheWaiters(t *testing.T) {
 	ch, m, f := pagerSetup(t)
 	require.NoError(t, ch.Submit(abi.Command{Op: abi.OpFill, Ctx: m.ctx.ID(), Dst: m.VA(), Size: 2 << abi.PageShift, Value: 7}))
-	woken, err := m.HostFault(0)
+	woken, err := m.HostFault(0, false)
 	require.NoError(t, err)
 	assert.True(t, woken, "HostFault(0), filled through the pager")
 	f.fillErr = errors.New("the client is gone")
-	woken, err = m.HostFault(1)
+	woken, err = m.HostFault(1, false)
 	require.NoError(t, err)
 	assert.False(t, woken, "HostFault(1), whose Fill failed")
 	assert.Equal(t, byte(7), f.host[1<<abi.PageShift], "page 1's first byte, copied in by the driver when the Fill failed")
-	woken, err = m.HostFault(1)
+	woken, err = m.HostFault(1, false)
 	require.NoError(t, err)
 	assert.False(t, woken, "a duplicate HostFault(1)")
 }
@@ -292,7 +292,7 @@ func TestAWindowComesHomeInOneFill(t *testing.T) {
 		{3, []int{0, 1, 2, 3, 4, 5, 6}},
 		{7, []int{0, 1, 2, 3, 4, 5, 6, 7}},
 	} {
-		moved, err := m.HostFault(fault.page)
+		moved, err := m.HostFault(fault.page, false)
 		require.NoError(t, err)
 		require.True(t, moved, "HostFault(%d) moved nothing", fault.page)
 		assert.Equal(t, fault.filled, f.filled, "pages filled after the host's fault on page %d", fault.page)
@@ -320,7 +320,7 @@ func TestADeviceWindowMovesInOneProtectAndOneRemove(t *testing.T) {
 	require.Len(t, f.removed, 8, "pages the first FILL took: its window, all 8")
 	// Bring every page but page 3 home.
 	for _, i := range []int{0, 1, 2, 4, 5, 6, 7} {
-		_, err := m.HostFault(i)
+		_, err := m.HostFault(i, false)
 		require.NoError(t, err)
 	}
 	if device, _ := m.Resident(); device != 1 {
@@ -350,7 +350,7 @@ func TestASparseHostTouchMovesOnePage(t *testing.T) {
 	ch, m, f := pagerSetupWith(t, Config{Prefetch: PrefetchWindow, PrefetchPages: 16, ThrashThreshold: -1}, pages)
 	require.NoError(t, ch.Submit(abi.Command{Op: abi.OpFill, Ctx: m.ctx.ID(), Dst: m.VA(), Size: pages << abi.PageShift, Value: 5}))
 	for _, i := range []int{0, 16, 32, 48, 1} {
-		moved, err := m.HostFault(i)
+		moved, err := m.HostFault(i, false)
 		require.NoError(t, err)
 		require.True(t, moved, "HostFault(%d) moved nothing", i)
 	}
@@ -358,4 +358,27 @@ func TestASparseHostTouchMovesOnePage(t *testing.T) {
 	if device, _ := m.Resident(); device != pages-5 {
 		t.Errorf("%d pages on the device after 5 sparse touches; want %d", device, pages-5)
 	}
+}
+
+// TestAMissingFaultOnAPageAtHomeFillsItsHole: a missing fault on a page
+// the driver has at home is on a hole the program punched itself, or a
+// duplicate of one Fill answered. HostFault fills the page with zeros
+// through the pager — what a hole reads — and reports it woken; a page
+// that is there refuses the Fill (EEXIST), keeps its bytes, and is the
+// caller's to wake.
+func TestAMissingFaultOnAPageAtHomeFillsItsHole(t *testing.T) {
+	_, m, f := pagerSetup(t)
+	f.host[0] = 9 // the hole's old bytes, as the fake's Fill overwrites them
+	woken, err := m.HostFault(0, true)
+	require.NoError(t, err)
+	assert.True(t, woken, "a missing fault on a page at home: filled, and woken by the Fill")
+	assert.Equal(t, []int{0}, f.filled, "pages filled")
+	assert.Equal(t, make([]byte, 1<<abi.PageShift), f.host[:1<<abi.PageShift], "page 0 after its hole was filled: zeros")
+
+	f.host[1<<abi.PageShift] = 5
+	f.fillExists = map[int]bool{1: true} // the page is there: a duplicate
+	woken, err = m.HostFault(1, true)
+	require.NoError(t, err)
+	assert.False(t, woken, "a missing fault whose page is there: the caller wakes")
+	assert.Equal(t, byte(5), f.host[1<<abi.PageShift], "page 1's byte: kept")
 }

@@ -795,7 +795,7 @@ func (p *pager) serve(msg []byte) bool {
 	// are woken here. HostFault fails only for a freed allocation, which
 	// this cannot be: stopPager, which runs before any free, waits for
 	// serveReady (remove takes the serving lock).
-	if woken, _ := p.m.HostFault(int(page)); !woken {
+	if woken, _ := p.m.HostFault(int(page), f.Flags&uffd.FlagWP == 0); !woken {
 		p.wake(int(page), 1)
 	}
 	return true
