@@ -243,7 +243,7 @@ type ManagedStats struct {
 
 	HostFaults     uint64 // host touches a pager brought a page back for (pager.go)
 	HostDuplicates uint64 // host faults on a page already on the host: nothing rewritten
-	PagerErrors    uint64 // pages a pager could not take from the host: mapped remotely instead
+	PagerErrors    uint64 // pager calls that failed, one per run of pages: a Protect or a Remove (the run mapped remotely instead; Remote counts its pages), or a Fill (the run copied in through the daemon's mapping)
 }
 
 // ManagedStats returns the counts since the driver was made.
@@ -472,6 +472,9 @@ func (d *Driver) moveRun(m *Managed, first int, frames []uint64, now uint64) int
 		return 0
 	}
 	stay := m.pagerProtect(first, len(frames)) != nil
+	if stay {
+		d.um.stats.PagerErrors++
+	}
 	if !stay && !d.copyRun(m, first, frames) {
 		m.restoreHost(first, frames, d.hw.Memory())
 		stay = true

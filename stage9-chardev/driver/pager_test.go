@@ -382,3 +382,16 @@ func TestAMissingFaultOnAPageAtHomeFillsItsHole(t *testing.T) {
 	assert.False(t, woken, "a missing fault whose page is there: the caller wakes")
 	assert.Equal(t, byte(5), f.host[1<<abi.PageShift], "page 1's byte: kept")
 }
+
+// TestAProtectThatFailsIsCounted: PagerErrors counts every pager call that
+// failed, one per run — a refused Protect too, whose run is mapped
+// remotely (and counted in Remote, page by page). Before, a Protect's
+// failure went uncounted, and only a Remove's or a Fill's showed.
+func TestAProtectThatFailsIsCounted(t *testing.T) {
+	ch, m, f := pagerSetup(t)
+	f.protectErr = errors.New("the program's address space is changing")
+	require.NoError(t, ch.Submit(abi.Command{Op: abi.OpFill, Ctx: m.ctx.ID(), Dst: m.VA(), Size: 4 << abi.PageShift, Value: 3}))
+	s := m.d.ManagedStats()
+	assert.Equal(t, uint64(1), s.PagerErrors, "pager calls that failed: the one Protect of the 4-page run")
+	assert.Equal(t, uint64(4), s.Remote, "pages mapped remotely")
+}

@@ -155,7 +155,7 @@ func TestPagerHostAndDeviceSeeEachOthersWrites(t *testing.T) {
 	if st.HostFaults < uint64(laps) {
 		t.Errorf("the daemon served %d host faults over %d laps of host reads after device writes; want at least one a lap", st.HostFaults, laps)
 	}
-	assert.Equal(t, uint64(0), st.PagerErrors, "%d pages could not be taken from the host", st.PagerErrors)
+	assert.Equal(t, uint64(0), st.PagerErrors, "%d pager calls failed", st.PagerErrors)
 }
 
 // pagerThrash is the "pagerthrash" role: the device writes page 0 and the
