@@ -2,9 +2,7 @@ package driver
 
 import (
 	"bytes"
-	"sync/atomic"
 	"testing"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -151,10 +149,9 @@ func TestAnAllocEndsWhileEnginesKeepTouchingEveryBlock(t *testing.T) {
 // setAccessed sets the accessed bit of the entry at pa, as an engine's
 // walk does.
 func setAccessed(mem []byte, pa uint64) {
-	word := (*uint64)(unsafe.Pointer(&mem[pa : pa+8][0]))
 	for {
-		e := atomic.LoadUint64(word)
-		if atomic.CompareAndSwapUint64(word, e, e|uint64(abi.PTEAccessed)) {
+		e := loadPTE(mem, pa)
+		if casPTE(mem, pa, e, e|abi.PTEAccessed) {
 			return
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"syscall"
 	"testing"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -237,9 +236,9 @@ func TestARestoreHandsFillNoFrame(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, ch.Submit(abi.Command{Op: abi.OpFill, Ctx: m.ctx.ID(), Dst: reuse.VA(), Size: 64 << abi.PageShift, Value: 0xee}))
 	mem := m.d.hw.Memory()
-	lo, hi := uintptr(unsafe.Pointer(&mem[0])), uintptr(unsafe.Pointer(&mem[0]))+uintptr(len(mem))
+	lo, hi := addressOf(mem), addressOf(mem)+uint64(len(mem))
 	for k, src := range f.srcs {
-		at := uintptr(unsafe.Pointer(&src[0]))
+		at := addressOf(src)
 		assert.False(t, at >= lo && at < hi, "Fill %d's src is device memory, at offset %#x", k, at-lo)
 		assert.Equal(t, bytes.Repeat([]byte{7}, len(src)), src, "Fill %d's src after the frames went to another allocation", k)
 	}

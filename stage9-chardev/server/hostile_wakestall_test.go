@@ -8,7 +8,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -89,7 +88,7 @@ func wakeStallStranger(node, arg string) error {
 			}
 			defer pm.Close()
 			var ent [8]byte
-			at := int64(uintptr(unsafe.Pointer(&host[0]))/4096) * 8
+			at := int64(addressOf(host)/4096) * 8
 			end := time.Now().Add(2 * time.Second)
 			for time.Now().Before(end) {
 				// Bit 57: the page is write-protected by a userfaultfd —

@@ -13,3 +13,7 @@ func word(mapping []byte, off uint64) *atomic.Uint64 {
 	_ = mapping[off+7]
 	return (*atomic.Uint64)(unsafe.Pointer(&mapping[off]))
 }
+
+// addressOf returns the address of b's first byte: a hostile client reads
+// its page's entry in /proc/self/pagemap by it.
+func addressOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
