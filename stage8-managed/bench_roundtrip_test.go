@@ -204,6 +204,68 @@ func BenchmarkRoundTripFloor(b *testing.B) {
 	b.ReportMetric(median(shares), "onpath-share")
 }
 
+// BenchmarkRoundTripBesideSpinner measures the floor under a round trip in
+// a stage whose idle compute engine spins — stages 0 to 4 — taking turns
+// as RoundTripFloor does: a turn of RoundTrip/engine=copy, one of the bare
+// handoff, and three of the handoff run as a stage runs its round trip
+// (spinningHandoff, spinning_ring_test.go): its two loops yielding on
+// spin's cadence with nothing beside them (cadence-ns); beside a third
+// loop that spins and yields on the same cadence, as the idle compute
+// engine does (spinner-ns); and beside a third loop that yields after
+// every empty poll (eager-ns).
+//
+// Why: Baseline/handoff has two loops on two cores, and a stage before 7
+// has three. RoundTripFloor's floor-ratio, above 1 in those stages only,
+// says that something besides the crossings and the code lies on their
+// round trip's path; this row measures what a third spinning loop costs
+// the crossings by itself, with no stage's code in any of the three. Its
+// poll is one load, cheaper than an engine's, so it reaches
+// spin.YieldAfter in fewer polls and holds a P for about the cadence's
+// interval: the floor of the cadence, not of any one engine's loop.
+//
+// Reported: the medians over turns of each side (roundtrip-ns,
+// handoff-ns, cadence-ns, spinner-ns, eager-ns), and the medians over
+// rounds of three quotients, each side over a turn of the same round:
+// spinner-ratio, the spinner turn over the handoff turn — what the third
+// loop and the cadence cost the handoff; eager-ratio, the eager turn over
+// the handoff turn — what is left of that when the third loop gives way
+// at once; and ratio, the round trip over the spinner turn — what the
+// stage adds to the floor it stands on. From stage 7 on the idle compute
+// engine sleeps and the spinner turn is no longer under the round trip;
+// there ratio reads what the gating took away.
+func BenchmarkRoundTripBesideSpinner(b *testing.B) {
+	withCanary(b)
+	idlers := []idler{noIdler, cadenceIdler, eagerIdler} // sides 2, 3 and 4
+	turns := inTurns(b, 2+len(idlers), func(side int) (op func(), end func()) {
+		switch side {
+		case 0:
+			return openRoundTrip(b)
+		case 1:
+			r := startHandoff()
+			return r.roundTrip, r.stop
+		}
+		r := startSpinningHandoff(idlers[side-2])
+		return r.roundTrip, r.stop
+	})
+	if turns == nil {
+		return
+	}
+	rounds := len(turns[0])
+	spinner, eager, ratio := make([]float64, rounds), make([]float64, rounds), make([]float64, rounds)
+	for i := range rounds {
+		roundTrip, handoff := turns[0][i], turns[1][i]
+		spinner[i] = turns[3][i] / handoff
+		eager[i] = turns[4][i] / handoff
+		ratio[i] = roundTrip / turns[3][i]
+	}
+	for side, unit := range []string{"roundtrip-ns", "handoff-ns", "cadence-ns", "spinner-ns", "eager-ns"} {
+		b.ReportMetric(median(turns[side]), unit)
+	}
+	b.ReportMetric(median(spinner), "spinner-ratio")
+	b.ReportMetric(median(eager), "eager-ratio")
+	b.ReportMetric(median(ratio), "ratio")
+}
+
 // openRoundTrip opens a device for a turn of round trips: one is a NOP on
 // the copy engine, submitted and waited for.
 func openRoundTrip(b *testing.B) (op func(), end func()) {
