@@ -58,31 +58,65 @@ type completionLine struct {
 }
 
 // await spins until command n of the ring named ring has completed, and
-// checks its status (every engine here answers 1^n). The load pairs with
-// the engine's store of n: seeing it, the status is visible.
+// checks its status. The load pairs with the engine's store of n: seeing
+// it, the status is visible.
 func (c *completionLine) await(n uint64, ring string) {
 	spinUntil(func() bool { return c.n.Load() == n })
+	c.check(n, ring)
+}
+
+// check panics unless the status beside completion n is its command's
+// answer (every engine here answers 1^n). The caller has seen n.
+func (c *completionLine) check(n uint64, ring string) {
 	if c.status != 1^n {
 		panic(ring + ": a completion without its status")
 	}
 }
 
-// handoff is the three-line ring: the host writes a command into a slot of
-// a ring of 64 lines and stores its number to a doorbell on a line of its
-// own; the engine, polling the doorbell, reads the slot and writes the
-// completion line; the host, polling that, reads it.
-type handoff struct {
+// handoffLines are the three lines of the handoff ring, and the two
+// halves of a command's trip through them: the host writes a command into
+// a slot of a ring of 64 lines and stores its number to a doorbell on a
+// line of its own (post); the engine, polling the doorbell, reads the slot
+// and writes the completion line (serve); the host, polling that, reads
+// it. How each side polls, and when it yields, is the ring's own:
+// handoff's here, spinningHandoff's in spinning_ring_test.go.
+type handoffLines struct {
 	doorbell   paddedWord // the number of the last command written; the host writes it
 	completion completionLine
 	slots      [64]handoffSlot
-	n          uint64        // the host's: the last command's number
-	engineDone chan struct{} // closed when the engine has stopped
+	n          uint64 // the host's: the last command's number
 }
 
 // handoffSlot is one command's line: two words of command, padded.
 type handoffSlot struct {
 	op, arg uint64
 	_       [48]byte
+}
+
+// post is the host's half: it writes the next command into its slot and
+// rings the doorbell, and returns the command's number.
+func (h *handoffLines) post() uint64 {
+	h.n++
+	s := &h.slots[h.n%uint64(len(h.slots))]
+	s.op, s.arg = 1, h.n // the engine read this slot a lap ago, and is done with it
+	h.doorbell.v.Store(h.n)
+	return h.n
+}
+
+// serve is the engine's half for command n, whose number it has just
+// loaded from the doorbell: that load pairs with post's store, so the
+// slot written before it is visible.
+func (h *handoffLines) serve(n uint64) {
+	s := &h.slots[n%uint64(len(h.slots))]
+	h.completion.status = s.op ^ s.arg
+	h.completion.n.Store(n) // publishes the status; the host's load pairs
+}
+
+// handoff is the three-line ring with both sides spinning as the other
+// bare rings' do, yielding every 4,096 polls.
+type handoff struct {
+	handoffLines
+	engineDone chan struct{} // closed when the engine has stopped
 }
 
 // startHandoff starts the engine goroutine.
@@ -92,19 +126,13 @@ func startHandoff() *handoff {
 		defer close(h.engineDone)
 		var seen uint64
 		for polls := 1; ; polls++ {
-			// This load pairs with the host's store of the doorbell in
-			// roundTrip: seeing n, the slot written before it is
-			// visible.
-			n := h.doorbell.v.Load()
+			n := h.doorbell.v.Load() // pairs with post's store (see serve)
 			if n == ^uint64(0) {
 				return
 			}
 			if n != seen {
 				seen = n
-				s := &h.slots[n%uint64(len(h.slots))]
-				h.completion.status = s.op ^ s.arg
-				// Publishes the status; the host's load pairs.
-				h.completion.n.Store(n)
+				h.serve(n)
 			}
 			if polls%(1<<12) == 0 {
 				runtime.Gosched()
@@ -114,13 +142,7 @@ func startHandoff() *handoff {
 	return h
 }
 
-func (h *handoff) roundTrip() {
-	h.n++
-	s := &h.slots[h.n%uint64(len(h.slots))]
-	s.op, s.arg = 1, h.n // the engine read this slot a lap ago, and is done with it
-	h.doorbell.v.Store(h.n)
-	h.completion.await(h.n, "handoff")
-}
+func (h *handoff) roundTrip() { h.completion.await(h.post(), "handoff") }
 
 func (h *handoff) stop() {
 	h.doorbell.v.Store(^uint64(0))

@@ -34,12 +34,9 @@ const (
 // spinningHandoff is the three-line ring of handoff, its host and engine
 // loops yielding as a stage's do, with an idler beside them.
 type spinningHandoff struct {
-	doorbell   paddedWord // the number of the last command written; the host writes it
-	completion completionLine
-	slots      [64]handoffSlot
-	idleBell   paddedWord     // the idler's doorbell: no command ever comes; stop writes it
-	n          uint64         // the host's: the last command's number
-	loops      sync.WaitGroup // the engine loop and the idler
+	handoffLines
+	idleBell paddedWord     // the idler's doorbell: no command ever comes; stop writes it
+	loops    sync.WaitGroup // the engine loop and the idler
 }
 
 // startSpinningHandoff starts the engine loop and, unless third is
@@ -53,18 +50,13 @@ func startSpinningHandoff(third idler) *spinningHandoff {
 		yield := spin.NewCadence(0)
 		// Counted as pollLoop counts: from 1, and from 1 again after work.
 		for polls := 1; ; polls++ {
-			// This load pairs with the host's store of the doorbell in
-			// roundTrip: seeing n, the slot written before it is
-			// visible.
-			n := h.doorbell.v.Load()
+			n := h.doorbell.v.Load() // pairs with post's store (see serve)
 			if n == ^uint64(0) {
 				return
 			}
 			if n != seen {
 				seen = n
-				s := &h.slots[n%uint64(len(h.slots))]
-				h.completion.status = s.op ^ s.arg
-				h.completion.n.Store(n) // publishes the status; the host's load pairs
+				h.serve(n)
 				polls = 0
 				continue
 			}
@@ -96,20 +88,15 @@ func startSpinningHandoff(third idler) *spinningHandoff {
 // roundTrip is handoff's, with the host's wait yielding as a channel's
 // wait does: on a cadence of its own, begun with the wait.
 func (h *spinningHandoff) roundTrip() {
-	h.n++
-	s := &h.slots[h.n%uint64(len(h.slots))]
-	s.op, s.arg = 1, h.n // the engine read this slot a lap ago, and is done with it
-	h.doorbell.v.Store(h.n)
+	n := h.post()
 	yield := spin.NewCadence(0)
 	// This load pairs with the engine's store of the completion.
-	for polls := 1; h.completion.n.Load() != h.n; polls++ {
+	for polls := 1; h.completion.n.Load() != n; polls++ {
 		if yield.Due(polls) {
 			runtime.Gosched()
 		}
 	}
-	if h.completion.status != 1^h.n {
-		panic("spinning handoff: a completion without its status")
-	}
+	h.completion.check(n, "spinning handoff")
 }
 
 // stop ends both loops and waits for them.
