@@ -236,12 +236,11 @@ func (g *GPU) NewChannel(e Engine, opts ChannelOptions) (*Channel, error) {
 	dch, err = g.cl.Attach(id, e, g.context, func() error {
 		err := closeIt()
 		g.cl.Detach(dch)
-		g.hw.unmapChannel(id)
+		g.hw.unmapChannel(id, err == nil) // nil: the daemon has it back, and writes its pages no more
 		return err
 	})
 	if err != nil {
-		closeIt()
-		g.hw.unmapChannel(id)
+		g.hw.unmapChannel(id, closeIt() == nil)
 		return nil, g.err(err)
 	}
 	return softgpu.AttachChannel(dch, e), nil

@@ -154,13 +154,22 @@ func (h *hardware) mapChannel(c abi.Channel, user, status *os.File, ringSize uin
 // ring, becomes private zero pages rather than holes: a waiter settling
 // as the channel closes still stores its arm registers there, into memory
 // no one reads. What the device wrote, the status page and the completion
-// ring, stays mapped as it is — memfds the device no longer writes,
-// holding their final state — so a Pending of the closed channel reads
-// what became of its commands: a completion with its status, a fence that
-// signalled, or "not yet", never the zeroes that read "command 0
-// completed, StatusOK". The ring mappings are kept until the client
-// closes, for the same reason.
-func (h *hardware) unmapChannel(c abi.Channel) {
+// ring, holds its final state, so a Pending of the closed channel reads
+// what became of its commands — a completion with its status, a fence
+// that signalled, or "not yet", never the zeroes that read "command 0
+// completed, StatusOK" — and it stays readable at the same addresses
+// until the client closes. If final (CHANNEL_CLOSE succeeded: the device
+// writes neither memfd any more) it is a private copy there (copyOver),
+// and the client holds nothing of either memfd: the daemon counts a
+// closed channel against the client's quota for as long as anyone holds
+// one of its files (server/linger.go). Otherwise the memfds stay mapped.
+//
+// A waiter asleep on the fence word through the copy sleeps on the
+// memfd's page, where no wake comes any more; it looks again at its
+// sleep timeout, as one about to sleep when a fault's wake went by does
+// (driver/client.go, sleep). The channel's removed commands had their
+// fences written before CHANNEL_CLOSE returned, which woke such waiters.
+func (h *hardware) unmapChannel(c abi.Channel, final bool) {
 	h.mu.Lock()
 	r, ok := h.rings[c]
 	delete(h.rings, c)
@@ -171,8 +180,15 @@ func (h *hardware) unmapChannel(c abi.Channel) {
 	if ok {
 		zeroOver(r.slots[:cap(r.slots)])
 	}
-	bell := abi.DoorbellPage(c)
+	bell, stat := abi.DoorbellPage(c), abi.ChannelStatusPage(c)
 	zeroOver(h.space[bell : bell+abi.RegPageSize])
+	if final {
+		// An error leaves the memfd mapped, as before there were copies:
+		// nothing is lost but the quota the daemon counts for it.
+		if copyOver(h.space[stat:stat+abi.RegPageSize]) == nil && ok {
+			copyOver(r.compl)
+		}
+	}
 }
 
 // unmapPages puts zero pages over channel c's two register pages: a

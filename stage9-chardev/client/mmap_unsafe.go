@@ -42,3 +42,26 @@ func zeroOver(dst []byte) {
 		panic(fmt.Sprintf("client: remapping %d bytes of its own: %v", len(dst), err))
 	}
 }
+
+// copyOver puts a private, read-only copy of dst's pages in their place,
+// in one step: mremap(2) moves the copy over dst under the address
+// space's lock, so a reader of dst sees the old pages or the copy, both
+// holding the same bytes, never a hole. dst's old pages must no longer
+// change (their writer has let them go). On an error dst is as it was.
+func copyOver(dst []byte) error {
+	size := uintptr(len(dst))
+	cp, err := unix.MmapPtr(-1, 0, nil, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return fmt.Errorf("softgpu: a copy of %d bytes: %w", size, err)
+	}
+	copied := unsafe.Slice((*byte)(cp), len(dst))
+	copy(copied, dst)
+	if err := unix.Mprotect(copied, unix.PROT_READ); err == nil {
+		_, err = unix.MremapPtr(cp, size, unsafe.Pointer(&dst[0]), size, unix.MREMAP_MAYMOVE|unix.MREMAP_FIXED)
+	}
+	if err != nil {
+		unix.MunmapPtr(cp, size)
+		return fmt.Errorf("softgpu: moving a copy of %d bytes in place: %w", size, err)
+	}
+	return nil
+}
