@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +34,7 @@ type client struct {
 
 	mu      sync.Mutex
 	chans   map[abi.Channel]*driver.Channel
+	holds   map[abi.Channel]*held      // each open channel's files (linger.go)
 	allocs  map[uint64]uint64          // VA → bytes, from ALLOC
 	hosts   map[uint64]*driver.Pinned  // VA → region, from HOST_REGISTER
 	managed map[uint64]*driver.Managed // VA → allocation, from MANAGED_ALLOC
@@ -252,6 +254,7 @@ func (c *client) attach(a *uapi.Attach) (send []int, closeAfter []*os.File, err 
 	c.mu.Lock()
 	c.ctx, c.kick = ctx, os.NewFile(uintptr(kick), "kick")
 	c.chans, c.allocs, c.hosts = map[abi.Channel]*driver.Channel{}, map[uint64]uint64{}, map[uint64]*driver.Pinned{}
+	c.holds = map[abi.Channel]*held{}
 	c.managed = map[uint64]*driver.Managed{}
 	c.mu.Unlock()
 	c.irqMu.Lock()
@@ -284,8 +287,12 @@ func (c *client) openChannel(a *uapi.ChannelOpen) (send []int, closeAfter []*os.
 	if err := c.grantPriority(a); err != nil {
 		return nil, nil, err
 	}
+	c.s.linger.drain() // a closed channel whose files were let go before this call no longer counts (linger.go)
 	cost := c.channelCost()
 	if err := c.charge(cost); err != nil {
+		if n := c.s.linger.heldClosed(c.uid); n > 0 && strings.Contains(err.Error(), " channels of ") {
+			err = fmt.Errorf("%w (%d of them closed, but count until every descriptor and mapping of their memfds is gone)", err, n)
+		}
 		return nil, nil, err
 	}
 	var files device.ChannelFiles
@@ -310,11 +317,20 @@ func (c *client) openChannel(a *uapi.ChannelOpen) (send []int, closeAfter []*os.
 		c.refund(cost)
 		return nil, nil, err
 	}
+	h, err := c.s.linger.watch(c, files)
+	if err != nil {
+		cerr := ch.Close()
+		files.User.Close()
+		files.Status.Close()
+		c.refund(cost)
+		return nil, nil, errors.Join(err, cerr)
+	}
 	ring := c.s.ringSize()
 	*a = uapi.ChannelOpen{Engine: a.Engine, Priority: a.Priority, Timeslice: a.Timeslice, Channel: uint32(ch.ID()),
 		RingSize: uint32(ring), UserSize: uapi.UserSize(uint32(ring)), StatusSize: uapi.StatusSize(uint32(ring))}
 	c.mu.Lock()
 	c.chans[ch.ID()] = ch
+	c.holds[ch.ID()] = h
 	c.mu.Unlock()
 	c.publishIDs()
 	send = make([]int, 2)
@@ -329,15 +345,21 @@ func (c *client) openChannel(a *uapi.ChannelOpen) (send []int, closeAfter []*os.
 func (c *client) closeChannel(id abi.Channel) error {
 	c.mu.Lock()
 	ch, ok := c.chans[id]
+	h := c.holds[id]
 	delete(c.chans, id)
+	delete(c.holds, id)
 	c.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("%v is not a channel of this client: %w", id, uapi.ErrNoEntry)
 	}
 	c.publishIDs()
-	// Refunded once it is off its runlist, when the id and the save area
-	// are free for another.
-	defer c.refund(c.channelCost())
+	// The save area is refunded once the channel is off its runlist, when
+	// it is free for another; the channel itself once its files are gone
+	// too (linger.go), which for a client that let go of them is at once.
+	defer func() {
+		c.refund(uapi.Pools{DeviceMemory: c.channelCost().DeviceMemory})
+		c.s.linger.closed(h)
+	}()
 	return ch.Close() // returns once the engine has let it go, and the pages are the device's again (Unshare)
 }
 
@@ -629,6 +651,7 @@ func (c *client) teardown() {
 	for _, id := range ids {
 		c.closeChannel(id)
 	}
+	c.s.linger.orphan(c) // what its closed channels' files still cost is its uid's from here
 	c.mu.Lock()
 	hosts := make([]uint64, 0, len(c.hosts))
 	for va := range c.hosts {

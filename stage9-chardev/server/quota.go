@@ -40,7 +40,12 @@ import (
 //	               device's abi.WindowSlots, and New refuses a limit that
 //	               does not, so one client can never exhaust them
 //	Contexts       one per ATTACHed connection
-//	Channels       one per open channel, the engines' defaults included
+//	Channels       one per open channel, the engines' defaults included,
+//	               and one per closed channel whose memfds someone still
+//	               holds (linger.go): the daemon allocated their pages,
+//	               and only letting go of them gives them back. Charged
+//	               to the client while it lives, then to its uid alone
+//	               (orphaned)
 //	PageTables     pages of 4 KiB of the page-table pool (driver/vm.go):
 //	               the context's root at ATTACH, then whatever tables each
 //	               call that maps (ALLOC, HOST_REGISTER, MANAGED_ALLOC)
@@ -59,10 +64,10 @@ import (
 // quotaMu is a leaf: nothing else is locked while it is held.
 //
 // Invariant, under quotaMu: for every uid, uidUse[uid] is the sum of use
-// over that uid's clients, and each client's use is the sum of what it
-// holds; neither is ever above its limit, except that a limit lowered
-// between runs does not apply to what a client already holds (limits are
-// fixed for the daemon's life).
+// over that uid's clients plus orphaned[uid] channels, and each client's
+// use is the sum of what it holds; neither is ever above its limit,
+// except that a limit lowered between runs does not apply to what a
+// client already holds (limits are fixed for the daemon's life).
 
 // Quota is the most of each pool one client — or, as Config.UidQuota,
 // all the clients of one uid together — may hold. A zero field means the
@@ -240,6 +245,38 @@ func (c *client) refund(less uapi.Pools) {
 	add(uid, less, -1)
 	if *uid == (uapi.Pools{}) {
 		delete(s.uidUse, c.uid)
+	}
+}
+
+// orphan moves n channels of the client's charge to its uid alone: the
+// client is going, and those channels' files are still held (linger.go).
+// The uid's use is unchanged; refundOrphan gives each back.
+func (c *client) orphan(n uint32) {
+	s := c.s
+	s.quotaMu.Lock()
+	defer s.quotaMu.Unlock()
+	if c.use.Channels < n {
+		panic(fmt.Sprintf("server: invariant broken: orphaning %d channels of a client holding %d", n, c.use.Channels))
+	}
+	c.use.Channels -= n
+	s.orphaned[c.uid] += n
+}
+
+// refundOrphan gives back one channel orphan moved to uid: its files are
+// gone.
+func (s *Server) refundOrphan(uid uint32) {
+	s.quotaMu.Lock()
+	defer s.quotaMu.Unlock()
+	use := s.uidUse[uid]
+	if s.orphaned[uid] == 0 || use == nil || use.Channels == 0 {
+		panic(fmt.Sprintf("server: invariant broken: refund of an orphaned channel of uid %d, which has none", uid))
+	}
+	if s.orphaned[uid]--; s.orphaned[uid] == 0 {
+		delete(s.orphaned, uid)
+	}
+	use.Channels--
+	if *use == (uapi.Pools{}) {
+		delete(s.uidUse, uid)
 	}
 }
 

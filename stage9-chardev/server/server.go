@@ -152,6 +152,9 @@ type Server struct {
 	uidUse      map[uint32]*uapi.Pools // by uid: the sum of its clients' use
 	clientLimit uapi.Pools             // Config.ClientQuota, defaults filled; fixed after New
 	uidLimit    uapi.Pools             // Config.UidQuota, likewise
+	orphaned    map[uint32]uint32      // by uid: channels of clients gone whose files are still held (linger.go)
+
+	linger *linger // closed channels' files, until their last holder lets go (linger.go)
 
 	// faultsMu guards faults, the fault loop of every client's pagers
 	// (faultloop.go), started with the first.
@@ -256,12 +259,18 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, dev: dev, drv: drv, ln: ln, node: cfg.Node, log: cfg.Log, closed: make(chan struct{}), trace: tb,
-		uidUse: map[uint32]*uapi.Pools{}}
+		uidUse: map[uint32]*uapi.Pools{}, orphaned: map[uint32]uint32{}}
 	if s.nodeFile, err = os.Lstat(cfg.Node); err != nil {
 		drv.Close()
 		dev.Close()
 		ln.Close()
 		return nil, fmt.Errorf("softgpu: the node it just bound: %w", err)
+	}
+	if s.linger, err = newLinger(s); err != nil {
+		drv.Close()
+		dev.Close()
+		ln.Close()
+		return nil, err
 	}
 	tablesFree := drv.TablePoolFree() // the driver's own tables made, no client's yet
 	s.cfg.ClientQuota = defaultQuota(cfg.ClientQuota, drv.MemorySize(), tablesFree, true)
@@ -434,6 +443,7 @@ func (s *Server) Close() error {
 		}
 		s.serving.Wait()
 		s.stopFaultLoop() // every pager was stopped with its client
+		s.linger.close()  // every client is gone: what its files still cost dies with the daemon
 		err = s.drv.Close()
 		s.dev.Close()
 		s.log.Info("device closed", "node", s.node)
