@@ -92,6 +92,14 @@ type GPU struct {
 
 	channels [abi.NumEngines]*softgpu.Channel
 
+	// chanMu is held by NewChannel from its CHANNEL_OPEN until the channel
+	// is mapped and attached, and by a channel's close from its
+	// CHANNEL_CLOSE until it is unmapped: the daemon may hand a closed id
+	// out again as soon as CHANNEL_CLOSE returns, and the mappings are
+	// kept by id, so a NewChannel that got the id before the close had
+	// unmapped it had its doorbell and rings taken by that unmapping.
+	chanMu sync.Mutex
+
 	staging uint64
 	stageMu sync.Mutex
 	stage   *HostBuffer
@@ -211,6 +219,8 @@ func (g *GPU) NewChannel(e Engine, opts ChannelOptions) (*Channel, error) {
 		return nil, fmt.Errorf("%w: Timeslice %v is negative", softgpu.ErrConfig, opts.Timeslice)
 	}
 	open := uapi.ChannelOpen{Engine: uint32(e), Priority: uint32(opts.Priority), Timeslice: uint64(opts.Timeslice)}
+	g.chanMu.Lock()
+	defer g.chanMu.Unlock()
 	fds, err := g.call(&open, nil)
 	if err != nil {
 		return nil, g.err(err)
@@ -234,6 +244,8 @@ func (g *GPU) NewChannel(e Engine, opts ChannelOptions) (*Channel, error) {
 	}
 	var dch *driver.Channel
 	dch, err = g.cl.Attach(id, e, g.context, func() error {
+		g.chanMu.Lock()
+		defer g.chanMu.Unlock()
 		err := closeIt()
 		g.cl.Detach(dch)
 		g.hw.unmapChannel(id, err == nil) // nil: the daemon has it back, and writes its pages no more
