@@ -290,8 +290,14 @@ func (c *client) openChannel(a *uapi.ChannelOpen) (send []int, closeAfter []*os.
 	c.s.linger.drain() // a closed channel whose files were let go before this call no longer counts (linger.go)
 	cost := c.channelCost()
 	if err := c.charge(cost); err != nil {
-		if n := c.s.linger.heldClosed(c.uid); n > 0 && strings.Contains(err.Error(), " channels of ") {
-			err = fmt.Errorf("%w (%d of them closed, but count until every descriptor and mapping of their memfds is gone)", err, n)
+		if strings.Contains(err.Error(), " channels of ") { // the Channels quota (charge names the pool)
+			n, uid := c.s.linger.heldClosed(c)
+			if !strings.HasPrefix(err.Error(), "the client ") {
+				n = uid
+			}
+			if n > 0 {
+				err = fmt.Errorf("%w (%d of them closed, but counted until every descriptor and mapping of their memfds is gone)", err, n)
+			}
 		}
 		return nil, nil, err
 	}

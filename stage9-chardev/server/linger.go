@@ -76,6 +76,17 @@ type held struct {
 // newLinger makes the inotify instance and starts the goroutine that
 // reads it.
 func newLinger(s *Server) (*linger, error) {
+	l, err := openLinger(s)
+	if err != nil {
+		return nil, err
+	}
+	go l.lingerLoop()
+	return l, nil
+}
+
+// openLinger makes the inotify instance, and no goroutine: events are
+// read only by drain until lingerLoop runs.
+func openLinger(s *Server) (*linger, error) {
 	notify, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("softgpu: inotify_init1: %w", err)
@@ -85,9 +96,7 @@ func newLinger(s *Server) (*linger, error) {
 		unix.Close(notify)
 		return nil, fmt.Errorf("softgpu: eventfd: %w", err)
 	}
-	l := &linger{s: s, notify: notify, stop: stop, done: make(chan struct{}), watches: map[int32]*held{}}
-	go l.lingerLoop()
-	return l, nil
+	return &linger{s: s, notify: notify, stop: stop, done: make(chan struct{}), watches: map[int32]*held{}}, nil
 }
 
 // lingerLoop refunds the channels whose files go while no call of their
@@ -181,19 +190,24 @@ func (l *linger) orphan(c *client) {
 	}
 }
 
-// heldClosed is how many channels of uid have been given back but still
-// count, their files held: what a quota refusal tells the client.
-func (l *linger) heldClosed(uid uint32) int {
+// heldClosed is how many channels of c's, and of its uid's clients
+// (those gone included), have been given back but still count, their
+// files held: what a quota refusal tells the client.
+func (l *linger) heldClosed(c *client) (client, uid int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	seen, n := map[*held]bool{}, 0
+	seen := map[*held]bool{}
 	for _, h := range l.watches {
-		if h.uid == uid && h.closed && !seen[h] {
-			seen[h] = true
-			n++
+		if h.uid != c.uid || !h.closed || seen[h] {
+			continue
+		}
+		seen[h] = true
+		uid++
+		if h.owner == c {
+			client++
 		}
 	}
-	return n
+	return client, uid
 }
 
 // drain reads every event queued on the instance and refunds what they
