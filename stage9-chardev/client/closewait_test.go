@@ -37,8 +37,9 @@ func channelFiles(t testing.TB) int {
 // TestAWaitAfterCloseGetsItsAnswer: a client submits on a channel, closes
 // the channel, and only then waits. A FILL whose fence had signalled
 // before the close waits with no error, and its bytes are on the device;
-// a DELAY still running at the close, with a waiter already asleep on it,
-// settles that waiter, and a wait after the close settles too, each
+// a DELAY still running at the close, with a waiter started before the
+// close (asleep on the fence word by then, or about to be), settles that
+// waiter, and a wait after the close settles too, each
 // reporting success only if the fence signalled. After each close the
 // process maps nothing of the channel's files.
 func TestAWaitAfterCloseGetsItsAnswer(t *testing.T) {
@@ -86,7 +87,7 @@ func TestAWaitAfterCloseGetsItsAnswer(t *testing.T) {
 			go func() { settled <- asleep.Wait() }()
 			require.NoError(t, ch.Close())
 			assert.Equal(t, before, channelFiles(t), "round %d: mappings of channels' memfds after one was opened and closed", r)
-			for name, p := range map[string]*client.Pending{"the wait asleep at the close": asleep, "a wait after the close": after} {
+			for name, p := range map[string]*client.Pending{"the wait started before the close": asleep, "a wait after the close": after} {
 				var err error
 				if name == "a wait after the close" {
 					err = p.Wait()
