@@ -248,11 +248,15 @@ func (g *GPU) NewChannel(e Engine, opts ChannelOptions) (*Channel, error) {
 		defer g.chanMu.Unlock()
 		err := closeIt()
 		g.cl.Detach(dch)
-		g.hw.unmapChannel(id, err == nil) // nil: the daemon has it back, and writes its pages no more
+		if err == nil { // the daemon has it back, and writes its pages no more
+			g.hw.letGo(id)
+		}
+		g.hw.unmapChannel(id)
 		return err
 	})
 	if err != nil {
-		g.hw.unmapChannel(id, closeIt() == nil)
+		closeIt()
+		g.hw.unmapChannel(id)
 		return nil, g.err(err)
 	}
 	return softgpu.AttachChannel(dch, e), nil

@@ -154,22 +154,13 @@ func (h *hardware) mapChannel(c abi.Channel, user, status *os.File, ringSize uin
 // ring, becomes private zero pages rather than holes: a waiter settling
 // as the channel closes still stores its arm registers there, into memory
 // no one reads. What the device wrote, the status page and the completion
-// ring, holds its final state, so a Pending of the closed channel reads
-// what became of its commands — a completion with its status, a fence
-// that signalled, or "not yet", never the zeroes that read "command 0
-// completed, StatusOK" — and it stays readable at the same addresses
-// until the client closes. If final (CHANNEL_CLOSE succeeded: the device
-// writes neither memfd any more) it is a private copy there (copyOver),
-// and the client holds nothing of either memfd: the daemon counts a
-// closed channel against the client's quota for as long as anyone holds
-// one of its files (server/linger.go). Otherwise the memfds stay mapped.
-//
-// A waiter asleep on the fence word through the copy sleeps on the
-// memfd's page, where no wake comes any more; it looks again at its
-// sleep timeout, as one about to sleep when a fault's wake went by does
-// (driver/client.go, sleep). The channel's removed commands had their
-// fences written before CHANNEL_CLOSE returned, which woke such waiters.
-func (h *hardware) unmapChannel(c abi.Channel, final bool) {
+// ring, stays as it is, holding its final state — private copies, if
+// letGo made them, else the memfds the device no longer writes — so a
+// Pending of the closed channel reads what became of its commands: a
+// completion with its status, a fence that signalled, or "not yet", never
+// the zeroes that read "command 0 completed, StatusOK". The ring mappings
+// are kept until the client closes, for the same reason.
+func (h *hardware) unmapChannel(c abi.Channel) {
 	h.mu.Lock()
 	r, ok := h.rings[c]
 	delete(h.rings, c)
@@ -180,14 +171,31 @@ func (h *hardware) unmapChannel(c abi.Channel, final bool) {
 	if ok {
 		zeroOver(r.slots[:cap(r.slots)])
 	}
-	bell, stat := abi.DoorbellPage(c), abi.ChannelStatusPage(c)
+	bell := abi.DoorbellPage(c)
 	zeroOver(h.space[bell : bell+abi.RegPageSize])
-	if final {
-		// An error leaves the memfd mapped, as before there were copies:
-		// nothing is lost but the quota the daemon counts for it.
-		if copyOver(h.space[stat:stat+abi.RegPageSize]) == nil && ok {
-			copyOver(r.compl)
-		}
+}
+
+// letGo replaces closed channel c's status page and completion ring, as
+// the client maps them, with private copies at the same addresses
+// (copyOver), once CHANNEL_CLOSE has succeeded: the device writes neither
+// any more, so what they hold is final. With unmapChannel after it, the
+// client then holds nothing of the channel's memfds, which the daemon
+// counts against its quota for as long as anyone holds one of its files
+// (server/linger.go). On an error the memfd stays mapped, as before there
+// were copies: nothing is lost but that quota.
+//
+// A waiter asleep on the fence word through the copy sleeps on the
+// memfd's page, where no wake comes any more; it looks again at its
+// sleep timeout, as one about to sleep when a fault's wake went by does
+// (driver/client.go, sleep). The channel's removed commands had their
+// fences written before CHANNEL_CLOSE returned, which woke such waiters.
+func (h *hardware) letGo(c abi.Channel) {
+	h.mu.Lock()
+	r, ok := h.rings[c]
+	h.mu.Unlock()
+	stat := abi.ChannelStatusPage(c)
+	if copyOver(h.space[stat:stat+abi.RegPageSize]) == nil && ok {
+		copyOver(r.compl)
 	}
 }
 

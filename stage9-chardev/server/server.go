@@ -152,9 +152,11 @@ type Server struct {
 	uidUse      map[uint32]*uapi.Pools // by uid: the sum of its clients' use
 	clientLimit uapi.Pools             // Config.ClientQuota, defaults filled; fixed after New
 	uidLimit    uapi.Pools             // Config.UidQuota, likewise
-	orphaned    map[uint32]uint32      // by uid: channels of clients gone whose files are still held (linger.go)
 
-	linger *linger // closed channels' files, until their last holder lets go (linger.go)
+	// orphaned, by uid, counts channels of clients gone whose files are
+	// still held (linger.go); quotaMu guards it too.
+	orphaned map[uint32]uint32
+	linger   *linger // closed channels' files, until their last holder lets go (linger.go)
 
 	// faultsMu guards faults, the fault loop of every client's pagers
 	// (faultloop.go), started with the first.
@@ -259,13 +261,14 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, dev: dev, drv: drv, ln: ln, node: cfg.Node, log: cfg.Log, closed: make(chan struct{}), trace: tb,
-		uidUse: map[uint32]*uapi.Pools{}, orphaned: map[uint32]uint32{}}
+		uidUse: map[uint32]*uapi.Pools{}}
 	if s.nodeFile, err = os.Lstat(cfg.Node); err != nil {
 		drv.Close()
 		dev.Close()
 		ln.Close()
 		return nil, fmt.Errorf("softgpu: the node it just bound: %w", err)
 	}
+	s.orphaned = map[uint32]uint32{}
 	if s.linger, err = newLinger(s); err != nil {
 		drv.Close()
 		dev.Close()
