@@ -101,8 +101,9 @@ func (cl *Client) Attach(id abi.Channel, e abi.Engine, ctx abi.Context, closer f
 // its engine (the engine completes what it leaves with StatusRemoved,
 // writing their fences, which wakes the waiter asleep on the fence word),
 // and every waiter settles: wakeAll wakes the word again — the status
-// page stays mapped, final, after the closer (client/hardware.go,
-// unmapChannel) — and the queued waiters.
+// page stays readable, final, after the closer, as a private copy at the
+// same address (client/hardware.go, letGo and unmapChannel) — and the
+// queued waiters.
 func (ch *Channel) closeAttached() error {
 	if ch.gone.Swap(true) {
 		return nil
