@@ -93,8 +93,14 @@ func (e *Engine) stop() {
 
 // idle is what the engine does after an empty poll; polls counts the empty
 // polls since the engine last ran a command (1 for the first). It spins,
-// yielding now and then.
-func (e *Engine) idle(polls int) { e.pause(polls) }
+// yielding on the cadence, and after every empty poll once it has found
+// nothing for spin.GiveWayAfter: an engine with nothing in view holds a P
+// that the host or the other engine may be waiting for.
+func (e *Engine) idle(polls int) {
+	if e.yield.Idle(polls) {
+		runtime.Gosched()
+	}
+}
 
 // ANCHOR_END: idle
 
