@@ -134,6 +134,15 @@ func (e *Engine) pause(polls int) {
 
 // ANCHOR_END: pause
 
+// pauseIdle is pause for an engine with nothing in view — idle's spin:
+// on the cadence until it has found nothing for spin.GiveWayAfter, then
+// after every empty poll (spin.Cadence.Idle says why).
+func (e *Engine) pauseIdle(polls int) {
+	if e.yield.Idle(polls) {
+		spin.Yield(polls)
+	}
+}
+
 // fault stops serving the channel being served: it publishes why (the value
 // first, then the fault, which the driver polls), raises the interrupt
 // line for it, and never reads the channel's ring or doorbell again. The

@@ -71,7 +71,7 @@ func (e *Engine) idle(polls int) {
 	var budget uint64
 	switch abi.IdleMode(e.regs.Load(e.controlPage + abi.RegIdleMode)) {
 	case abi.IdleSpin:
-		e.pause(polls)
+		e.pauseIdle(polls)
 		return
 	case abi.IdleSleep:
 		e.sleep()
@@ -103,7 +103,7 @@ func (e *Engine) idle(polls int) {
 			return
 		}
 	}
-	e.pause(polls)
+	e.pauseIdle(polls)
 }
 
 // ANCHOR_END: idle

@@ -52,6 +52,22 @@ import "time"
 // timings above; no record measures CPU per yield).
 const YieldAfter = 250 * time.Nanosecond
 
+// GiveWayAfter is how long a loop with nothing in view — an engine whose
+// doorbell has not moved — spins on the cadence before it yields after
+// every empty poll instead (Cadence.Idle).
+//
+// Every spinning loop pays the others for the time it holds a P between
+// yields: with three spinners on two cores, while one holds a P the
+// goroutine it displaced waits. A loop with work in view — a host waiting
+// for the completion of a command it just queued, an engine between the
+// commands of a stream — should hold its P for a while, or it pays a trip
+// through the run queue for every poll it gives up. A loop that has found
+// nothing for a while should hold its P no longer than one poll: the
+// RoundTripBesideSpinner benchmark measures the difference, a bare handoff
+// beside a third loop on the cadence and beside one that yields after every
+// empty poll.
+const GiveWayAfter = 10 * time.Microsecond
+
 // CheckEvery is how many polls a loop makes between reads of the clock
 // (see the package comment for why not every poll).
 const CheckEvery = 8
@@ -66,8 +82,10 @@ var now = func() int64 { return int64(time.Since(base)) }
 
 // Cadence decides when one spinning loop yields.
 type Cadence struct {
-	every int   // > 0: every that many polls, counted; < 0: never; 0: by time
-	next  int64 // now() at or after which the loop yields; 0: start the interval at the next check
+	every     int   // > 0: every that many polls, counted; < 0: never; 0: by time
+	next      int64 // now() at or after which the loop yields; 0: start the interval at the next check
+	began     int64 // Idle: now() at the spin's first check
+	givingWay bool  // Idle: the spin has lasted GiveWayAfter; yield after every poll
 }
 
 // NewCadence returns the cadence a Config's YieldEvery asks for. Zero, the
@@ -92,7 +110,11 @@ func (c *Cadence) Due(polls int) bool {
 	if polls%CheckEvery != 0 {
 		return false
 	}
-	t := now()
+	return c.check(polls, now())
+}
+
+// check is Due's decision at a check, the clock read at t.
+func (c *Cadence) check(polls int, t int64) bool {
 	if polls == CheckEvery || c.next == 0 {
 		c.next = t + int64(YieldAfter)
 		return false
@@ -105,3 +127,36 @@ func (c *Cadence) Due(polls int) bool {
 }
 
 // ANCHOR_END: due
+
+// ANCHOR: idle
+
+// Idle is Due for a loop with nothing in view: on the cadence until the
+// spin has lasted GiveWayAfter, counted from its first check with the
+// yields in it, and after every empty poll from then until the loop finds
+// work and counts from 1 again. A count (every) keeps its meaning: Idle
+// is then Due.
+func (c *Cadence) Idle(polls int) bool {
+	if c.every != 0 {
+		return c.Due(polls)
+	}
+	if polls == 1 {
+		c.givingWay = false // a new spin
+	}
+	if c.givingWay {
+		return true
+	}
+	if polls%CheckEvery != 0 {
+		return false
+	}
+	t := now()
+	if polls == CheckEvery {
+		c.began = t
+	}
+	if t-c.began >= int64(GiveWayAfter) {
+		c.givingWay = true
+		return true
+	}
+	return c.check(polls, t)
+}
+
+// ANCHOR_END: idle

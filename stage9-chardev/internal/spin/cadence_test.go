@@ -107,3 +107,45 @@ func TestNowMoves(t *testing.T) {
 		t.Errorf("now() moved %d ns across a 1 ms sleep", b-a)
 	}
 }
+
+// TestIdleGivesWayAfter: an idle loop yields on the cadence until its spin
+// has lasted GiveWayAfter, then after every poll; work (polls from 1
+// again) puts it back on the cadence.
+func TestIdleGivesWayAfter(t *testing.T) {
+	clock := fakeClock(t)
+	c := NewCadence(0)
+	polls := 1
+	for ; polls <= CheckEvery; polls++ { // the spin begins at the first check
+		assert.False(t, c.Idle(polls), "Idle(%d) before any time passed", polls)
+	}
+	*clock += int64(GiveWayAfter) - 1
+	yields := 0
+	for end := polls + 4*CheckEvery; polls < end; polls++ {
+		if c.Idle(polls) {
+			yields++
+		}
+	}
+	assert.LessOrEqual(t, yields, 1, "on the cadence 1 ns before GiveWayAfter: at most one yield in four checks with the clock standing still")
+	*clock++
+	for end := polls + CheckEvery; polls < end; polls++ {
+		c.Idle(polls) // the check in here sees GiveWayAfter
+	}
+	for end := polls + 3*CheckEvery; polls < end; polls++ {
+		assert.True(t, c.Idle(polls), "Idle(%d) after GiveWayAfter: want a yield at every poll", polls)
+	}
+	// Work: the loop counts from 1 again, on the cadence.
+	for polls = 1; polls <= 4*CheckEvery; polls++ {
+		assert.False(t, c.Idle(polls), "Idle(%d) in a new spin with the clock standing still", polls)
+	}
+}
+
+// TestIdleCounted: with a count, Idle is Due.
+func TestIdleCounted(t *testing.T) {
+	fakeClock(t)
+	for _, every := range []int{1, 64, -1} {
+		a, b := NewCadence(every), NewCadence(every)
+		for polls := 1; polls <= 1024; polls++ {
+			assert.Equal(t, a.Due(polls), b.Idle(polls), "every=%d, poll %d", every, polls)
+		}
+	}
+}
