@@ -1,6 +1,7 @@
 package device
 
 import (
+	"runtime"
 	"sync/atomic"
 
 	"softgpu/stage8-managed/abi"
@@ -176,9 +177,15 @@ func (e *Engine) pause(polls int) {
 
 // pauseIdle is pause for an engine with nothing in view — idle's spin:
 // on the cadence until it has found nothing for spin.GiveWayAfter, then
-// after every empty poll (spin.Cadence.Idle says why).
+// it gives the P way after every empty poll (spin.Cadence.Idle says why)
+// and the CPU, as spin.Yield does, only at every clock check: a
+// sched_yield per poll would bill a system call to every poll.
 func (e *Engine) pauseIdle(polls int) {
-	if e.yield.Idle(polls) {
+	switch {
+	case !e.yield.Idle(polls):
+	case e.yield.GivingWay() && polls%spin.CheckEvery != 0:
+		runtime.Gosched()
+	default:
 		spin.Yield(polls)
 	}
 }

@@ -160,3 +160,7 @@ func (c *Cadence) Idle(polls int) bool {
 }
 
 // ANCHOR_END: idle
+
+// GivingWay reports whether the spin Idle is timing has lasted
+// GiveWayAfter: Idle yields at every poll.
+func (c *Cadence) GivingWay() bool { return c.givingWay }
