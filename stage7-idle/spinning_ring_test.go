@@ -13,21 +13,23 @@ import (
 
 // A stage's round trip is not the bare handoff's two loops alone. Its
 // host's wait and its engine's pollLoop yield on spin's cadence in time,
-// and in stages 0 to 4 a third loop spins beside them: the idle compute
-// engine, polling a doorbell no one rings. Three spinners on two cores take
-// turns through the Go scheduler's run queue, and while the third holds a
-// P, one side of the round trip is off its core until a loop that holds
-// one yields. spinningHandoff is the handoff run that way, with no stage's
-// code in it, so that what the third loop costs can be measured apart from
-// what any mechanism costs: the floor under a round trip beside a spinning
-// idle engine, which Baseline/handoff is not.
+// and in stages 0 to 4 a third loop polls beside them: the idle compute
+// engine, polling a doorbell no one rings — on the cadence for its first
+// spin.GiveWayAfter, and yielding after every poll from then on. Three
+// spinners on two cores take turns through the Go scheduler's run queue,
+// and while the third holds a P, one side of the round trip is off its
+// core until a loop that holds one yields. spinningHandoff is the handoff
+// run that way, with no stage's code in it, so that what the third loop
+// costs can be measured apart from what any mechanism costs: the floor
+// under a round trip beside a spinning idle engine, which Baseline/handoff
+// is not.
 
 // idler is what spins beside a spinningHandoff's two loops.
 type idler int
 
 const (
 	noIdler      idler = iota // nothing: the two loops alone, on spin's cadence
-	cadenceIdler              // a loop yielding on spin's cadence, as stages 0 to 4's idle engine does
+	cadenceIdler              // a loop yielding on spin's cadence, as stages 0 to 4's idle engine did before it gave way (spin.GiveWayAfter)
 	eagerIdler                // a loop that yields after every empty poll
 )
 

@@ -205,14 +205,16 @@ func BenchmarkRoundTripFloor(b *testing.B) {
 }
 
 // BenchmarkRoundTripBesideSpinner measures the floor under a round trip in
-// a stage whose idle compute engine spins — stages 0 to 4 — taking turns
-// as RoundTripFloor does: a turn of RoundTrip/engine=copy, one of the bare
-// handoff, and three of the handoff run as a stage runs its round trip
+// a stage whose idle compute engine polls beside it — stages 0 to 4 —
+// taking turns as RoundTripFloor does: a turn of RoundTrip/engine=copy,
+// one of the bare handoff, and three of the handoff run as a stage runs
+// its round trip
 // (spinningHandoff, spinning_ring_test.go): its two loops yielding on
 // spin's cadence with nothing beside them (cadence-ns); beside a third
 // loop that spins and yields on the same cadence, as the idle compute
-// engine does (spinner-ns); and beside a third loop that yields after
-// every empty poll (eager-ns).
+// engine did until it gave way (spinner-ns); and beside a third loop that
+// yields after every empty poll, as the idle compute engine does once it
+// has found nothing for spin.GiveWayAfter (eager-ns).
 //
 // Why: Baseline/handoff has two loops on two cores, and a stage before 7
 // has three. RoundTripFloor's floor-ratio, above 1 in those stages only,
