@@ -279,10 +279,17 @@ func TestAClientKilledMidStream(t *testing.T) {
 	// Every charge the victim held is refunded, the tables of its
 	// context with the rest: the one client left, the control
 	// connection, holds nothing, nor does its uid — the victim's.
-	qs, err := ctl.Quotas()
-	require.NoError(t, err)
-	require.Len(t, qs, 1, "CLIENT_QUOTA after the victim's teardown: %+v", qs)
-	assert.Equal(t, uapi.Pools{}, qs[0].UidUse, "CLIENT_QUOTA after the victim's teardown: the uid's use of every pool")
+	// A channel's charge outlives its client until the kernel has
+	// deleted the channel's two memfds and inotify has said so
+	// (server/linger.go), which comes after the processes are reaped
+	// and after the daemon's teardown: the refund is waited for, and
+	// it must come.
+	waitFor(t, "every charge of the uid refunded", func() (bool, string) {
+		qs, err := ctl.Quotas()
+		require.NoError(t, err)
+		require.Len(t, qs, 1, "CLIENT_QUOTA after the victim's teardown: %+v", qs)
+		return qs[0].UidUse == uapi.Pools{}, fmt.Sprintf("the uid's use of every pool: %+v", qs[0].UidUse)
+	})
 	// The victim held channels 2 and 3, the lowest a client gets (the
 	// driver gives the lowest free id): a new client gets them back, clean.
 	r := dialRaw(t, s.Node())
