@@ -45,6 +45,18 @@ func newFiles(before, now map[string]bool) []string {
 	return files
 }
 
+// openWatched opens a copy channel and returns it with the inodes of its
+// two memfds, which the process has mapped from then on.
+func openWatched(t testing.TB, g *client.GPU, round int) (*client.Channel, []string) {
+	t.Helper()
+	before := channelFiles(t)
+	ch, err := g.NewChannel(client.Copy, client.ChannelOptions{})
+	require.NoError(t, err)
+	files := newFiles(before, channelFiles(t))
+	require.Len(t, files, 2, "round %d: the new channel's memfds, mapped", round)
+	return ch, files
+}
+
 // stillMapped returns which of files this process still maps.
 func stillMapped(t testing.TB, files []string) []string {
 	t.Helper()
@@ -75,11 +87,7 @@ func TestAWaitAfterCloseGetsItsAnswer(t *testing.T) {
 
 	t.Run("signalled before the close", func(t *testing.T) {
 		for r := range 10 {
-			before := channelFiles(t)
-			ch, err := g.NewChannel(client.Copy, client.ChannelOptions{})
-			require.NoError(t, err)
-			files := newFiles(before, channelFiles(t))
-			require.Len(t, files, 2, "round %d: the new channel's memfds, mapped", r)
+			ch, files := openWatched(t, g, r)
 			value := byte(r + 1)
 			p, err := ch.FillAsync(buf, size, value)
 			require.NoError(t, err)
@@ -98,11 +106,7 @@ func TestAWaitAfterCloseGetsItsAnswer(t *testing.T) {
 
 	t.Run("running at the close", func(t *testing.T) {
 		for r := range 5 {
-			before := channelFiles(t)
-			ch, err := g.NewChannel(client.Copy, client.ChannelOptions{})
-			require.NoError(t, err)
-			files := newFiles(before, channelFiles(t))
-			require.Len(t, files, 2, "round %d: the new channel's memfds, mapped", r)
+			ch, files := openWatched(t, g, r)
 			b := ch.NewBatch()
 			b.Delay(uint64(200 * time.Millisecond))
 			asleep, err := b.Submit()
