@@ -47,8 +47,8 @@ commit REV holds it (base) with STAGE in the working tree, both built as
 modules on their own (GOWORK=off). Both are built once, then run in
 -count alternating rounds; benchstat's table goes to stdout, progress and an
 estimate of the time left to stderr. The default (6 rounds of -benchtime 1s)
-takes about 12 minutes (stages 0 and 1) to 65 minutes (stages 8 and 9) for
-two adjacent stages, derived from the stages record's pass times; it says
+takes about 14 minutes (stages 0 and 1) to 60 minutes (stages 8 and 9) for
+two adjacent stages, derived from the passes .ci/durations -bench times; it says
 how long before the rounds start.
 `
 
