@@ -272,8 +272,13 @@ func build(ctx context.Context, c *cli.Command, root, binDir string, sides []sid
 
 // benchstat runs the benchstat tool of the tools module on input. It runs
 // in tools/ with GOWORK=off, so it works from anywhere in the repository
-// even while a stage listed in go.work is half made.
+// even while a stage listed in go.work is half made; input is made
+// absolute first, since a path relative to here means nothing in tools/.
 func benchstat(ctx context.Context, root, input string, stdout, stderr io.Writer) error {
+	input, err := filepath.Abs(input)
+	if err != nil {
+		return err
+	}
 	fi, err := os.Stat(input)
 	if err != nil {
 		return err
@@ -281,12 +286,26 @@ func benchstat(ctx context.Context, root, input string, stdout, stderr io.Writer
 	if fi.Size() == 0 {
 		return fmt.Errorf("benchstat input %s is empty", input)
 	}
+	var errOut strings.Builder
 	cmd := cli.ExecGroup(ctx, "go", "tool", "benchstat", "-col", benchfmt.StageKey, input)
 	cmd.Dir = filepath.Join(root, "tools")
 	cmd.Env = append(os.Environ(), "GOWORK=off")
-	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.Stdout, cmd.Stderr = stdout, io.MultiWriter(stderr, &errOut)
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("go tool benchstat: %w", err)
+	}
+	return benchstatError(errOut.String())
+}
+
+// benchstatError returns the error benchstat reported on stderr, if any:
+// benchstat prints "benchstat: <error>" and still exits 0 when it cannot
+// open or parse its input. Its other stderr lines are warnings about single
+// lines of the input, which do not fail it.
+func benchstatError(stderr string) error {
+	for _, line := range strings.Split(stderr, "\n") {
+		if msg, ok := strings.CutPrefix(line, "benchstat: "); ok {
+			return fmt.Errorf("go tool benchstat: %s", msg)
+		}
 	}
 	return nil
 }

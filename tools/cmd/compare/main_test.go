@@ -213,3 +213,41 @@ func BenchmarkWorkingTreeOnly(b *testing.B) {
 	require.NoError(t, err)
 	require.Equal(t, "?? stage1-ring/added_test.go\n", string(status), "git status after compare -at")
 }
+
+// TestBenchstatRelativeInput runs benchstat on an input named relative to
+// the working directory: benchstat runs in tools/, so a relative path must
+// be made absolute first, or benchstat cannot open it (and says so on
+// stderr, exiting 0).
+func TestBenchstatRelativeInput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go tool benchstat")
+	}
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
+	require.NoError(t, err)
+	t.Chdir(t.TempDir())
+	text := "stage: a\nBenchmarkFill 10 100 ns/op\nstage: b\nBenchmarkFill 10 90 ns/op\n"
+	require.NoError(t, os.WriteFile("in.txt", []byte(text), 0o644))
+	var stdout, stderr strings.Builder
+	if err := benchstat(context.Background(), root, "in.txt", &stdout, &stderr); err != nil || !strings.Contains(stdout.String(), "Fill") {
+		t.Errorf("benchstat(in.txt) = %v, stdout %q, stderr %q; want nil and a table with Fill", err, stdout.String(), stderr.String())
+	}
+}
+
+// TestBenchstatError checks a benchstat that reports an error on stderr
+// (it exits 0 even then) is taken as failed.
+func TestBenchstatError(t *testing.T) {
+	tests := []struct {
+		stderr  string
+		wantErr bool
+	}{
+		{"", false},
+		{"in.txt:3: syntax error: bad line\n", false},
+		{"benchstat: open in.txt: no such file or directory\n", true},
+		{"in.txt:3: syntax error\nbenchstat: parsing -filter: bad\n", true},
+	}
+	for _, tt := range tests {
+		if err := benchstatError(tt.stderr); (err != nil) != tt.wantErr {
+			t.Errorf("benchstatError(%q) = %v; want error %v", tt.stderr, err, tt.wantErr)
+		}
+	}
+}
