@@ -24,6 +24,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -117,8 +118,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return c.Misuse("-name %q must be a plain file name, without directories or a leading dot", *name)
 	case *passes < 1:
 		return c.Misuse("-passes %d: want at least 1", *passes)
-	case *tolerance < 1:
-		return c.Misuse("-canary-tolerance %v: want 1 or more (the slower canary over the faster)", *tolerance)
+	case !(*tolerance >= 1) || math.IsInf(*tolerance, 1): // NaN too: the record could not be written at the end
+		return c.Misuse("-canary-tolerance %v: want a finite 1 or more (the slower canary over the faster)", *tolerance)
 	case *maxReruns < 0:
 		return c.Misuse("-max-reruns %d: want 0 or more", *maxReruns)
 	case *canaryCount < 1:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -94,8 +95,8 @@ func Measure(ctx context.Context, cfg Config, b Bencher) (*Result, error) {
 		return nil, errors.New("no stages to measure")
 	case cfg.Passes < 1:
 		return nil, fmt.Errorf("%d passes; want at least 1", cfg.Passes)
-	case cfg.CanaryTolerance < 1:
-		return nil, fmt.Errorf("canary tolerance %v; want 1 or more (a ratio of the slower canary to the faster)", cfg.CanaryTolerance)
+	case !(cfg.CanaryTolerance >= 1) || math.IsInf(cfg.CanaryTolerance, 1): // NaN too; JSON has neither
+		return nil, fmt.Errorf("canary tolerance %v; want a finite 1 or more (a ratio of the slower canary to the faster)", cfg.CanaryTolerance)
 	}
 	say := cfg.Progress
 	if say == nil {

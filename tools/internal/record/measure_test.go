@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -124,7 +125,9 @@ func TestMeasureErrors(t *testing.T) {
 			want: "re-running Fill/size=64B gave no canary-before-ns and canary-after-ns, though its first run did"},
 		{name: "cancelled", fake: &fakeBencher{}, errIs: context.Canceled,
 			ctx: func() context.Context { ctx, cancel := context.WithCancel(context.Background()); cancel(); return ctx }},
-		{name: "tolerance below 1", fake: &fakeBencher{}, cfg: func(c *Config) { c.CanaryTolerance = 0.5 }, want: "canary tolerance 0.5; want 1 or more"},
+		{name: "tolerance below 1", fake: &fakeBencher{}, cfg: func(c *Config) { c.CanaryTolerance = 0.5 }, want: "canary tolerance 0.5; want a finite 1 or more"},
+		{name: "tolerance NaN", fake: &fakeBencher{}, cfg: func(c *Config) { c.CanaryTolerance = math.NaN() }, want: "canary tolerance NaN; want a finite 1 or more"},
+		{name: "tolerance Inf", fake: &fakeBencher{}, cfg: func(c *Config) { c.CanaryTolerance = math.Inf(1) }, want: "canary tolerance +Inf; want a finite 1 or more"},
 		{name: "no stages", fake: &fakeBencher{}, cfg: func(c *Config) { c.Stages = nil }, want: "no stages to measure"},
 	}
 	for _, tt := range tests {
