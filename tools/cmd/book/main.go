@@ -111,7 +111,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Title:   *titleFlag,
 		Differ:  &book.StagesDiffer{Root: root},
 		Edition: *edition,
+		Context: ctx,
 	})
+	if ctx.Err() != nil {
+		cmd.Printf("interrupted")
+		return cli.ExitInterrupted
+	}
 	if err != nil {
 		// The book's errors name their file and line, one a line, and
 		// the last (or only) one already says "book: ".
@@ -125,9 +130,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout, index)
 	if ln == nil {
 		return cli.ExitOK
-	}
-	if ctx.Err() != nil {
-		return cli.ExitInterrupted // stopped while building: serve nothing
 	}
 	return serveSite(ctx, cmd, ln, out)
 }

@@ -135,3 +135,18 @@ func TestServeStops(t *testing.T) {
 	require.NoError(t, err, "port still busy after -serve stopped")
 	ln.Close()
 }
+
+// TestRunInterrupted checks a build whose context has ended (a signal)
+// stops with the interrupted exit code and writes nothing.
+func TestRunInterrupted(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "site")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"-root", fixture, "-book", filepath.Join(fixture, "book"), "-o", out}, &stdout, &stderr)
+	if code != cli.ExitInterrupted {
+		t.Errorf("run(cancelled) = exit %d, stderr %q; want %d", code, stderr.String(), cli.ExitInterrupted)
+	}
+	_, err := os.Stat(out)
+	assert.True(t, os.IsNotExist(err), "an interrupted build wrote %s (%v)", out, err)
+}

@@ -2,6 +2,7 @@ package book
 
 import (
 	"bytes"
+	"context"
 	"embed"
 	"errors"
 	"fmt"
@@ -26,6 +27,17 @@ type Config struct {
 	// Edition refuses any stale record (stale.go): the build of an edition
 	// whose records were all re-taken at one commit.
 	Edition bool
+	// Context, when it ends (a signal), stops the build between chapters
+	// and before the site is written; nil never stops it.
+	Context context.Context
+}
+
+// stopped returns the error of cfg.Context once it has ended, nil before.
+func (cfg Config) stopped() error {
+	if cfg.Context == nil {
+		return nil
+	}
+	return cfg.Context.Err()
 }
 
 // Site is a rendered book, in memory.
@@ -165,6 +177,9 @@ func (b *builder) render() (*Site, error) {
 			continue
 		}
 		errs = append(errs, b.renderChapter(c, src, pages, printIDs)...)
+		if err := b.cfg.stopped(); err != nil {
+			return nil, err
+		}
 	}
 	if len(errs) > 0 {
 		return nil, &BuildError{Errs: errs}
@@ -414,6 +429,9 @@ func Build(cfg Config) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if err := cfg.stopped(); err != nil {
+		return "", err
+	}
 	if err := WriteSite(cfg.OutDir, site.Files); err != nil {
 		return "", err
 	}
@@ -441,6 +459,11 @@ func WriteSite(dir string, files map[string][]byte) error {
 	case !cleared:
 		return fmt.Errorf("book: %s is not empty and was not written by the book tool (no %s); refusing to replace it", dir, siteMarker)
 	}
+	// The marker first, so that a write stopped part-way leaves a site the
+	// next build may replace.
+	if err := os.WriteFile(filepath.Join(dir, siteMarker), []byte("written by go run ./tools/cmd/book; cleared on every build\n"), 0o644); err != nil {
+		return err
+	}
 	names := make([]string, 0, len(files))
 	for name := range files {
 		names = append(names, name)
@@ -455,7 +478,7 @@ func WriteSite(dir string, files map[string][]byte) error {
 			return err
 		}
 	}
-	return os.WriteFile(filepath.Join(dir, siteMarker), []byte("written by go run ./tools/cmd/book; cleared on every build\n"), 0o644)
+	return nil
 }
 
 // redirectPage sends index.html to the first chapter when that chapter lives

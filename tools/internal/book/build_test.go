@@ -1,6 +1,7 @@
 package book
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -234,4 +235,31 @@ func TestWriteSite(t *testing.T) {
 	}
 	_, err := os.Stat(filepath.Join(foreign, "precious.txt"))
 	assert.NoError(t, err, "WriteSite touched a foreign directory")
+}
+
+// TestWriteSiteFailsMarked checks a site whose writing stops part-way (here
+// a file in the way of a directory; in life a kill) still has the marker,
+// so that the next build may replace it.
+func TestWriteSiteFailsMarked(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "site")
+	bad := map[string][]byte{"a": []byte("file"), "a/b.html": []byte("b")}
+	require.Error(t, WriteSite(dir, bad), "WriteSite(a file where a directory goes)")
+	_, err := os.Stat(filepath.Join(dir, siteMarker))
+	require.NoError(t, err, "a site left half written has no marker")
+	require.NoError(t, WriteSite(dir, map[string][]byte{"index.html": nil}), "WriteSite(half-written site)")
+}
+
+// TestBuildStopsWhenCancelled checks a build whose context has ended stops
+// and writes nothing.
+func TestBuildStopsWhenCancelled(t *testing.T) {
+	cfg := fixtureConfig(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	cfg.Context = ctx
+	cfg.OutDir = filepath.Join(t.TempDir(), "site")
+	if _, err := Build(cfg); !errors.Is(err, context.Canceled) {
+		t.Errorf("Build(cancelled) = %v; want context.Canceled", err)
+	}
+	_, err := os.Stat(cfg.OutDir)
+	assert.True(t, os.IsNotExist(err), "a cancelled build wrote %s (%v)", cfg.OutDir, err)
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -104,5 +105,27 @@ func TestOneLine(t *testing.T) {
 	assert.Equal(t, "a b c", oneLine("a\n  b\tc\n"), "oneLine")
 	if got := strings.Count(oneLine("x\ny"), "\n"); got != 0 {
 		t.Errorf("oneLine kept %d newlines", got)
+	}
+}
+
+// TestClearDirMarkerLast checks ClearDir removes the marker after
+// everything else, so that a clear stopped part-way leaves a directory
+// still known as the command's own.
+func TestClearDirMarkerLast(t *testing.T) {
+	dir := t.TempDir()
+	const marker = ".mine"
+	for _, name := range []string{marker, "a.html", "z.html"} {
+		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var removed []string
+	removeAll = func(p string) error { removed = append(removed, filepath.Base(p)); return os.RemoveAll(p) }
+	defer func() { removeAll = os.RemoveAll }()
+	if cleared, err := ClearDir(dir, marker); !cleared || err != nil {
+		t.Fatalf("ClearDir = %v, %v; want true, nil", cleared, err)
+	}
+	if len(removed) == 0 || removed[len(removed)-1] != marker {
+		t.Errorf("ClearDir removed %q; want the marker last", removed)
 	}
 }

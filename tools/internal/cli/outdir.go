@@ -10,7 +10,11 @@ import (
 // marker, the file the command leaves in every directory it writes, is
 // someone else's: ClearDir leaves it as it is and returns false, so that a
 // mistyped flag cannot delete anyone's work. The caller says why it
-// refuses, in its own words, and writes marker again.
+// refuses, in its own words, and writes marker again before anything else.
+//
+// The marker is removed last, and the caller writes it first: a command
+// stopped part-way, clearing or writing, leaves a directory still marked
+// as its own, which its next run may replace.
 func ClearDir(dir, marker string) (cleared bool, err error) {
 	entries, err := os.ReadDir(dir)
 	switch {
@@ -22,9 +26,15 @@ func ClearDir(dir, marker string) (cleared bool, err error) {
 			return false, nil
 		}
 		for _, e := range entries {
-			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			if e.Name() == marker {
+				continue
+			}
+			if err := removeAll(filepath.Join(dir, e.Name())); err != nil {
 				return false, err
 			}
+		}
+		if err := removeAll(filepath.Join(dir, marker)); err != nil {
+			return false, err
 		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -32,3 +42,6 @@ func ClearDir(dir, marker string) (cleared bool, err error) {
 	}
 	return true, nil
 }
+
+// removeAll is os.RemoveAll; a test replaces it to see the order.
+var removeAll = os.RemoveAll
