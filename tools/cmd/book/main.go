@@ -92,6 +92,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if out == "" {
 		out = filepath.Join(bookDir, "_site")
 	}
+	if err := book.ProbeOutDir(out); err != nil {
+		return cmd.Misuse("-o %s: %v", out, err)
+	}
 	// Listen before building, so that a busy port or a bad address is
 	// reported at once, not after the build.
 	var ln net.Listener

@@ -150,3 +150,31 @@ func TestRunInterrupted(t *testing.T) {
 	_, err := os.Stat(out)
 	assert.True(t, os.IsNotExist(err), "an interrupted build wrote %s (%v)", out, err)
 }
+
+// TestRunUsageOutput checks an output path the build could not use — a
+// file, or a directory of someone else's files — is refused as misuse
+// before anything is built.
+func TestRunUsageOutput(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "passwd")
+	require.NoError(t, os.WriteFile(file, []byte("x"), 0o644))
+	foreign := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(foreign, "precious.txt"), []byte("x"), 0o644))
+	tests := []struct {
+		name, out, wantStderr string
+	}{
+		{"a file", file, "book: -o " + file + ": " + file + " is not a directory\n"},
+		{"someone else's directory", foreign, "book: -o " + foreign + ": " + foreign + " is not empty and was not written by the book tool (no .softgpu-book); refusing to replace it\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			args := []string{"-root", fixture, "-book", filepath.Join(fixture, "book"), "-o", tt.out}
+			code := run(context.Background(), args, &stdout, &stderr)
+			if code != cli.ExitUsage || stderr.String() != tt.wantStderr {
+				t.Errorf("run(%q) = exit %d, stderr %q; want exit 2 and %q", args, code, stderr.String(), tt.wantStderr)
+			}
+		})
+	}
+	_, err := os.Stat(filepath.Join(foreign, "index.html"))
+	assert.True(t, os.IsNotExist(err), "book wrote into a foreign directory")
+}

@@ -166,10 +166,18 @@ func TestPrepareOutRefusesForeignFolders(t *testing.T) {
 }
 
 func TestUsage(t *testing.T) {
+	site := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(site, "index.html"), []byte("<p>hi</p>"), 0o644))
+	file := filepath.Join(t.TempDir(), "passwd")
+	require.NoError(t, os.WriteFile(file, []byte("x"), 0o644))
+	foreign := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(foreign, "precious.png"), []byte("x"), 0o644))
 	tests := []struct {
 		args []string
 		want string
 	}{
+		{[]string{"-site", site, "-out", file}, "-out " + file + ": " + file + " is not a directory"},
+		{[]string{"-site", site, "-out", foreign}, "-out " + foreign + ": " + foreign + " is not empty and was not written by bookcheck (no .bookcheck); refusing to replace it"},
 		{[]string{"-widths", "wide"}, "-widths \"wide\": want widths in CSS px"},
 		{[]string{"-j", "0"}, "-j 0: want 1 to 16"},
 		{[]string{"-site", t.TempDir(), "-out", t.TempDir()}, "has no index.html: build the book first"},

@@ -53,6 +53,7 @@ import (
 	"time"
 
 	"softgpu/tools/internal/cli"
+	"softgpu/tools/internal/records"
 	"softgpu/tools/internal/stages"
 )
 
@@ -158,6 +159,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if _, err := os.Stat(filepath.Join(cfg.site, "index.html")); err != nil {
 		return cmd.Misuse("%s has no index.html: build the book first (go run ./tools/cmd/book)", cfg.site)
 	}
+	if cfg.shots {
+		if err := probeOut(cfg.out); err != nil {
+			return cmd.Misuse("-out %s: %v", cfg.out, err)
+		}
+	}
 
 	ctx, cancel := context.WithTimeoutCause(ctx, *timeout, fmt.Errorf("bookcheck: gave up after %v (-timeout)", *timeout))
 	defer cancel()
@@ -245,9 +251,28 @@ func prepareOut(dir string) error {
 	case err != nil:
 		return err
 	case !cleared:
-		return fmt.Errorf("%s is not empty and was not written by bookcheck (no %s); refusing to replace it", dir, outMarker)
+		return notOurs(dir)
 	}
 	return os.WriteFile(filepath.Join(dir, outMarker), []byte("screenshots by go run ./tools/cmd/bookcheck; cleared on every run\n"), 0o644)
+}
+
+// probeOut checks, before any page is loaded, that prepareOut could use
+// dir.
+func probeOut(dir string) error {
+	if err := records.ProbeDir(dir); err != nil {
+		return err
+	}
+	switch ok, err := cli.Clearable(dir, outMarker); {
+	case err != nil:
+		return err
+	case !ok:
+		return notOurs(dir)
+	}
+	return nil
+}
+
+func notOurs(dir string) error {
+	return fmt.Errorf("%s is not empty and was not written by bookcheck (no %s); refusing to replace it", dir, outMarker)
 }
 
 // serve serves dir on a free port of 127.0.0.1 until ctx ends.

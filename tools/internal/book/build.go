@@ -457,7 +457,7 @@ func WriteSite(dir string, files map[string][]byte) error {
 	case err != nil:
 		return err
 	case !cleared:
-		return fmt.Errorf("book: %s is not empty and was not written by the book tool (no %s); refusing to replace it", dir, siteMarker)
+		return fmt.Errorf("book: %w", notOurs(dir))
 	}
 	// The marker first, so that a write stopped part-way leaves a site the
 	// next build may replace.
@@ -479,6 +479,26 @@ func WriteSite(dir string, files map[string][]byte) error {
 		}
 	}
 	return nil
+}
+
+// ProbeOutDir checks, before the build, that WriteSite could replace dir:
+// a directory that accepts files, or can be made, and is empty or was
+// written by this tool.
+func ProbeOutDir(dir string) error {
+	if err := records.ProbeDir(dir); err != nil {
+		return err
+	}
+	switch ok, err := cli.Clearable(dir, siteMarker); {
+	case err != nil:
+		return err
+	case !ok:
+		return notOurs(dir)
+	}
+	return nil
+}
+
+func notOurs(dir string) error {
+	return fmt.Errorf("%s is not empty and was not written by the book tool (no %s); refusing to replace it", dir, siteMarker)
 }
 
 // redirectPage sends index.html to the first chapter when that chapter lives

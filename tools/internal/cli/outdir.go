@@ -16,15 +16,18 @@ import (
 // stopped part-way, clearing or writing, leaves a directory still marked
 // as its own, which its next run may replace.
 func ClearDir(dir, marker string) (cleared bool, err error) {
+	switch ok, err := Clearable(dir, marker); {
+	case err != nil:
+		return false, err
+	case !ok:
+		return false, nil
+	}
 	entries, err := os.ReadDir(dir)
 	switch {
 	case os.IsNotExist(err):
 	case err != nil:
 		return false, err
 	case len(entries) > 0:
-		if _, err := os.Stat(filepath.Join(dir, marker)); err != nil {
-			return false, nil
-		}
 		for _, e := range entries {
 			if e.Name() == marker {
 				continue
@@ -41,6 +44,23 @@ func ClearDir(dir, marker string) (cleared bool, err error) {
 		return false, err
 	}
 	return true, nil
+}
+
+// Clearable reports whether ClearDir would clear dir: it does not exist, is
+// empty, or holds marker. A command asks before its work, so that a
+// directory it would refuse is refused at once, as misuse.
+func Clearable(dir, marker string) (bool, error) {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case os.IsNotExist(err):
+		return true, nil
+	case err != nil:
+		return false, err
+	case len(entries) == 0:
+		return true, nil
+	}
+	_, err = os.Stat(filepath.Join(dir, marker))
+	return err == nil, nil
 }
 
 // removeAll is os.RemoveAll; a test replaces it to see the order.
