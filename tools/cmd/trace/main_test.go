@@ -130,6 +130,8 @@ func TestSVGOutput(t *testing.T) {
 func TestMakeMisuse(t *testing.T) {
 	root := fixture.Repo(t, "stage0-mailbox")
 	t.Chdir(root)
+	file := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
 	base := []string{"make", "-stage", "stage0-mailbox", "-bench", "X", "-name", "n"}
 	with := func(extra ...string) []string { return append(slices.Clone(base), extra...) }
 	tests := []struct {
@@ -147,6 +149,11 @@ func TestMakeMisuse(t *testing.T) {
 		{"bad env", with("-env", "NOVALUE"), "KEY=VALUE"},
 		{"unknown stage", []string{"make", "-stage", "stage42", "-bench", "X", "-name", "n"}, "stage42"},
 		{"missing stage", []string{"make", "-stage", "stage1-ring", "-bench", "X", "-name", "n"}, "stage1-ring does not exist"},
+		{"bad regexp", []string{"make", "-stage", "stage0-mailbox", "-bench", "(", "-name", "n"}, "-bench \"(\": error parsing regexp: missing closing )"},
+		{"bad benchtime", with("-benchtime", "1z"), `invalid value "1z" for flag -benchtime: want a positive duration`},
+		{"zero benchtime", with("-benchtime", "0x"), `invalid value "0x" for flag -benchtime: want a positive count`},
+		{"out a file", with("-out", file), "-out " + file + ": " + file + " is not a directory"},
+		{"out under a file", with("-out", filepath.Join(file, "traces")), "-out " + filepath.Join(file, "traces") + ": cannot create"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

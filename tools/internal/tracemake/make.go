@@ -30,11 +30,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"softgpu/tools/internal/benchfmt"
+	"softgpu/tools/internal/benchrun"
 	"softgpu/tools/internal/cli"
 	"softgpu/tools/internal/record"
 	"softgpu/tools/internal/records"
@@ -65,12 +67,13 @@ func makeTrace(ctx context.Context, c *cli.Command, args []string) int {
 	var (
 		stage      = c.Flags.String("stage", "", "the stage `directory` whose benchmark runs (required)")
 		bench      = c.Flags.String("bench", "", "the -bench `regexp` (required); match one leaf benchmark: the last device to close writes the trace")
-		benchtime  = c.Flags.String("benchtime", "20x", "the -benchtime")
+		benchtime  = benchrun.MustBenchtime("20x")
 		name       = c.Flags.String("name", "", "writes `NAME`.json and NAME.meta.json (required)")
 		out        = c.Flags.String("out", "", "`directory` to write into (default: book/traces under the repository root)")
 		allowDirty = c.Flags.Bool("allow-dirty", false, "write even if the work tree has uncommitted changes (the commit is recorded with +dirty)")
 		env        cli.EnvFlag
 	)
+	c.Flags.Var(&benchtime, "benchtime", "the -benchtime: a `duration` (1s) or a count (100x)")
 	c.Flags.Var(&env, "env", "`KEY=VALUE` in the benchmark's environment (repeatable)")
 	rest, code, done := c.Parse(args)
 	if done {
@@ -87,8 +90,9 @@ func makeTrace(ctx context.Context, c *cli.Command, args []string) int {
 		return c.Misuse("-name is required: the trace is written to NAME.json and NAME.meta.json")
 	case strings.ContainsAny(*name, `/\`) || strings.HasPrefix(*name, ".") || strings.HasSuffix(*name, ".json"):
 		return c.Misuse("-name %q must be a plain file name, without directories, a leading dot or .json", *name)
-	case *benchtime == "":
-		return c.Misuse("-benchtime must not be empty")
+	}
+	if _, err := regexp.Compile(*bench); err != nil {
+		return c.Misuse("-bench %q: %v", *bench, err)
 	}
 	for _, kv := range env {
 		if key, _, _ := strings.Cut(kv, "="); key == traceEnv {
@@ -102,6 +106,13 @@ func makeTrace(ctx context.Context, c *cli.Command, args []string) int {
 	}
 	if err := stages.CheckExists(root, *stage); err != nil {
 		return c.Misuse("%v", err)
+	}
+	dir := *out
+	if dir == "" {
+		dir = filepath.Join(root, "book", "traces")
+	}
+	if err := records.ProbeDir(dir); err != nil {
+		return c.Misuse("-out %s: %v", dir, err)
 	}
 	fail := func(err error) int {
 		if ctx.Err() != nil {
@@ -120,10 +131,6 @@ func makeTrace(ctx context.Context, c *cli.Command, args []string) int {
 		return fail(errors.New("the work tree has uncommitted changes (git status --porcelain), so the commit would not name the code that made the trace; commit first, or pass -allow-dirty"))
 	}
 
-	dir := *out
-	if dir == "" {
-		dir = filepath.Join(root, "book", "traces")
-	}
 	temp, err := os.MkdirTemp("", "softgpu-trace-")
 	if err != nil {
 		return fail(err)
@@ -138,7 +145,7 @@ func makeTrace(ctx context.Context, c *cli.Command, args []string) int {
 
 	date := time.Now().UTC()
 	c.Printf("running %s in %s with %s=%s", *bench, *stage, traceEnv, tracePath)
-	output, err := runBenchmark(ctx, filepath.Join(root, *stage), *bench, *benchtime,
+	output, err := runBenchmark(ctx, filepath.Join(root, *stage), *bench, benchtime.String(),
 		slices.Concat(env, []string{traceEnv + "=" + tracePath}), c.Stderr)
 	if err != nil {
 		return fail(fmt.Errorf("%s: %w", *stage, err))
@@ -172,7 +179,7 @@ func makeTrace(ctx context.Context, c *cli.Command, args []string) int {
 		Command:    cli.CommandLine(Command, cli.WithoutFlag(args, "out", true)), // where this run writes is not part of how the trace is made
 		Stage:      *stage,
 		Bench:      *bench,
-		Benchtime:  *benchtime,
+		Benchtime:  benchtime.String(),
 		Env:        env,
 		Benchmarks: ran,
 		Commit:     commit,
