@@ -232,6 +232,19 @@ func TestMake(t *testing.T) {
 			}
 		})
 	}
+
+	// The trace and its meta are written as a pair: when the trace cannot
+	// be written (here a directory is in its way), no new meta is left
+	// beside it.
+	t.Run("trace in the way", func(t *testing.T) {
+		require.NoError(t, os.MkdirAll(filepath.Join(out, "inway.json", "x"), 0o755))
+		r := runTrace(t, args("inway", good, "^BenchmarkTraced/leaf=a$", "-allow-dirty")...)
+		if r.code != cli.ExitFailed {
+			t.Errorf("make with a directory in the trace's way = exit %d; want 1\nstderr:\n%s", r.code, r.stderr)
+		}
+		_, err := os.Stat(filepath.Join(out, "inway.meta.json"))
+		assert.True(t, os.IsNotExist(err), "make wrote a meta without its trace (%v)", err)
+	})
 }
 
 // TestMakeCommit checks that make records the commit of a clean tree and

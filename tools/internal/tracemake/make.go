@@ -195,10 +195,9 @@ func makeTrace(ctx context.Context, c *cli.Command, args []string) int {
 	}
 	traceFile := filepath.Join(dir, *name+".json")
 	metaFile := trace.MetaPath(traceFile)
-	if err := records.WriteFileAtomic(metaFile, append(metaJSON, '\n')); err != nil {
-		return fail(err)
-	}
-	if err := records.WriteFileAtomic(traceFile, data); err != nil {
+	// As a pair: a failure leaves neither a new meta beside an old trace
+	// nor a new trace beside an old meta.
+	if err := records.WriteFiles(records.File{Path: traceFile, Data: data}, records.File{Path: metaFile, Data: append(metaJSON, '\n')}); err != nil {
 		return fail(err)
 	}
 	c.Printf("wrote %s (%d events, %d dropped) and %s", traceFile, len(t.Events), t.Dropped, metaFile)
