@@ -132,6 +132,14 @@ func svg(_ context.Context, c *cli.Command, args []string) int {
 	if done {
 		return code
 	}
+	for _, v := range []struct {
+		name string
+		us   float64
+	}{{"-from", opt.From}, {"-to", opt.To}, {"-first", opt.First}} {
+		if err := trace.CheckWindowMicros(v.name, v.us); err != nil {
+			return c.Misuse("%v", err)
+		}
+	}
 	switch {
 	case opt.From < 0 || opt.To < 0 || opt.First < 0:
 		return c.Misuse("-from %v, -to %v, -first %v: want none negative", opt.From, opt.To, opt.First)

@@ -65,6 +65,11 @@ func TestRun(t *testing.T) {
 		{"svg first with from", []string{"svg", "-first", "3", "-from", "1", good}, cli.ExitUsage, "", "give one or the other"},
 		{"svg negative", []string{"svg", "-from", "-1", good}, cli.ExitUsage, "", "want none negative"},
 		{"svg bad number", []string{"svg", "-from", "soon", good}, cli.ExitUsage, "", `invalid value "soon"`},
+		{"svg from too late", []string{"svg", "-from", "1e16", good}, cli.ExitUsage, "", "trace svg: -from 1e+16: want a finite number of µs, at most 1e+12"},
+		{"svg to Inf", []string{"svg", "-to", "Inf", good}, cli.ExitUsage, "", "trace svg: -to +Inf: want a finite number of µs, at most 1e+12"},
+		{"svg first Inf", []string{"svg", "-first", "Inf", good}, cli.ExitUsage, "", "trace svg: -first +Inf: want a finite number of µs, at most 1e+12"},
+		{"svg first too long", []string{"svg", "-first", "1e300", good}, cli.ExitUsage, "", "trace svg: -first 1e+300: want a finite number of µs, at most 1e+12"},
+		{"svg from NaN", []string{"svg", "-from", "NaN", good}, cli.ExitUsage, "", "trace svg: -from NaN: want a finite number of µs, at most 1e+12"},
 		{"svg of no events", []string{"svg", empty}, cli.ExitUsage, "", "the trace has no events"},
 	}
 	for _, tt := range tests {

@@ -72,6 +72,21 @@ type TimelineOptions struct {
 // ErrWindow is what RenderSVG's errors about the window wrap.
 var ErrWindow = errors.New("bad timeline window")
 
+// MaxWindowMicros bounds From, To and First: 10¹² µs, about 11½ days of
+// device time, far beyond any trace, and far enough inside time.Duration's
+// 2⁶³ ns (about 292 years) that the window's ends and length cannot
+// overflow (they would wrap negative, and the axis would have no ticks).
+const MaxWindowMicros = 1e12
+
+// CheckWindowMicros returns an error unless us is finite and at most
+// MaxWindowMicros; name names the value in the message.
+func CheckWindowMicros(name string, us float64) error {
+	if math.IsNaN(us) || math.IsInf(us, 0) || us > MaxWindowMicros {
+		return fmt.Errorf("%s %v: want a finite number of µs, at most %g", name, us, float64(MaxWindowMicros))
+	}
+	return nil
+}
+
 // paint is one class of drawn event: its legend label and colours.
 type paint struct {
 	class, label string
@@ -156,6 +171,14 @@ func (o TimelineOptions) EventsShown(t *Trace) (int, error) {
 
 // window resolves the options' window against the trace.
 func (o TimelineOptions) window(t *Trace) (from, to time.Duration, err error) {
+	for _, v := range []struct {
+		name string
+		us   float64
+	}{{"From", o.From}, {"To", o.To}, {"First", o.First}} {
+		if err := CheckWindowMicros(v.name, v.us); err != nil {
+			return 0, 0, fmt.Errorf("%w: %w", ErrWindow, err)
+		}
+	}
 	if o.From < 0 || o.To < 0 || o.First < 0 {
 		return 0, 0, fmt.Errorf("%w: From %v, To %v, First %v: want none negative", ErrWindow, o.From, o.To, o.First)
 	}

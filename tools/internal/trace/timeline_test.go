@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -303,6 +304,10 @@ func TestTimelineWindow(t *testing.T) {
 		{"first with from", TimelineOptions{First: 3, From: 1}, 0, 0, "one or the other"},
 		{"empty", TimelineOptions{From: 5, To: 5}, 0, 0, "is empty"},
 		{"backwards", TimelineOptions{From: 5, To: 4}, 0, 0, "is empty"},
+		{"from too late", TimelineOptions{From: 1e16}, 0, 0, "From 1e+16: want a finite number of µs, at most 1e+12"},
+		{"to infinite", TimelineOptions{To: math.Inf(1)}, 0, 0, "To +Inf: want a finite number of µs"},
+		{"first too long", TimelineOptions{First: 1e300}, 0, 0, "First 1e+300: want a finite number of µs"},
+		{"from NaN", TimelineOptions{From: math.NaN()}, 0, 0, "From NaN: want a finite number of µs"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
