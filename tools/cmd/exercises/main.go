@@ -78,6 +78,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			chosen = append(chosen, e)
 		}
 	}
+	if len(chosen) == 0 && *match != "" {
+		// A -run that selects nothing is a typo, not a pass.
+		return c.Fail(fmt.Errorf("no exercise matches -run %q (%d exercises in all)", *match, len(all)))
+	}
 	if *list {
 		for _, e := range chosen {
 			fmt.Fprintf(stdout, "%-5s %s/%s  %s  %s\n", e.Name(), e.Stage, e.Checker, e.Test(), e.Solution)
