@@ -115,7 +115,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case *name == "":
 		return c.Misuse("-name is required: the record is written to NAME.json and NAME.txt")
 	case !record.ValidName(*name):
-		return c.Misuse("-name %q must be a plain file name, without directories or a leading dot", *name)
+		return c.Misuse("-name %q must be a plain file name, without directories, a leading dot or .json or .txt", *name)
 	case *passes < 1:
 		return c.Misuse("-passes %d: want at least 1", *passes)
 	case !(*tolerance >= 1) || math.IsInf(*tolerance, 1): // NaN too: the record could not be written at the end

@@ -32,7 +32,9 @@ func TestRunUsage(t *testing.T) {
 		wantStderr string // in full, without the newline
 	}{
 		{"no name", []string{}, "record: -name is required: the record is written to NAME.json and NAME.txt"},
-		{"name with directory", []string{"-name", "a/b"}, `record: -name "a/b" must be a plain file name, without directories or a leading dot`},
+		{"name with directory", []string{"-name", "a/b"}, `record: -name "a/b" must be a plain file name, without directories, a leading dot or .json or .txt`},
+		{"name with .json", []string{"-name", "smoke.json"}, `record: -name "smoke.json" must be a plain file name, without directories, a leading dot or .json or .txt`},
+		{"name with .txt", []string{"-name", "smoke.txt"}, `record: -name "smoke.txt" must be a plain file name, without directories, a leading dot or .json or .txt`},
 		{"unknown stage", []string{"-name", "x", "-stages", "stage42"}, `record: -stages: unknown stage "stage42"; stages are: ` + allStages},
 		{"missing stage", []string{"-name", "x", "-stages", "stage1-ring"}, "record: -stages: stage stage1-ring does not exist under " + root + " yet; existing stages: stage0-mailbox"},
 		{"stages naming none", []string{"-name", "x", "-stages", ",,"}, `record: -stages: ",," names no stage; existing stages: stage0-mailbox`},

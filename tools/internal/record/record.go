@@ -126,7 +126,10 @@ func Write(dir string, rec *records.Record, text []byte) error {
 	return records.WriteFiles(records.File{Path: textPath, Data: text}, records.File{Path: jsonPath, Data: data})
 }
 
-// ValidName reports whether name can name a record: a plain file name.
+// ValidName reports whether name can name a record: a plain file name,
+// without the .json or .txt the record's files add (smoke.json would be
+// written as smoke.json.json).
 func ValidName(name string) bool {
-	return name != "" && !strings.ContainsAny(name, `/\`) && !strings.HasPrefix(name, ".")
+	return name != "" && !strings.ContainsAny(name, `/\`) && !strings.HasPrefix(name, ".") &&
+		!strings.HasSuffix(name, ".json") && !strings.HasSuffix(name, ".txt")
 }
