@@ -24,6 +24,9 @@ type fakeBencher struct {
 	rowCanary map[string][][2]float64
 	// On a re-run, report no result (drop) or no canary (noCanary).
 	drop, noCanary bool
+	// onlyLimits makes the survey find only the Baseline row, as a -bench
+	// selecting only it would.
+	onlyLimits bool
 
 	calls []string // "survey STAGE", "canary", "STAGE", "rerun STAGE PATTERN", in order
 	envs  [][]string
@@ -51,6 +54,9 @@ func (f *fakeBencher) Bench(ctx context.Context, stage string, o benchrun.Option
 		return benchfmt.ParseString(b.String())
 	case o.Benchtime == "1x":
 		f.calls = append(f.calls, "survey "+stage)
+		if f.onlyLimits {
+			rows = fakeRows[:1]
+		}
 	case o.Bench == ".":
 		f.calls = append(f.calls, stage)
 		f.runs++

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"softgpu/tools/internal/benchfmt"
@@ -112,7 +113,7 @@ func Measure(ctx context.Context, cfg Config, b Bencher) (*Result, error) {
 	}
 	say("surveying: every selected benchmark once in each stage, to count them and estimate the run")
 	guess := map[string]time.Duration{}
-	leaves := 0
+	leaves, rows := 0, 0
 	for _, stage := range cfg.Stages {
 		s, err := benchrun.SurveyStage(ctx, b.Bench, stage, o)
 		if err != nil {
@@ -120,6 +121,15 @@ func Measure(ctx context.Context, cfg Config, b Bencher) (*Result, error) {
 		}
 		guess[stage] = s.Estimate(cfg.Benchtime)
 		leaves += len(s.Names)
+		for _, name := range s.Names {
+			if family, _, _ := strings.Cut(name, "/"); family != LimitsFamily {
+				rows++
+			}
+		}
+	}
+	if leaves > 0 && rows == 0 {
+		// Found now, not when the record without rows is refused at the end.
+		return nil, fmt.Errorf("-bench %q selects only %s benchmarks, which a record keeps as limits, not rows; select at least one other", cfg.Bench, LimitsFamily)
 	}
 	eta := benchrun.NewETA(guess)
 	start := time.Now()

@@ -149,6 +149,23 @@ func TestMeasureErrors(t *testing.T) {
 	}
 }
 
+// TestMeasureOnlyLimits checks a -bench that selects only Baseline
+// benchmarks, which go to a record's limits and leave it no rows, is
+// refused right after the survey, before any pass.
+func TestMeasureOnlyLimits(t *testing.T) {
+	fake := &fakeBencher{t: t, onlyLimits: true}
+	cfg := testConfig("stage0-mailbox", "stage1-ring")
+	cfg.Bench = "Baseline"
+	_, err := Measure(context.Background(), cfg, fake)
+	want := `-bench "Baseline" selects only Baseline benchmarks, which a record keeps as limits, not rows; select at least one other`
+	if err == nil || err.Error() != want {
+		t.Errorf("Measure(only Baseline) error = %v; want %q", err, want)
+	}
+	if want := []string{"survey stage0-mailbox", "survey stage1-ring"}; !slices.Equal(fake.calls, want) {
+		t.Errorf("Measure(only Baseline) ran %q; want only %q", fake.calls, want)
+	}
+}
+
 func TestMeasureProgress(t *testing.T) {
 	var progress strings.Builder
 	cfg := testConfig("stage0-mailbox", "stage1-ring")
