@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -189,6 +190,19 @@ func TestUsage(t *testing.T) {
 		if code != cli.ExitUsage || !strings.Contains(stderr.String(), tt.want) {
 			t.Errorf("run(%q) = %d, %q; want exit 2 and %q", tt.args, code, stderr.String(), tt.want)
 		}
+	}
+}
+
+// TestRunInterrupted checks a run stopped by a signal (its context ended
+// with a *cli.SignalError cause) exits as interrupted, not as failed.
+func TestRunInterrupted(t *testing.T) {
+	site := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(site, "index.html"), []byte("<p>hi</p>"), 0o644))
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(&cli.SignalError{Signal: syscall.SIGINT})
+	var stdout, stderr bytes.Buffer
+	if code := run(ctx, []string{"-site", site, "-screenshots=false"}, &stdout, &stderr); code != cli.ExitInterrupted {
+		t.Errorf("run(stopped by SIGINT) = exit %d, stderr %q; want %d", code, stderr.String(), cli.ExitInterrupted)
 	}
 }
 

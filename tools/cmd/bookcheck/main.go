@@ -37,7 +37,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -165,12 +164,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
+	stop := ctx // ends on a signal; the -timeout below is a failure, not a stop
 	ctx, cancel := context.WithTimeoutCause(ctx, *timeout, fmt.Errorf("bookcheck: gave up after %v (-timeout)", *timeout))
 	defer cancel()
 	start := time.Now()
 	report, err := check(ctx, cfg, cmd)
 	if err != nil {
-		if ctx.Err() != nil && errors.Is(context.Cause(ctx), ctx.Err()) {
+		if stop.Err() != nil {
 			return cli.ExitInterrupted
 		}
 		return cmd.Fail(err)
