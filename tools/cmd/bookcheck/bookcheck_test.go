@@ -181,6 +181,8 @@ func TestUsage(t *testing.T) {
 		{[]string{"-site", site, "-out", foreign}, "-out " + foreign + ": " + foreign + " is not empty and was not written by bookcheck (no .bookcheck); refusing to replace it"},
 		{[]string{"-widths", "wide"}, "-widths \"wide\": want widths in CSS px"},
 		{[]string{"-j", "0"}, "-j 0: want 1 to 16"},
+		{[]string{"-timeout", "0"}, "-timeout 0s: want a positive duration"},
+		{[]string{"-timeout", "-1m"}, "-timeout -1m0s: want a positive duration"},
 		{[]string{"-site", t.TempDir(), "-out", t.TempDir()}, "has no index.html: build the book first"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 	}
@@ -190,6 +192,31 @@ func TestUsage(t *testing.T) {
 		if code != cli.ExitUsage || !strings.Contains(stderr.String(), tt.want) {
 			t.Errorf("run(%q) = %d, %q; want exit 2 and %q", tt.args, code, stderr.String(), tt.want)
 		}
+	}
+}
+
+// TestStartChromiumHint checks the hint to install Chromium is given when
+// the browser is missing, and only then.
+func TestStartChromiumHint(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		name     string
+		ctx      context.Context
+		exe      string
+		wantHint bool
+	}{
+		{"not on PATH", context.Background(), "no-such-chromium", true},
+		{"no such file", context.Background(), filepath.Join(t.TempDir(), "chromium"), true},
+		{"cancelled", cancelled, "/bin/sh", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := startChromium(tt.ctx, tt.exe, t.TempDir(), nil)
+			if err == nil || strings.Contains(err.Error(), "apt-get install") != tt.wantHint {
+				t.Errorf("startChromium(%s) = %v; want an error, with the install hint %v", tt.exe, err, tt.wantHint)
+			}
+		})
 	}
 }
 

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -186,7 +188,10 @@ func startChromium(ctx context.Context, exe, profile string, log *os.File) (wsUR
 	cmd := execGroup(ctx, exe, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
-		return "", nil, fmt.Errorf("starting %s: %w (install it with: apt-get install -y chromium)", exe, err)
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			return "", nil, fmt.Errorf("starting %s: %w (install it with: apt-get install -y chromium)", exe, err)
+		}
+		return "", nil, fmt.Errorf("starting %s: %w", exe, err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()

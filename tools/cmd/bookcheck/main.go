@@ -134,6 +134,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if cfg.tabs < 1 || cfg.tabs > 16 {
 		return cmd.Misuse("-j %d: want 1 to 16", cfg.tabs)
 	}
+	if *timeout <= 0 {
+		return cmd.Misuse("-timeout %v: want a positive duration, like 20m", *timeout)
+	}
 	if *pages != "" {
 		re, err := regexp.Compile(*pages)
 		if err != nil {
