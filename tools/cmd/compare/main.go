@@ -80,10 +80,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if _, err := regexp.Compile(*bench); err != nil {
 		return c.Misuse("-bench %q: %v", *bench, err)
 	}
-	for _, name := range names {
+	for i, name := range names {
 		if err := stages.CheckKnown(name); err != nil {
 			return c.Misuse("%v", err)
 		}
+		names[i] = stages.Clean(name)
 	}
 	root, err := stages.Root()
 	if err != nil {

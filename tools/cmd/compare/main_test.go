@@ -33,6 +33,8 @@ func TestRunUsage(t *testing.T) {
 		{"unknown base", []string{"nosuch", "stage1-ring"}, `compare: unknown stage "nosuch"; stages are: ` + allStages},
 		{"missing", []string{"stage2-fence"}, "compare: stage stage2-fence does not exist under " + root + " yet; existing stages: stage0-mailbox, stage1-ring"},
 		{"itself", []string{"stage1-ring", "stage1-ring"}, "compare: comparing stage1-ring with itself"},
+		{"itself, with a trailing slash", []string{"stage1-ring/", "stage1-ring"}, "compare: comparing stage1-ring with itself"},
+		{"missing, with a trailing slash", []string{"stage2-fence/"}, "compare: stage stage2-fence does not exist under " + root + " yet; existing stages: stage0-mailbox, stage1-ring"},
 		{"bad count", []string{"-count", "0", "stage1-ring"}, "compare: -count 0: want at least 1"},
 		{"flag after the stage", []string{"stage1-ring", "-count", "0"}, "compare: -count 0: want at least 1"},
 		{"bad benchtime", []string{"stage1-ring", "-benchtime", "1z"},

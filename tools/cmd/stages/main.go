@@ -193,10 +193,11 @@ func (c *command) diff(args []string) int {
 		stageArgs = rest[:2]
 	}
 	paths = append(paths, rest[len(stageArgs):]...)
-	for _, s := range stageArgs {
+	for i, s := range stageArgs {
 		if err := stages.CheckKnown(s); err != nil {
 			return c.Misuse("%v", err)
 		}
+		stageArgs[i] = stages.Clean(s)
 	}
 	a, b := "", stageArgs[len(stageArgs)-1]
 	if len(stageArgs) == 2 {
@@ -233,7 +234,7 @@ func (c *command) newStage(args []string) int {
 	if done {
 		return code
 	}
-	n, err := stages.NewStage(c.ctx, c.root, rest[0])
+	n, err := stages.NewStage(c.ctx, c.root, stages.Clean(rest[0]))
 	if err != nil {
 		return c.fail(err)
 	}
@@ -252,6 +253,7 @@ func (c *command) forward(args []string) int {
 	if err := stages.CheckExists(c.root, rest[0]); err != nil {
 		return c.Misuse("%v", err)
 	}
+	rest[0] = stages.Clean(rest[0])
 	results, err := stages.Forward(c.ctx, c.root, rest[0], *check)
 	if err != nil {
 		return c.fail(err)

@@ -63,6 +63,13 @@ func TestRun(t *testing.T) {
 		},
 		{name: "diff a path that matches nothing", args: []string{"diff", "stage1-ring", "driver"}, wantCode: cli.ExitUsage,
 			wantStderr: "stages diff: path \"driver\" matches no file of stage0-mailbox or stage1-ring\n"},
+		{
+			name: "diff stages with a trailing slash", args: []string{"diff", "stage0-mailbox/", "stage1-ring/", "-stat"}, wantCode: cli.ExitOK,
+			wantStdout: []string{"2 files changed"},
+		},
+		{name: "diff missing stage with a trailing slash", stages: []string{"stage0-mailbox"}, args: []string{"diff", "stage1-ring/"}, wantCode: cli.ExitUsage,
+			wantStderr: "stages diff: stage stage1-ring does not exist under ROOT yet; existing stages: stage0-mailbox\n"},
+		{name: "forward with a trailing slash", args: []string{"forward", "stage0-mailbox/"}, wantCode: cli.ExitFailed, wantStderr: "*git diff HEAD"},
 		{name: "diff unknown stage", args: []string{"diff", "nosuch"}, wantCode: cli.ExitUsage,
 			wantStderr: "stages diff: unknown stage \"nosuch\"; stages are: " + allStages + "\n"},
 		{name: "diff misspelt second stage", args: []string{"diff", "stage0-mailbox", "stage1-rng"}, wantCode: cli.ExitUsage,

@@ -154,6 +154,7 @@ func TestMakeMisuse(t *testing.T) {
 		{"bad env", with("-env", "NOVALUE"), "KEY=VALUE"},
 		{"unknown stage", []string{"make", "-stage", "stage42", "-bench", "X", "-name", "n"}, "stage42"},
 		{"missing stage", []string{"make", "-stage", "stage1-ring", "-bench", "X", "-name", "n"}, "stage1-ring does not exist"},
+		{"missing stage, with a trailing slash", []string{"make", "-stage", "stage1-ring/", "-bench", "X", "-name", "n"}, "stage stage1-ring does not exist"},
 		{"bad regexp", []string{"make", "-stage", "stage0-mailbox", "-bench", "(", "-name", "n"}, "-bench \"(\": error parsing regexp: missing closing )"},
 		{"bad benchtime", with("-benchtime", "1z"), `invalid value "1z" for flag -benchtime: want a positive duration`},
 		{"zero benchtime", with("-benchtime", "0x"), `invalid value "0x" for flag -benchtime: want a positive count`},

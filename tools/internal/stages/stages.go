@@ -55,8 +55,14 @@ func buildOrder(dirs ...string) []Stage {
 	return out
 }
 
-// Lookup returns the stage with the given directory name.
+// Clean trims one trailing slash from a stage's name, as a shell's
+// completion writes it ("stage1-ring/"). Every function here that takes a
+// stage's name takes it either way; a command cleans the names it keeps.
+func Clean(dir string) string { return strings.TrimSuffix(dir, "/") }
+
+// Lookup returns the stage with the given directory name (Clean).
 func Lookup(dir string) (Stage, bool) {
+	dir = Clean(dir)
 	for _, s := range Order {
 		if s.Dir == dir {
 			return s, true
@@ -151,7 +157,7 @@ func Select(root, list string) ([]Stage, error) {
 	}
 	want := map[string]bool{}
 	for _, name := range strings.Split(list, ",") {
-		name = strings.TrimSuffix(strings.TrimSpace(name), "/")
+		name = Clean(strings.TrimSpace(name))
 		if name == "" {
 			continue
 		}
@@ -175,6 +181,7 @@ func Select(root, list string) ([]Stage, error) {
 // CheckKnown returns nil if dir is one of the ten stages, and otherwise an
 // ErrName error naming it and the valid choices.
 func CheckKnown(dir string) error {
+	dir = Clean(dir)
 	if _, ok := Lookup(dir); !ok {
 		return nameErrorf("unknown stage %q; stages are: %s", dir, strings.Join(Dirs(Order), ", "))
 	}
@@ -184,6 +191,7 @@ func CheckKnown(dir string) error {
 // CheckExists returns nil if dir names a stage whose directory exists under
 // root, and otherwise an ErrName error naming it and the valid choices.
 func CheckExists(root, dir string) error {
+	dir = Clean(dir)
 	if err := CheckKnown(dir); err != nil {
 		return err
 	}

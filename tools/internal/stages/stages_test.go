@@ -81,3 +81,24 @@ func TestUntracked(t *testing.T) {
 		t.Errorf("UntrackedError with 7 files = %q; want the first five and a count", got)
 	}
 }
+
+// TestLookupTrailingSlash checks a stage named with one trailing slash, as
+// a shell's completion writes it, is the stage, as Select takes it.
+func TestLookupTrailingSlash(t *testing.T) {
+	root := fixture.CopyTree(t, "testdata/tree")
+	if s, ok := Lookup("stage1-ring/"); !ok || s.Dir != "stage1-ring" {
+		t.Errorf("Lookup(stage1-ring/) = %+v, %v; want stage1-ring, true", s, ok)
+	}
+	if err := CheckKnown("stage1-ring/"); err != nil {
+		t.Errorf("CheckKnown(stage1-ring/) = %v; want nil", err)
+	}
+	if err := CheckExists(root, "stage1-ring/"); err != nil {
+		t.Errorf("CheckExists(stage1-ring/) = %v; want nil", err)
+	}
+	if _, ok := Lookup("stage1-ring//"); ok {
+		t.Errorf("Lookup(stage1-ring//) found a stage; want only one slash trimmed")
+	}
+	if got := Clean("stage1-ring/"); got != "stage1-ring" {
+		t.Errorf("Clean(stage1-ring/) = %q; want stage1-ring", got)
+	}
+}

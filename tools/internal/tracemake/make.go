@@ -107,6 +107,7 @@ func makeTrace(ctx context.Context, c *cli.Command, args []string) int {
 	if err := stages.CheckExists(root, *stage); err != nil {
 		return c.Misuse("%v", err)
 	}
+	*stage = stages.Clean(*stage)
 	dir := *out
 	if dir == "" {
 		dir = filepath.Join(root, "book", "traces")
