@@ -64,7 +64,8 @@ while either stage holds a file git neither tracks nor ignores.
 
 Creates STAGE as a copy of its predecessor in build order, with the module
 path renamed everywhere and the README's title naming STAGE, and adds it to
-go.work.
+go.work and, in a git work tree, to git's index with intent to add (git add
+-N), so that diff and forward take it at once.
 `, Run: withCommand((*command).newStage)},
 	{Name: "forward", Usage: `usage: go run ./tools/cmd/stages forward [-check] STAGE
 
@@ -239,7 +240,7 @@ func (c *command) newStage(args []string) int {
 		return c.fail(err)
 	}
 	s, _ := stages.Lookup(rest[0])
-	fmt.Fprintf(c.Stdout, "stages: made %s from %s (%d files, module path renamed to %s, README retitled) and added it to go.work\n",
+	fmt.Fprintf(c.Stdout, "stages: made %s from %s (%d files, module path renamed to %s, README retitled) and added it to go.work (and, in git, with git add -N)\n",
 		s.Dir, s.Predecessor, n, stages.ModulePath(s.Dir))
 	return cli.ExitOK
 }

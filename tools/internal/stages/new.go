@@ -14,7 +14,10 @@ import (
 // tree holds (the same files DiffStages compares) is copied with the module
 // path renamed wherever it appears — go.mod, imports, READMEs — the
 // README's title (its first heading) names the new stage, and the new
-// directory is added to go.work with `go work use`.
+// directory is added to go.work with `go work use` and, in a git work
+// tree, to git's index with intent to add (`git add -N`), so that `stages
+// diff` and `stages forward`, which refuse files git does not know, take
+// the new stage at once.
 //
 // The copy is made in a temporary directory beside the target and renamed
 // into place, so a failed copy leaves no half-made stage behind. It returns
@@ -64,6 +67,15 @@ func NewStage(ctx context.Context, root, dir string) (int, error) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return len(files), fmt.Errorf("copied %s to %s, but `go work use ./%s` failed (run it yourself): %w\n%s",
 			stage.Predecessor, dir, dir, err, out)
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		return len(files), nil
+	}
+	if out, err := Git(ctx, root, "rev-parse", "--is-inside-work-tree"); err != nil || strings.TrimSpace(out) != "true" {
+		return len(files), nil // a copied-out tree, the test fixtures: nothing to tell git
+	}
+	if _, err := Git(ctx, root, "add", "-N", "--", dir); err != nil {
+		return len(files), fmt.Errorf("copied %s to %s, but `git add -N %s` failed (run it, or git add %s, yourself): %w", stage.Predecessor, dir, dir, dir, err)
 	}
 	return len(files), nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -91,4 +92,24 @@ func paths(files []treeFile) []string {
 		out = append(out, f.Path)
 	}
 	return out
+}
+
+// TestNewStageInGit checks a stage made in a git work tree is added to the
+// index with intent to add, so that `stages diff` and `stages forward`,
+// which refuse untracked files, take the new stage at once.
+func TestNewStageInGit(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	root := fixture.CopyTree(t, "testdata/tree")
+	require.NoError(t, os.RemoveAll(filepath.Join(root, "stage1-ring")))
+	runGit(t, root, "init", "-q")
+	runGit(t, root, "add", "-A")
+	runGit(t, root, "-c", "user.email=t@example.com", "-c", "user.name=test", "commit", "-q", "-m", "tree")
+	ctx := context.Background()
+	_, err := NewStage(ctx, root, "stage1-ring")
+	require.NoError(t, err, "NewStage(stage1-ring)")
+	if err := CheckTracked(ctx, root, "stage0-mailbox", "stage1-ring"); err != nil {
+		t.Errorf("CheckTracked after NewStage(stage1-ring) = %v; want nil", err)
+	}
 }
