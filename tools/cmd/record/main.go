@@ -50,7 +50,8 @@ NAME.json and NAME.txt (benchstat format) into book/records. Every row reports
 a canary measured in its own process right before and after it; a row whose
 canary moved by more than -canary-tolerance is re-run alone, up to -max-reruns
 times. It says how long the run should take before starting (every stage at the
-defaults: about 1½ to 2 hours) and how long is left as it goes.
+defaults: about 2 h 21 min before canaries and re-runs, derived in
+tools/README.md, and longer on a noisy machine) and how long is left as it goes.
 
 With -retake it re-takes every record of book/records, then every trace of
 book/traces, each with its own kept command, one after another at one commit,

@@ -349,3 +349,16 @@ func benchmarkRunning(dir string) bool {
 	}
 	return false
 }
+
+// TestUsageDuration checks the usage's estimate of a default run is the
+// one tools/README.md derives (its table of typical durations), so that
+// the two cannot drift apart.
+func TestUsageDuration(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	m := regexp.MustCompile("\\| `record -name stages` \\|[^|]*\\| (about [^(|]*? before canaries and re-runs)").FindSubmatch(readme)
+	require.NotNil(t, m, "tools/README.md has no row for record -name stages with its estimate")
+	if want := strings.Join(strings.Fields(string(m[1])), " "); !strings.Contains(strings.Join(strings.Fields(usage), " "), want) {
+		t.Errorf("record's usage does not say %q, as tools/README.md does:\n%s", want, usage)
+	}
+}
