@@ -180,6 +180,8 @@ func TestMake(t *testing.T) {
 	good, bad := fixture.TraceTestdata(t, "good/stage7.json"), fixture.TraceTestdata(t, "bad/unsorted.json")
 	t.Chdir(root)
 	out := t.TempDir()
+	tmp := t.TempDir() // make keeps an invalid trace in a temporary directory: here, not in /tmp
+	t.Setenv("TMPDIR", tmp)
 	args := func(name, source, bench string, extra ...string) []string {
 		return append([]string{"make", "-stage", "stage0-mailbox", "-bench", bench, "-benchtime", "2x",
 			"-env", "FIXTURE_TRACE=" + source, "-name", name, "-out", out}, extra...)
@@ -213,6 +215,9 @@ func TestMake(t *testing.T) {
 				t.Fatalf("make %s = exit %d; want %d and stderr with %q\nstderr:\n%s", tt.name, r.code, tt.wantCode, tt.wantStderr, r.stderr)
 			}
 			traceFile := filepath.Join(out, name+".json")
+			if _, kept, ok := strings.Cut(r.stderr, "(kept at "); ok && !strings.HasPrefix(kept, tmp+string(filepath.Separator)) {
+				t.Errorf("make %s kept the trace outside the test's TMPDIR %s: %s", tt.name, tmp, r.stderr)
+			}
 			if tt.wantCode != cli.ExitOK {
 				_, err := os.Stat(traceFile)
 				assert.Error(t, err, "make %s failed but wrote %s", tt.name, traceFile)
