@@ -52,7 +52,6 @@ import (
 	"time"
 
 	"softgpu/tools/internal/cli"
-	"softgpu/tools/internal/records"
 	"softgpu/tools/internal/stages"
 )
 
@@ -261,22 +260,9 @@ func prepareOut(dir string) error {
 
 // probeOut checks, before any page is loaded, that prepareOut could use
 // dir.
-func probeOut(dir string) error {
-	if err := records.ProbeDir(dir); err != nil {
-		return err
-	}
-	switch ok, err := cli.Clearable(dir, outMarker); {
-	case err != nil:
-		return err
-	case !ok:
-		return notOurs(dir)
-	}
-	return nil
-}
+func probeOut(dir string) error { return cli.ProbeOut(dir, outMarker, "bookcheck") }
 
-func notOurs(dir string) error {
-	return fmt.Errorf("%s is not empty and was not written by bookcheck (no %s); refusing to replace it", dir, outMarker)
-}
+func notOurs(dir string) error { return cli.NotOurs(dir, outMarker, "bookcheck") }
 
 // serve serves dir on a free port of 127.0.0.1 until ctx ends.
 func serve(ctx context.Context, dir string) (string, error) {

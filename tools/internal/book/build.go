@@ -484,22 +484,9 @@ func WriteSite(dir string, files map[string][]byte) error {
 // ProbeOutDir checks, before the build, that WriteSite could replace dir:
 // a directory that accepts files, or can be made, and is empty or was
 // written by this tool.
-func ProbeOutDir(dir string) error {
-	if err := records.ProbeDir(dir); err != nil {
-		return err
-	}
-	switch ok, err := cli.Clearable(dir, siteMarker); {
-	case err != nil:
-		return err
-	case !ok:
-		return notOurs(dir)
-	}
-	return nil
-}
+func ProbeOutDir(dir string) error { return cli.ProbeOut(dir, siteMarker, "the book tool") }
 
-func notOurs(dir string) error {
-	return fmt.Errorf("%s is not empty and was not written by the book tool (no %s); refusing to replace it", dir, siteMarker)
-}
+func notOurs(dir string) error { return cli.NotOurs(dir, siteMarker, "the book tool") }
 
 // redirectPage sends index.html to the first chapter when that chapter lives
 // in a subdirectory (its relative links would break if copied to the root).

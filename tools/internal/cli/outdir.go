@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+
+	"softgpu/tools/internal/records"
 )
 
 // ClearDir empties dir, making it if it does not exist, so that a command
@@ -65,3 +68,25 @@ func Clearable(dir, marker string) (bool, error) {
 
 // removeAll is os.RemoveAll; a test replaces it to see the order.
 var removeAll = os.RemoveAll
+
+// ProbeOut checks, before a command's work, that the command could write
+// into dir once the work is done: dir accepts files, or can be made
+// (records.ProbeDir), and ClearDir would clear it. tool names the command
+// in the refusal.
+func ProbeOut(dir, marker, tool string) error {
+	if err := records.ProbeDir(dir); err != nil {
+		return err
+	}
+	switch ok, err := Clearable(dir, marker); {
+	case err != nil:
+		return err
+	case !ok:
+		return NotOurs(dir, marker, tool)
+	}
+	return nil
+}
+
+// NotOurs is the refusal of a directory that ClearDir would not clear.
+func NotOurs(dir, marker, tool string) error {
+	return fmt.Errorf("%s is not empty and was not written by %s (no %s); refusing to replace it", dir, tool, marker)
+}
