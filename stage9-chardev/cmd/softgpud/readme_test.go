@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -61,7 +62,11 @@ func TestTheReadmesStartAndStopLeaveNothingRunning(t *testing.T) {
 	for round := range 2 { // the second start finds the node free
 		sh := exec.Command("/bin/sh", "-s")
 		sh.Dir = root
-		sh.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+runtimeDir, markerEnv+"="+token, "PATH="+filepath.Dir(gobin)+":"+os.Getenv("PATH"))
+		// As a reader at the repository's root runs it: in the workspace,
+		// whatever GOWORK this test was run with (GOWORK=off, as for a
+		// copied-out stage, would leave the root without a module).
+		env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GOWORK=") })
+		sh.Env = append(env, "XDG_RUNTIME_DIR="+runtimeDir, markerEnv+"="+token, "PATH="+filepath.Dir(gobin)+":"+os.Getenv("PATH"))
 		in, err := sh.StdinPipe()
 		require.NoError(t, err)
 		// A file, not a pipe: a daemon left running would hold a pipe open
