@@ -30,8 +30,11 @@ import (
 func init() {
 	strangerRoles["rt-delays"] = rtDelays
 	strangerRoles["rt-window"] = rtWindow
-	strangerRoles["rt-selflive"] = rtSelfLive
+	strangerRoles["rt-live"] = rtLive
+	strangerRoles["rt-inflightlive"] = rtInflightLive
 	strangerRoles["rt-linger"] = rtLinger
+	strangerRoles["rt-lingermany"] = rtLingerMany
+	strangerRoles["rt-lingerqueued"] = rtLingerQueued
 	strangerRoles["rt-spins"] = rtSpins
 	strangerRoles["rt-splice"] = rtSplice
 }
@@ -138,9 +141,58 @@ func TestAStrangerCannotTakeTheWholeWindowByFreeingBehindItsWork(t *testing.T) {
 	d.stop(t)
 }
 
-// rtSelfLive: MANAGED_PAGER with the client's own end of its connection
-// as the liveness socket; then it exits.
-func rtSelfLive(node, _ string) error {
+// rtLive: MANAGED_PAGER with the liveness socket its argument names —
+// "self", the client's own end of its connection to the node; "tcp", a
+// TCP socket lingering with data its peer never reads — and it says
+// whether the call was refused.
+func rtLive(node, arg string) error {
+	live := map[string]func(self int) (int, error){
+		"self": func(self int) (int, error) { return self, nil },
+		"tcp":  func(int) (int, error) { return lingeringTCP() },
+	}[arg]
+	if live == nil {
+		return fmt.Errorf("rt-live: no liveness socket %q", arg)
+	}
+	err := rtPager(node, live)
+	switch {
+	case errors.Is(err, uapi.ErrInval):
+		fmt.Println("refused " + uapi.ErrInval.Error())
+	case err != nil:
+		return err
+	default:
+		fmt.Println("taken")
+	}
+	fmt.Println("done")
+	return nil
+}
+
+// rtInflightLive: MANAGED_PAGER with one end of a fresh socket pair as
+// the liveness socket, as the client library gives — but with the
+// client's own end of its connection to the node sent into that end
+// first, so that the daemon, holding the liveness socket, holds the
+// connection's end too; then it exits.
+func rtInflightLive(node, _ string) error {
+	err := rtPager(node, func(self int) (int, error) {
+		pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return -1, err
+		}
+		if err := unix.Sendmsg(pair[1], []byte{0}, unix.UnixRights(self), nil, 0); err != nil {
+			return -1, err
+		}
+		return pair[0], nil
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Println("done")
+	return nil
+}
+
+// rtPager makes a managed allocation with a pager, giving MANAGED_PAGER
+// the liveness socket live returns (self: the client's end of its
+// connection).
+func rtPager(node string, live func(self int) (int, error)) error {
 	sock, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: node, Net: "unixpacket"})
 	if err != nil {
 		return err
@@ -165,7 +217,10 @@ func rtSelfLive(node, _ string) error {
 			return err
 		}
 		got := uapi.ReceivedFDs(rob[:oobn])
-		_, err = uapi.DecodeReply(buf[:n], len(got), arg)
+		h, err := uapi.DecodeReply(buf[:n], len(got), arg)
+		if err == nil && h.Errno != uapi.OK {
+			err = h.Errno
+		}
 		return err
 	}
 	if err := call(&uapi.Version{Major: uapi.VersionMajor, Minor: uapi.VersionMinor}); err != nil {
@@ -202,28 +257,48 @@ func rtSelfLive(node, _ string) error {
 	if err := uffd.Register(ufd, base, size, uffd.ModeMissing|uffd.ModeWP); err != nil {
 		return err
 	}
-	if err := call(&uapi.ManagedPager{VA: ma.VA, Base: base, Length: size, Flags: flags}, ufd, self); err != nil {
+	lfd, err := live(self)
+	if err != nil {
+		return err
+	}
+	if err := call(&uapi.ManagedPager{VA: ma.VA, Base: base, Length: size, Flags: flags}, ufd, lfd); err != nil {
 		return fmt.Errorf("MANAGED_PAGER: %w", err)
 	}
-	fmt.Println("done")
 	return nil
 }
 
 // TestAClientThatExitsIsTornDownWhateverItsLivenessSocket: a client's
-// exit must end it on the daemon. MANAGED_PAGER keeps a dup of whatever
-// socket the client sends as its liveness socket (server/pager.go,
-// managedPager) until the pager stops, which is only at MANAGED_FREE or
-// teardown; a stranger that sends its own end of its connection to the
-// node makes the daemon hold both ends, so its exit never reads as EOF
-// and teardown never runs: its context, memory and quota stay held.
+// exit must end it on the daemon, whatever else holds its end of the
+// connection. MANAGED_PAGER keeps the liveness socket until the pager
+// stops, at MANAGED_FREE or teardown; a stranger that first sends its own
+// end of its connection into that socket leaves it in flight there, so
+// the daemon holds both ends and its exit never reads as EOF. The daemon
+// watches the process itself (exitwatch.go) and tears it down.
 func TestAClientThatExitsIsTornDownWhateverItsLivenessSocket(t *testing.T) {
 	d := startDaemon(t)
 	ctl := control(t, d.node)
 	before := clientCount(t, ctl)
 	cred, _ := strangerCred()
-	s := startStranger(t, "rt-selflive", d.node, "", cred)
-	s.findings(t) // it has exited
+	startStranger(t, "rt-inflightlive", d.node, "", cred).findings(t) // it has exited
 	waitClients(t, ctl, before)
+	d.live(t, "a stranger gone with its connection in flight in its liveness socket")
+	d.stop(t)
+}
+
+// TestAPagersLivenessSocketIsOneEndOfASocketPair: the daemon closes the
+// liveness socket MANAGED_PAGER keeps when the pager stops, and holds it
+// until then. The call refuses, with ErrInval, a TCP socket (whose close
+// can wait for its linger time) and the client's own end of its
+// connection (which, held, would keep the connection open after the
+// client's exit).
+func TestAPagersLivenessSocketIsOneEndOfASocketPair(t *testing.T) {
+	d := startDaemon(t)
+	cred, _ := strangerCred()
+	for _, live := range []string{"tcp", "self"} {
+		got := startStranger(t, "rt-live", d.node, live, cred).findings(t)
+		assert.Equal(t, []string{"refused " + uapi.ErrInval.Error()}, got, "MANAGED_PAGER with liveness socket %q", live)
+	}
+	d.live(t, "strangers that offered a TCP socket and their own connection for liveness")
 	d.stop(t)
 }
 
@@ -231,38 +306,8 @@ func TestAClientThatExitsIsTornDownWhateverItsLivenessSocket(t *testing.T) {
 // (SO_LINGER on, data queued its peer never reads), dropping its own
 // copy first, so the daemon's close is the last; then holds.
 func rtLinger(node, _ string) error {
-	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	fd, err := lingeringTCP()
 	if err != nil {
-		return err
-	}
-	lraw, _ := ln.SyscallConn()
-	lraw.Control(func(pfd uintptr) { unix.SetsockoptInt(int(pfd), unix.SOL_SOCKET, unix.SO_RCVBUF, 2048) })
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4096)
-	port := ln.Addr().(*net.TCPAddr).Port
-	if err := unix.Connect(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		return err
-	}
-	peer, err := ln.AcceptTCP()
-	if err != nil {
-		return err
-	}
-	defer peer.Close() // held, never read, until the stranger ends
-	unix.SetNonblock(fd, true)
-	buf := make([]byte, 65536)
-	for quiet := 0; quiet < 20; {
-		if _, err := unix.Write(fd, buf); err != nil {
-			quiet++
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
-		quiet = 0
-	}
-	unix.SetNonblock(fd, false)
-	if err := unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 3600}); err != nil {
 		return err
 	}
 	sock, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: node, Net: "unixpacket"})
@@ -279,6 +324,167 @@ func rtLinger(node, _ string) error {
 	fmt.Println("ready")
 	return waitLine()
 }
+
+// rtLingerMany: sends lingering TCP sockets, one with each of a dozen
+// VERSION calls, and says how many of those calls were answered before
+// the daemon hung up. Each goes behind 64 plain calls, so that the
+// stranger's close of its own copy comes before the daemon's.
+func rtLingerMany(node, _ string) error {
+	sock, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: node, Net: "unixpacket"})
+	if err != nil {
+		return err
+	}
+	version := &uapi.Version{Major: uapi.VersionMajor, Minor: uapi.VersionMinor}
+	answered, seq := 0, uint64(0)
+	buf := make([]byte, uapi.MaxMessage+1)
+	for range 12 {
+		fd, err := lingeringTCP()
+		if err != nil {
+			return err
+		}
+		for range 64 {
+			seq++
+			sock.WriteMsgUnix(uapi.EncodeCall(seq, version), nil, nil)
+		}
+		seq++
+		_, _, werr := sock.WriteMsgUnix(uapi.EncodeCall(seq, version), unix.UnixRights(fd), nil)
+		go unix.Close(fd) // if the daemon's close came first, this one waits, on a thread of its own
+		if werr != nil {
+			break
+		}
+		got := 0
+		for ; got < 65; got++ {
+			if n, _, _, _, err := sock.ReadMsgUnix(buf, nil); err != nil || n == 0 {
+				break
+			}
+		}
+		if got < 65 {
+			break
+		}
+		answered++
+	}
+	fmt.Printf("answered %d\n", answered)
+	if answered < 12 {
+		fmt.Println("hung up")
+	}
+	fmt.Println("done")
+	return nil
+}
+
+// TestAClientWhoseDescriptorsWaitToCloseIsDropped: each descriptor a
+// client sent whose close waits holds a thread of the daemon's, so a
+// client may keep maxDiscarding of them closing; the message that brings
+// one more is answered, and the client is dropped. The daemon goes on
+// serving others and stops at SIGTERM with those closes still waiting.
+func TestAClientWhoseDescriptorsWaitToCloseIsDropped(t *testing.T) {
+	d := startDaemon(t)
+	cred, _ := strangerCred()
+	got := startStranger(t, "rt-lingermany", d.node, "", cred).findings(t)
+	// Nine if every one of the daemon's closes waited; more if the
+	// stranger's own close of a copy came last now and then (the 64 calls
+	// ahead of each make that rare), so that the daemon's returned.
+	require.Len(t, got, 2, "the stranger's findings: %q", got)
+	assert.Equal(t, "hung up", got[1], "a client sending a dozen lingering sockets (maxDiscarding is 8): %q", got)
+	var answered int
+	fmt.Sscanf(got[0], "answered %d", &answered)
+	assert.GreaterOrEqual(t, answered, maxDiscardingTest+1, "calls answered, each carrying a lingering socket, before the hang-up")
+	d.live(t, "a stranger dropped with nine closes waiting")
+	d.stop(t)
+}
+
+// rtLingerQueued: it stops reading, then makes a VERSION call and a
+// second one carrying a lingering TCP socket, its own copy closed: the
+// daemon's answer to the first fails, and the daemon hangs up with the
+// second still queued.
+func rtLingerQueued(node, _ string) error {
+	fd, err := lingeringTCP()
+	if err != nil {
+		return err
+	}
+	sock, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: node, Net: "unixpacket"})
+	if err != nil {
+		return err
+	}
+	raw, err := sock.SyscallConn()
+	if err != nil {
+		return err
+	}
+	raw.Control(func(s uintptr) { unix.Shutdown(int(s), unix.SHUT_RD) }) // the daemon's first answer fails
+	version := &uapi.Version{Major: uapi.VersionMajor, Minor: uapi.VersionMinor}
+	if _, _, err := sock.WriteMsgUnix(uapi.EncodeCall(1, version), nil, nil); err != nil {
+		return err
+	}
+	if _, _, err := sock.WriteMsgUnix(uapi.EncodeCall(2, version), unix.UnixRights(fd), nil); err != nil {
+		return err
+	}
+	go unix.Close(fd) // if the message was read or freed first, this close is the last, and waits: on a thread of its own
+	fmt.Println("ready")
+	return waitLine()
+}
+
+// TestSIGTERMStopsTheDaemonThatHungUpOnALingeringSocket: closing a
+// connection frees the messages still queued in it, and closes the
+// descriptors they carry on the same thread. A stranger that stops
+// reading is dropped when an answer fails, with a message that carries a
+// lingering TCP socket still queued; the daemon must go on serving, and
+// stop at SIGTERM.
+func TestSIGTERMStopsTheDaemonThatHungUpOnALingeringSocket(t *testing.T) {
+	cred, _ := strangerCred()
+	d := startDaemon(t)
+	s := startStranger(t, "rt-lingerqueued", d.node, "", cred)
+	s.until(t, "ready")
+	time.Sleep(500 * time.Millisecond) // the daemon answers, hangs up, and lets the connection go
+	d.live(t, "a stranger hung up on with a lingering socket queued")
+	d.stop(t)
+}
+
+// lingeringTCP returns a connected TCP socket whose close(2) waits: its
+// send queue is full, its peer (kept open, never read, for as long as
+// the stranger lives) takes nothing, and SO_LINGER is on for an hour.
+func lingeringTCP() (int, error) {
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		return -1, err
+	}
+	lraw, _ := ln.SyscallConn()
+	lraw.Control(func(pfd uintptr) { unix.SetsockoptInt(int(pfd), unix.SOL_SOCKET, unix.SO_RCVBUF, 2048) })
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4096)
+	port := ln.Addr().(*net.TCPAddr).Port
+	if err := unix.Connect(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		return -1, err
+	}
+	peer, err := ln.AcceptTCP()
+	if err != nil {
+		return -1, err
+	}
+	lingering = append(lingering, peer) // held, never read, until the stranger ends
+	unix.SetNonblock(fd, true)
+	buf := make([]byte, 65536)
+	for quiet := 0; quiet < 20; {
+		if _, err := unix.Write(fd, buf); err != nil {
+			quiet++
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		quiet = 0
+	}
+	unix.SetNonblock(fd, false)
+	if err := unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 3600}); err != nil {
+		return -1, err
+	}
+	return fd, nil
+}
+
+// maxDiscardingTest is the daemon's maxDiscarding (server/discard.go),
+// which this external test package cannot see.
+const maxDiscardingTest = 8
+
+// lingering keeps the peers of lingeringTCP's sockets open.
+var lingering []*net.TCPConn
 
 // TestSIGTERMStopsTheDaemonHoldingAClientsLingeringSocket: SIGTERM must
 // stop softgpud with status 0 in every state, including while it closes
