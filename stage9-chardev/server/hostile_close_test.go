@@ -116,10 +116,10 @@ func TestAClientWhoseDescriptorsWaitToCloseIsDropped(t *testing.T) {
 	d.stop(t)
 }
 
-// rtLingerQueued: it stops reading, then makes a VERSION call and a
-// second one carrying a lingering TCP socket, its own copy closed: the
-// daemon's answer to the first fails, and the daemon hangs up with the
-// second still queued.
+// rtLingerQueued: 64 VERSION calls, then one carrying a lingering TCP
+// socket, its own copy closed; then it stops reading, so that an answer
+// fails and the daemon hangs up with the call that carries the socket
+// still queued.
 func rtLingerQueued(node, _ string) error {
 	fd, err := lingeringTCP()
 	if err != nil {
@@ -129,18 +129,23 @@ func rtLingerQueued(node, _ string) error {
 	if err != nil {
 		return err
 	}
+	// 64 calls, then the one with the socket, queued faster than the
+	// daemon answers them; then this end stops reading, and the next
+	// answer the daemon sends fails.
+	version := &uapi.Version{Major: uapi.VersionMajor, Minor: uapi.VersionMinor}
+	for k := range 64 {
+		if _, _, err := sock.WriteMsgUnix(uapi.EncodeCall(uint64(k+1), version), nil, nil); err != nil {
+			return err
+		}
+	}
+	if _, _, err := sock.WriteMsgUnix(uapi.EncodeCall(100, version), unix.UnixRights(fd), nil); err != nil {
+		return err
+	}
 	raw, err := sock.SyscallConn()
 	if err != nil {
 		return err
 	}
-	raw.Control(func(s uintptr) { unix.Shutdown(int(s), unix.SHUT_RD) }) // the daemon's first answer fails
-	version := &uapi.Version{Major: uapi.VersionMajor, Minor: uapi.VersionMinor}
-	if _, _, err := sock.WriteMsgUnix(uapi.EncodeCall(1, version), nil, nil); err != nil {
-		return err
-	}
-	if _, _, err := sock.WriteMsgUnix(uapi.EncodeCall(2, version), unix.UnixRights(fd), nil); err != nil {
-		return err
-	}
+	raw.Control(func(s uintptr) { unix.Shutdown(int(s), unix.SHUT_RD) })
 	go unix.Close(fd) // if the message was read or freed first, this close is the last, and waits: on a thread of its own
 	fmt.Println("ready")
 	return waitLine()
