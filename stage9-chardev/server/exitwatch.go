@@ -20,8 +20,9 @@ import (
 // also watches the process itself: SO_PEERPIDFD gives a pidfd for the
 // process that connected (taken by the kernel at connect, so no reused
 // pid can stand in for it), and a pidfd reads as ready when its process
-// has exited. The watch hangs up the daemon's end of the connection, which
-// ends serve's read as EOF does (hangUp), and teardown runs as it always does.
+// has exited. The watch then hangs up the daemon's end of the connection
+// (hangUp), which ends serve's read as EOF does, and teardown runs as it
+// always does.
 //
 // The pidfd sits in the Go runtime's poller: a watch costs no thread
 // while it waits. Teardown closes it, which ends the watch.
@@ -59,7 +60,7 @@ func (c *client) watchExit() *os.File {
 		// instead when teardown closes f.
 		err := rc.Read(func(fd uintptr) bool { return exited(int(fd)) })
 		if err == nil {
-			c.s.log.Debug("client's process exited: its connection is closed", "pid", c.pid)
+			c.s.log.Debug("client's process exited: hanging up", "pid", c.pid)
 			hangUp(c.conn) // discard.go
 		}
 	})
