@@ -262,7 +262,7 @@ func (c *Context) Free(va uint64) error { return c.Unmap(va) }
 // translation before it translates again. A pinned region's window entry
 // is guarded by its DMA holds (HostFree) and needs nothing more.
 func (c *Context) unmap(m *mapping) error {
-	queued := c.d.queuedWork() // before the entries go: the commands that might name m
+	queued := c.d.queuedWorkOf(c) // before the entries go: the commands that might name m
 	c.mu.Lock()
 	c.d.unmapRange(c.root, m.runs)
 	empty := c.d.unlinkEmptyTables(c.root, m.va, m.size, &c.tables)

@@ -59,6 +59,24 @@ func (d *Driver) queuedWork() retired {
 	return r
 }
 
+// queuedWorkOf notes the marks of the channels whose commands could name
+// memory of ctx: ctx's own, and context 0's — the driver's, which names
+// device memory by physical address. A channel of any other context
+// cannot reach ctx's memory, since its commands translate through its own
+// tables, so its queued work does not hold ctx's frees back: in stage 9
+// that context is another client's, and a stranger's DELAYs would
+// otherwise keep every other client's freed memory from reuse (namers,
+// bound.go, does the same for a window entry).
+func (d *Driver) queuedWorkOf(ctx *Context) retired {
+	var r retired
+	for _, ch := range d.liveChannels() {
+		if c := ch.Context(); c == nil || c.ID() == 0 || c == ctx {
+			r.marks = append(r.marks, channelMark{ch, ch.mark()})
+		}
+	}
+	return r
+}
+
 // queuedPassed reports whether every channel has completed the commands
 // q noted, or will run no more of them: the device stopped, or the
 // channel faulted or left its runlist (Channel.endedErr). Unlike

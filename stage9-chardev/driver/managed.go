@@ -875,7 +875,7 @@ func (m *Managed) Free() error {
 // the invalidation within its bound (vm.go), the frames and the tables the
 // free emptied stay out of reuse and the error is returned.
 func (d *Driver) freeManagedLocked(m *Managed) error {
-	queued := d.queuedWork() // before the entries go: the commands that might name m
+	queued := d.queuedWorkOf(m.ctx) // before the entries go: the commands that might name m
 	m.freed = true
 	m.ctx.mu.Lock()
 	for i := range m.pages {

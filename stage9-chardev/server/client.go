@@ -48,21 +48,29 @@ type client struct {
 	ids   atomic.Pointer[[]abi.Channel] // its channels, for the kick goroutine
 	calls atomic.Uint64
 
+	discarding atomic.Int32 // closes of descriptors it sent, begun on their own goroutines and not returned (discard.go)
+	exit       *os.File     // the pidfd of its process, watched (exitwatch.go); nil if the kernel gave none
+
 	kick  *os.File // the daemon's descriptor of the kick eventfd; read by kickLoop
 	irqMu sync.RWMutex
 	irqFD int // the daemon's descriptor of the irq eventfd, or -1; written by notify
 }
 
-// maxFDsRead is how many descriptors a read makes room for: more than any
-// call carries, so that a message with too many arrives whole (and is
-// refused with ErrFDs, every descriptor closed) rather than truncated.
-const maxFDsRead = uapi.MaxFDs + 13
+// maxFDsRead is how many descriptors a read makes room for: the most one
+// message can carry (SCM_MAX_FD in the kernel), so that a message with
+// more than its call takes arrives whole, is refused with ErrFDs, and has
+// its descriptors let go by discard — never truncated, which would have
+// the kernel close the ones left over on serve's thread (discard.go says
+// why that close may wait).
+const maxFDsRead = 253
 
 // serve reads calls and answers them until the connection ends, then
-// tears the client down. Every descriptor a message brings is closed
-// before the next message is read, unless a call took it over.
+// tears the client down. Every descriptor a message brings is let go
+// before the next message is read, unless a call took it over
+// (discard.go says how).
 func (c *client) serve() {
 	defer c.teardown()
+	c.exit = c.watchExit()                 // exitwatch.go: its process's exit ends it too
 	buf := make([]byte, uapi.MaxMessage+1) // one byte more: a longer message sets MSG_TRUNC
 	oob := make([]byte, unix.CmsgSpace(4*maxFDsRead))
 	for {
@@ -85,15 +93,17 @@ func (c *client) serve() {
 		c.s.messages.Add(1)
 		c.calls.Add(1)
 		reply, send, closeAfter := c.call(buf[:n], flags, fds)
-		for _, fd := range fds {
-			unix.Close(fd) // what a call kept, it dup'ed or mapped
-		}
+		kept := c.discard(fds) // what a call kept, it dup'ed or mapped (discard.go: a close may wait)
 		err = c.reply(reply, send)
 		for _, f := range closeAfter {
 			f.Close()
 		}
 		if err != nil {
 			c.s.log.Warn("client dropped: reply not taken", "pid", c.pid, "err", err)
+			return
+		}
+		if !kept {
+			c.s.log.Warn("client dropped: too many of the descriptors it sent are slow to close", "pid", c.pid, "uid", c.uid, "max", maxDiscarding)
 			return
 		}
 		if !c.allowed {
@@ -646,7 +656,10 @@ func (c *client) teardown() {
 	if c.s.trace != nil {
 		start = c.s.drv.Now()
 	}
-	c.conn.Close()
+	hangUp(c.conn) // discard.go: closed last, by closeConn
+	if c.exit != nil {
+		c.exit.Close() // ends the watch
+	}
 	c.mu.Lock()
 	ids := make([]abi.Channel, 0, len(c.chans))
 	for id := range c.chans {
@@ -695,6 +708,7 @@ func (c *client) teardown() {
 	}
 	c.refundAll() // its context and every allocation in it, which ctx.Close gave back
 	c.s.remove(c)
+	closeConn(c.conn) // discard.go: closing it may wait on what the client left queued in it
 	c.s.log.Info("client gone", "pid", c.pid, "calls", c.calls.Load())
 }
 

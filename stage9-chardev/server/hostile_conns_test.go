@@ -124,12 +124,15 @@ func TestAConnectionThatNeverAttachesIsDropped(t *testing.T) {
 func TestAcceptThroughDescriptorExhaustion(t *testing.T) {
 	d := startDaemon(t, "-max-conns-per-uid", "100000")
 	// The daemon may have 64 descriptors: the stranger's connections
-	// take the rest, and accept fails with EMFILE.
+	// take the rest, two each (the connection and the pidfd of its
+	// process, exitwatch.go), and accept fails with EMFILE. Each
+	// connection the daemon cannot accept costs the stranger 300 ms
+	// (holdConns), so it makes no more than it needs to.
 	lim := unix.Rlimit{Cur: 64, Max: 64}
 	if err := unix.Prlimit(d.cmd.Process.Pid, unix.RLIMIT_NOFILE, &lim, nil); err != nil {
 		t.Skipf("prlimit on the daemon: %v", err)
 	}
-	hog := startStranger(t, "conns", d.node, "80", nil)
+	hog := startStranger(t, "conns", d.node, "40", nil)
 	served(t, hog)
 	select {
 	case err := <-d.exited:

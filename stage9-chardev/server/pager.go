@@ -177,9 +177,20 @@ func (c *client) managedPager(a *uapi.ManagedPager, uffdFD, livenessFD int) erro
 	if link, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", uffdFD)); err != nil || link != "anon_inode:[userfaultfd]" {
 		return fmt.Errorf("MANAGED_PAGER: descriptor %d is %q, not a userfaultfd: %w", uapi.PagerFDUffd, link, uapi.ErrInval)
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(livenessFD, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
-		return fmt.Errorf("MANAGED_PAGER: descriptor %d is not a socket: %w", uapi.PagerFDLiveness, uapi.ErrInval)
+	// A Unix domain socket, because the daemon closes its end when the
+	// pager stops, and such a close never waits (discard.go says what
+	// other sockets' can do).
+	if domain, err := unix.GetsockoptInt(livenessFD, unix.SOL_SOCKET, unix.SO_DOMAIN); err != nil || domain != unix.AF_UNIX {
+		return fmt.Errorf("MANAGED_PAGER: descriptor %d is not a Unix domain socket: %w", uapi.PagerFDLiveness, uapi.ErrInval)
+	}
+	// One end of a socket pair, whose peer has no name: not a connection
+	// to a listening socket — above all not the client's own end of its
+	// connection to the node, which the daemon holding would keep open
+	// after the client's exit.
+	if peer, err := unix.Getpeername(livenessFD); err != nil {
+		return fmt.Errorf("MANAGED_PAGER: descriptor %d is not connected: %w", uapi.PagerFDLiveness, uapi.ErrInval)
+	} else if sa, ok := peer.(*unix.SockaddrUnix); !ok || (sa.Name != "" && sa.Name != "@") { // x/sys writes no name as "@"
+		return fmt.Errorf("MANAGED_PAGER: descriptor %d is connected to a named socket, not one end of a socket pair: %w", uapi.PagerFDLiveness, uapi.ErrInval)
 	}
 	// The range must be registered, in write-protect mode, with this
 	// userfaultfd in the process that made it: lifting protection on a
@@ -220,15 +231,16 @@ func (c *client) managedPager(a *uapi.ManagedPager, uffdFD, livenessFD int) erro
 		unix.Close(uffdDup)
 		return fmt.Errorf("MANAGED_PAGER: %v: %w", err, uapi.ErrNoMemory)
 	}
+	shutRead(live) // discard.go: the daemon never reads it, and from here nothing more can be queued in it
 	p := &pager{m: m, uffd: uffdDup, memfd: memfd, live: live, base: a.Base, length: a.Length, loop: loop,
 		uid: c.uid, bars: &c.s.bars, punches: &c.s.punches,
 		drop: func(why string) {
 			c.s.log.Warn("client dropped: "+why, "pid", c.pid, "uid", c.uid)
-			c.conn.Close() // its serve loop sees EOF and tears it down: stopPager, then the free
+			hangUp(c.conn) // its serve loop sees EOF and tears it down: stopPager, then the free
 		}}
 	if err := m.SetPager(p); err != nil {
 		unix.Close(uffdDup)
-		unix.Close(live)
+		closeSocket(live)
 		return fmt.Errorf("MANAGED_PAGER: %w: %w", err, uapi.ErrNoEntry)
 	}
 	if err := loop.add(p); err != nil {
@@ -240,7 +252,7 @@ func (c *client) managedPager(a *uapi.ManagedPager, uffdFD, livenessFD int) erro
 		p.calls.keepMemfd = true
 		p.calls.Unlock()
 		p.release()
-		unix.Close(live)
+		closeSocket(live)
 		return fmt.Errorf("MANAGED_PAGER: %v: %w", err, uapi.ErrNoMemory)
 	}
 	c.pg.byVA[a.VA] = p
@@ -259,10 +271,10 @@ func (c *client) stopPager(va uint64) {
 	delete(c.pg.memfds, va)
 	c.pg.mu.Unlock()
 	if p != nil {
-		p.loop.remove(p)   // no fault of its is read or answered from here on
-		p.m.SetPager(nil)  // pages come home, through its userfaultfd: none is a hole once the pager is gone
-		p.release()        // the driver's calls ended with SetPager; a stuck one may still run
-		unix.Close(p.live) // a client that did not disarm it is killed: it was let go with pages it could fault on
+		p.loop.remove(p)    // no fault of its is read or answered from here on
+		p.m.SetPager(nil)   // pages come home, through its userfaultfd: none is a hole once the pager is gone
+		p.release()         // the driver's calls ended with SetPager; a stuck one may still run
+		closeSocket(p.live) // a client that did not disarm it is killed: it was let go with pages it could fault on
 	} else if kept {
 		unix.Close(memfd)
 	}

@@ -356,7 +356,7 @@ func (s *Server) Serve() error {
 func (s *Server) admit(conn *net.UnixConn) (*client, error) {
 	cred, err := peerCred(conn)
 	if err != nil {
-		conn.Close()
+		closeConn(conn) // discard.go: it may have queued messages already
 		return nil, err
 	}
 	c := &client{s: s, conn: conn, pid: uint32(cred.Pid), uid: cred.Uid, gid: cred.Gid, irqFD: -1}
@@ -364,11 +364,11 @@ func (s *Server) admit(conn *net.UnixConn) (*client, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
-		conn.Close()
+		closeConn(conn) // discard.go: it may have queued messages already
 		return nil, errors.New("the daemon is shutting down")
 	}
 	if err := s.admitConn(cred.Uid); err != nil { // conns.go
-		conn.Close()
+		closeConn(conn) // discard.go: it may have queued messages already
 		return nil, err
 	}
 	s.clients = append(s.clients, c)
@@ -442,7 +442,7 @@ func (s *Server) Close() error {
 		s.mu.Unlock()
 		s.ln.Close()
 		for _, c := range clients {
-			c.conn.Close() // its serve loop sees EOF and tears it down
+			hangUp(c.conn) // its serve loop sees EOF and tears it down
 		}
 		s.serving.Wait()
 		s.stopFaultLoop() // every pager was stopped with its client
