@@ -29,23 +29,41 @@ func init() {
 // (SO_LINGER on, data queued its peer never reads), dropping its own
 // copy first, so the daemon's close is the last; then holds.
 func rtLinger(node, _ string) error {
-	fd, err := lingeringTCP()
-	if err != nil {
-		return err
-	}
 	sock, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: node, Net: "unixpacket"})
 	if err != nil {
 		return err
 	}
+	version := &uapi.Version{Major: uapi.VersionMajor, Minor: uapi.VersionMinor}
 	// Calls queued ahead keep the daemon busy, so that this close comes
-	// before the daemon's.
-	for k := range 64 {
-		sock.WriteMsgUnix(uapi.EncodeCall(uint64(k+1), &uapi.Version{Major: uapi.VersionMajor, Minor: uapi.VersionMinor}), nil, nil)
+	// before the daemon's. That is a race a loaded machine can lose (a
+	// race-built stranger is slow): then this close is the last, and
+	// waits, and the daemon's did not. So the close runs on a goroutine,
+	// and a close that has not come back at once was the last: the
+	// stranger tries again with a fresh socket, as rtLingerMany counts.
+	seq := uint64(0)
+	for tries := 0; tries < 20; tries++ {
+		fd, err := lingeringTCP()
+		if err != nil {
+			return err
+		}
+		for range 64 {
+			seq++
+			sock.WriteMsgUnix(uapi.EncodeCall(seq, version), nil, nil)
+		}
+		seq++
+		if _, _, err := sock.WriteMsgUnix(uapi.EncodeCall(seq, version), unix.UnixRights(fd), nil); err != nil {
+			return err
+		}
+		closed := make(chan struct{})
+		go func() { unix.Close(fd); close(closed) }()
+		select {
+		case <-closed: // not the last: the daemon's close is
+			fmt.Println("ready")
+			return waitLine()
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
-	sock.WriteMsgUnix(uapi.EncodeCall(100, &uapi.Version{Major: uapi.VersionMajor, Minor: uapi.VersionMinor}), unix.UnixRights(fd), nil)
-	unix.Close(fd)
-	fmt.Println("ready")
-	return waitLine()
+	return fmt.Errorf("the daemon closed its copy of the socket before this one in 20 tries")
 }
 
 // rtLingerMany: sends lingering TCP sockets, each with a VERSION call
