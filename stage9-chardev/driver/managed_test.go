@@ -754,13 +754,24 @@ func managedStress(t *testing.T, dcfg device.Config, cfg Config, pages int, dela
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	// rounds[i] is written by goroutine i alone, and read once they are
+	// all done; first[i] is closed when goroutine i finishes its first.
 	var rounds [4]int
+	var first [4]chan struct{}
+	for i := range first {
+		first[i] = make(chan struct{})
+	}
+	next := func(i int) {
+		if rounds[i]++; rounds[i] == 1 {
+			close(first[i])
+		}
+	}
 	wg.Add(4)
 	go func() { // the device writes a, the host reads it
 		defer wg.Done()
 		rng := rand.New(rand.NewPCG(1, 2))
 		shadow := make([]byte, size)
-		for ; ; rounds[0]++ {
+		for ; ; next(0) {
 			select {
 			case <-stop:
 				return
@@ -787,7 +798,7 @@ func managedStress(t *testing.T, dcfg device.Config, cfg Config, pages int, dela
 	go func() { // the host writes b, the device reads it
 		defer wg.Done()
 		rng := rand.New(rand.NewPCG(3, 4))
-		for ; ; rounds[1]++ {
+		for ; ; next(1) {
 			select {
 			case <-stop:
 				return
@@ -815,7 +826,7 @@ func managedStress(t *testing.T, dcfg device.Config, cfg Config, pages int, dela
 	go func() { // prefetches of a to the device, racing the faults
 		defer wg.Done()
 		rng := rand.New(rand.NewPCG(5, 6))
-		for ; ; rounds[2]++ {
+		for ; ; next(2) {
 			select {
 			case <-stop:
 				return
@@ -843,7 +854,7 @@ func managedStress(t *testing.T, dcfg device.Config, cfg Config, pages int, dela
 	go func() { // the host writes s, the device copies it into t
 		defer wg.Done()
 		rng := rand.New(rand.NewPCG(7, 8))
-		for ; ; rounds[3]++ {
+		for ; ; next(3) {
 			select {
 			case <-stop:
 				return
@@ -863,11 +874,27 @@ func managedStress(t *testing.T, dcfg device.Config, cfg Config, pages int, dela
 		}
 	}()
 	time.Sleep(duration)
+	// Every goroutine but the prefetcher must have finished a round
+	// before they stop: the test's liveness check. On a loaded machine a
+	// second of wall time can be a few tens of milliseconds of this
+	// process's CPU (CI failed here once, at a load average of 25, with
+	// one goroutine that had not finished its first round), so the ones
+	// that have not are waited for, up to managedWait, rather than
+	// failed at once.
+	deadline := time.After(managedWait)
+wait:
+	for _, i := range []int{0, 1, 3} {
+		select {
+		case <-first[i]:
+		case <-deadline:
+			break wait
+		}
+	}
 	close(stop)
 	wg.Wait()
 	t.Logf("rounds %v, stats %+v", rounds, d.ManagedStats())
 	if !t.Failed() && (rounds[0] == 0 || rounds[1] == 0 || rounds[3] == 0) {
-		t.Errorf("rounds %v: a goroutine never finished a round", rounds)
+		t.Errorf("rounds %v: a goroutine never finished a round in %v and %v more", rounds, duration, managedWait)
 	}
 }
 
