@@ -42,28 +42,46 @@ func rtLinger(node, _ string) error {
 	// stranger tries again with a fresh socket, as rtLingerMany counts.
 	seq := uint64(0)
 	for tries := 0; tries < 20; tries++ {
-		fd, err := lingeringTCP()
+		first, werr, err := sendLingering(sock, version, &seq, 500*time.Millisecond)
 		if err != nil {
 			return err
 		}
-		for range 64 {
-			seq++
-			sock.WriteMsgUnix(uapi.EncodeCall(seq, version), nil, nil)
+		if werr != nil {
+			return werr
 		}
-		seq++
-		if _, _, err := sock.WriteMsgUnix(uapi.EncodeCall(seq, version), unix.UnixRights(fd), nil); err != nil {
-			return err
-		}
-		closed := make(chan struct{})
-		go func() { unix.Close(fd); close(closed) }()
-		select {
-		case <-closed: // not the last: the daemon's close is
+		if first { // not the last: the daemon's close is
 			fmt.Println("ready")
 			return waitLine()
-		case <-time.After(500 * time.Millisecond):
 		}
 	}
 	return fmt.Errorf("the daemon closed its copy of the socket before this one in 20 tries")
+}
+
+// sendLingering queues 64 calls, then one more carrying a fresh lingering
+// TCP socket (lingeringTCP), and closes the stranger's own copy on a
+// goroutine: first reports whether that close came back within wait — so
+// that it was not the last, and the daemon's close is the one that waits.
+// seq is the last call's number, advanced; werr is the error of the write
+// that carried the socket (the daemon may have hung up).
+func sendLingering(sock *net.UnixConn, call uapi.Arg, seq *uint64, wait time.Duration) (first bool, werr, err error) {
+	fd, err := lingeringTCP()
+	if err != nil {
+		return false, nil, err
+	}
+	for range 64 {
+		*seq++
+		sock.WriteMsgUnix(uapi.EncodeCall(*seq, call), nil, nil)
+	}
+	*seq++
+	_, _, werr = sock.WriteMsgUnix(uapi.EncodeCall(*seq, call), unix.UnixRights(fd), nil)
+	closed := make(chan struct{})
+	go func() { unix.Close(fd); close(closed) }()
+	select {
+	case <-closed:
+		return true, werr, nil
+	case <-time.After(wait):
+		return false, werr, nil
+	}
 }
 
 // rtLingerMany: sends lingering TCP sockets, each with a VERSION call
@@ -83,23 +101,9 @@ func rtLingerMany(node, _ string) error {
 	buf := make([]byte, uapi.MaxMessage+1)
 	hungUp := false
 	for tries := 0; counted < 12 && tries < 40 && !hungUp; tries++ {
-		fd, err := lingeringTCP()
+		mine, werr, err := sendLingering(sock, version, &seq, 200*time.Millisecond) // mine: the daemon's close is the last
 		if err != nil {
 			return err
-		}
-		for range 64 {
-			seq++
-			sock.WriteMsgUnix(uapi.EncodeCall(seq, version), nil, nil)
-		}
-		seq++
-		_, _, werr := sock.WriteMsgUnix(uapi.EncodeCall(seq, version), unix.UnixRights(fd), nil)
-		closed := make(chan struct{})
-		go func() { unix.Close(fd); close(closed) }()
-		mine := false // the stranger's close came first: the daemon's is the last
-		select {
-		case <-closed:
-			mine = true
-		case <-time.After(200 * time.Millisecond):
 		}
 		if werr != nil {
 			hungUp = true
