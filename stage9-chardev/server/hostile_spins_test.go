@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"softgpu/stage9-chardev/abi"
+	"softgpu/stage9-chardev/client"
 	"softgpu/stage9-chardev/uapi"
 )
 
@@ -29,13 +31,14 @@ import (
 // engine under the stranger's SPIN, nothing tells it from a long shader
 // (a SPIN is a valid command), and the reset is 2 s plus a limit after
 // it began. What the daemon can do is not let the stranger's uid start
-// another (server/hangbars.go). So these tests let the first round run
+// another (hangbars.go). So these tests let the first round run
 // out, and then require every well-behaved probe to be live within
 // liveBound for longer than a second round would hold the engines, and
 // the stranger to have been refused.
 
 func init() {
 	strangerRoles["spins"] = spinsRole
+	strangerRoles["innocent"] = innocentRole
 }
 
 // spinner is a stranger's connection with a context and a channel on
@@ -271,9 +274,74 @@ func TestAStrangerCannotHoldBothEnginesWithSpins(t *testing.T) {
 
 // TestAStrangerCannotHoldBothEnginesWithPreparedContexts: a stranger
 // that made its contexts and channels before its first SPIN does not
-// need ATTACH for the next round. A reset under a SPIN of its uid drops
-// every client of the uid, as the pager's bars do (pagerBars), so the
+// need ATTACH for the next round. A reset under a SPIN of its uid bans
+// every context of the uid and hangs up every connection of it, so the
 // contexts it prepared are gone too; and its fresh ones are refused.
 func TestAStrangerCannotHoldBothEnginesWithPreparedContexts(t *testing.T) {
 	testSpinsBarred(t, "4")
+}
+
+// innocentRole: a client of another uid that keeps 2 s of DELAYs (20 of
+// 100 ms, each well inside the watchdog) queued on each engine, says
+// "ready", and at the test's line waits for them and dials again.
+func innocentRole(node, _ string) error {
+	g, err := client.Dial(node)
+	if err != nil {
+		return err
+	}
+	var pending []interface{ Wait() error }
+	for _, e := range []client.Engine{client.Copy, client.Compute} {
+		b := g.NewBatch(e)
+		for range 20 {
+			b.Delay(100_000_000)
+		}
+		p, err := b.Submit()
+		if err != nil {
+			return err
+		}
+		pending = append(pending, p)
+	}
+	fmt.Println("ready")
+	if err := waitLine(); err != nil {
+		return err
+	}
+	for i, p := range pending {
+		fmt.Println(errnoLine(fmt.Sprintf("DELAYs %d", i), p.Wait()))
+	}
+	g.Close()
+	again, err := client.Dial(node)
+	fmt.Println(errnoLine("Dial", err))
+	if err == nil {
+		again.Close()
+	}
+	fmt.Println("done")
+	return nil
+}
+
+// TestAnInnocentOnAResetEngineIsNotBarred: a client of another uid whose
+// DELAYs share both engines with a stranger's SPINs — queued behind them,
+// or preempted by them and resumed after the reset — is not struck: its
+// DELAYs complete, and it may dial again while the stranger's uid is
+// barred.
+func TestAnInnocentOnAResetEngineIsNotBarred(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds softgpud")
+	}
+	cred, _ := strangerCred()
+	if cred == nil {
+		t.Skip("the strangers must be of other uids, and only root can make them so")
+	}
+	d := startDaemon(t)
+	innocent := startStranger(t, "innocent", d.node, "", &syscall.Credential{Uid: strangerUID - 1, Gid: strangerUID - 1})
+	innocent.until(t, "ready")
+	s := startStranger(t, "spins", d.node, "0", cred)
+	s.until(t, "ready")
+	first := s.until(t, "round over")
+	fmt.Fprintln(s.stdin)
+	lines := s.findings(t)
+	t.Logf("the stranger: %q, then %q", first, lines)
+	fmt.Fprintln(innocent.stdin)
+	assert.Equal(t, []string{"DELAYs 0 ok", "DELAYs 1 ok", "Dial ok"}, innocent.findings(t), "what the innocent client of uid %d found", strangerUID-1)
+	d.live(t, "after the strangers")
+	d.stop(t)
 }
