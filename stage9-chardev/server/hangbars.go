@@ -234,6 +234,6 @@ func (s *Server) strikeHang(c *client, resets uint64) {
 	}
 	if began {
 		s.log.Warn("uid barred: the watchdog reset an engine under a command of its", "uid", c.uid, "pid", c.pid,
-			"until", until.Format(time.RFC3339), "clients dropped", len(theirs))
+			"until", until.Format(time.RFC3339), "connections hung up", len(theirs))
 	}
 }

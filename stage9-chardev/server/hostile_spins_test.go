@@ -75,6 +75,8 @@ func dialSpinner(node string) (*spinner, string, error) {
 		return nil, "ATTACH", err
 	}
 	sp.ctx, sp.kick = abi.Context(att.Context), fds[uapi.AttachFDKick]
+	unix.Close(fds[uapi.AttachFDPublic])
+	unix.Close(fds[uapi.AttachFDIrq])
 	for e := range uint32(abi.NumEngines) {
 		co := &uapi.ChannelOpen{Engine: e, Priority: abi.PriorityNormal}
 		fds, err := strangerCall(sock, co)
@@ -92,6 +94,8 @@ func dialSpinner(node string) (*spinner, string, error) {
 			sock.Close()
 			return nil, "mmap", err
 		}
+		unix.Close(fds[uapi.ChannelFDUser]) // the mappings keep the pages
+		unix.Close(fds[uapi.ChannelFDStatus])
 		sp.chans = append(sp.chans, spinChannel{user: user, status: status, mask: uint64(co.RingSize) - 1, head: word(user, abi.RegDoorbell).Load()})
 	}
 	return sp, "", nil
@@ -134,6 +138,7 @@ func (sp *spinner) close() {
 		unix.Munmap(ch.user)
 		unix.Munmap(ch.status)
 	}
+	unix.Close(sp.kick)
 	sp.sock.Close()
 }
 
