@@ -303,6 +303,7 @@ func Table() []Register {
 		add(fmt.Sprintf("Context[%d].Faults", c), st+RegCtxFaults, WrittenByDevice, PageReadOnly)
 		add(fmt.Sprintf("Context[%d].FaultVA", c), st+RegCtxFaultVA, WrittenByDevice, PageReadOnly)
 		add(fmt.Sprintf("Context[%d].FaultInfo", c), st+RegCtxFaultInfo, WrittenByDevice, PageReadOnly)
+		add(fmt.Sprintf("Context[%d].Resets", c), st+RegCtxResets, WrittenByDevice, PageReadOnly)
 	}
 	return t
 }

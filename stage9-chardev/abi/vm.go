@@ -21,6 +21,8 @@ import "fmt"
 //	RegCtxFaults     faults counted so far
 //	RegCtxFaultVA    the VA of the last fault
 //	RegCtxFaultInfo  its Fault (kind and access)
+//	RegCtxResets     engine resets under a command of the context, counted
+//	                 so far (stage 9)
 //
 // A sticky context — every context the driver makes for a user — stops at
 // its first fault, as a GPU context does after an MMU fault: every later
@@ -214,6 +216,15 @@ const (
 	RegCtxFaults    = 0x00
 	RegCtxFaultVA   = 0x08
 	RegCtxFaultInfo = 0x10
+	// RegCtxResets counts the watchdog's engine resets under a command of
+	// the context: commands that never reached a preemption point
+	// (device/watchdog.go). Each is a FaultHung too, counted in
+	// RegCtxFaults; but RegCtxFaultInfo holds only the last fault, which
+	// a command of the context still running on another engine may
+	// overwrite, and a channel's own fault is cleared when it leaves its
+	// runlist (device/handover.go). A counter of its own is neither: the
+	// daemon judges a client by it (stage 9's server/hangbars.go).
+	RegCtxResets = 0x18
 
 	ContextRegStride = 0x40
 )

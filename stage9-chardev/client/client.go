@@ -110,6 +110,14 @@ type GPU struct {
 }
 
 // Dial connects to the daemon at node (uapi.DefaultNode() if empty).
+//
+// Its error wraps a uapi.Errno when the daemon refused a call
+// (errors.Is(err, uapi.ErrQuota), ...). uapi.ErrBusy from ATTACH says the
+// daemon bars the caller's uid for a while: the watchdog reset an engine
+// under a command of one of its clients, a command that never reached a
+// preemption point (softgpud's server/hangbars.go). The daemon hangs up
+// every connection of the uid at that moment, so a GPU of the uid already
+// open sees ErrGone; a Dial after the bar succeeds.
 func Dial(node string) (*GPU, error) { return DialConfig(Config{Node: node}) }
 
 // DialConfig connects as cfg says.

@@ -106,11 +106,11 @@ func (e *Engine) step() bool {
 	case abi.StatusTimeout:
 		e.complete(st)
 		e.signal()
-		e.hang() // sched.go: the watchdog faults the channel and its context
+		e.hang(false) // sched.go: the watchdog faults the channel and its context
 	case engineReset:
 		e.complete(abi.StatusTimeout)
 		e.signal()
-		e.hang()
+		e.hang(true)
 		e.resetEngine() // watchdog.go: the command never reached a boundary
 	default:
 		e.complete(st)

@@ -515,8 +515,11 @@ func (e *Engine) resume() bool {
 // hang is what the watchdog does after the command it stopped has
 // completed with StatusTimeout: it faults the channel, so nothing more of
 // it runs, and marks its context faulted (FaultHung), so a sticky context
-// stops on every channel, as after an MMU fault.
-func (e *Engine) hang() {
+// stops on every channel, as after an MMU fault. reset says the command
+// never reached a preemption point and the engine is being reset under
+// it (watchdog.go): that is counted in the context's RegCtxResets, which
+// stage 9's daemon judges its client by.
+func (e *Engine) hang(reset bool) {
 	ran := e.job.ran + e.dev.clock.Now() - e.runStart
 	// The context's fault first, the channel's last: the driver learns of
 	// the hang from the channel's fault (it completes what is queued
@@ -524,6 +527,9 @@ func (e *Engine) hang() {
 	// faulted too. The other order let a waiter return before FaultHung
 	// was there (seen under -race in TestWatchdogStopsOnlyTheHungChannel).
 	s := abi.ContextStatusRegs(e.mmu.ctx)
+	if reset {
+		e.regs.Add(s+abi.RegCtxResets, 1) // both engines may reset under one context at once: an atomic add, as RegCtxFaults
+	}
 	e.regs.Store(s+abi.RegCtxFaultVA, 0)
 	e.regs.Store(s+abi.RegCtxFaultInfo, uint64(abi.FaultHung))
 	e.regs.Add(s+abi.RegCtxFaults, 1)

@@ -26,6 +26,9 @@ import (
 //	    assert reset (wd.reset)           ───►     the spin sees it: engineReset
 //	                                               complete the command (StatusTimeout),
 //	                                               fault its channel and context,
+//	                                               counting a reset in the context's
+//	                                               RegCtxResets (stage 9: the daemon
+//	                                               bars its user),
 //	                                               reset the engine (resetEngine)
 //
 // The reset line is the one thing a hung engine still answers; it is not

@@ -45,6 +45,8 @@ type Context struct {
 	mappings map[uint64]*mapping
 	closed   bool
 	channels []*Channel // opened for it by NewChannel (runlist.go), closed with it
+
+	resetsBase uint64 // RegCtxResets of its id when it was made: Resets counts from there (guilty.go)
 }
 
 // mapping is one range of a context's address space.
@@ -84,7 +86,8 @@ func (d *Driver) NewContext() (*Context, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Context{d: d, id: id, root: root, tables: tablePages(abi.RootBytes), va: NewRangeAllocator(userVABase, userVAEnd), mappings: map[uint64]*mapping{}}
+	c := &Context{d: d, id: id, root: root, tables: tablePages(abi.RootBytes), va: NewRangeAllocator(userVABase, userVAEnd), mappings: map[uint64]*mapping{},
+		resetsBase: d.regs.Load(abi.ContextStatusRegs(id) + abi.RegCtxResets)} // before it is enabled: no command of it has run
 	d.vm.contexts[id] = c
 	d.enableContext(c, true)
 	return c, nil

@@ -574,7 +574,9 @@ _Static_assert(sizeof(struct softgpu_managed_pager) == 32, "struct softgpu_manag
 #define SOFTGPU_ERR_PERM 10
 /* the device is shutting down or has stopped */
 #define SOFTGPU_ERR_GONE 11
-/* the object is in use: a channel with work in flight, memory a channel still uses */
+/*
+ * the object is in use (a channel with work in flight, memory a channel still uses); at ATTACH and CHANNEL_OPEN: the uid is barred for a while, as the watchdog reset an engine under a command of its
+ */
 #define SOFTGPU_ERR_BUSY 12
 /* the object is faulted: a channel or context the device has stopped serving */
 #define SOFTGPU_ERR_FAULT 13

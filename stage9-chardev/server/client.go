@@ -48,6 +48,8 @@ type client struct {
 	ids   atomic.Pointer[[]abi.Channel] // its channels, for the kick goroutine
 	calls atomic.Uint64
 
+	resetsJudged atomic.Uint64 // the engine resets under its context it has been struck for (hangbars.go)
+
 	discarding atomic.Int32 // closes of descriptors it sent, begun on their own goroutines and not returned (discard.go)
 	exit       *os.File     // the pidfd of its process, watched (exitwatch.go); nil if the kernel gave none
 
@@ -234,6 +236,9 @@ func (c *client) attach(a *uapi.Attach) (send []int, closeAfter []*os.File, err 
 	if c.ctx != nil {
 		return nil, nil, fmt.Errorf("ATTACH twice: %w", uapi.ErrBusy)
 	}
+	if err := c.refuseBarred("ATTACH"); err != nil { // hangbars.go
+		return nil, nil, err
+	}
 	pub, err := c.s.dev.Public()
 	if err != nil {
 		return nil, nil, err
@@ -297,6 +302,9 @@ func (c *client) openChannel(a *uapi.ChannelOpen) (send []int, closeAfter []*os.
 	if err := c.grantPriority(a); err != nil {
 		return nil, nil, err
 	}
+	if err := c.refuseBarred("CHANNEL_OPEN"); err != nil { // hangbars.go: a client that attached as its uid was struck
+		return nil, nil, err
+	}
 	c.s.linger.drain() // a closed channel whose files were let go before this call no longer counts (linger.go)
 	cost := c.channelCost()
 	if err := c.charge(cost); err != nil {
@@ -313,7 +321,7 @@ func (c *client) openChannel(a *uapi.ChannelOpen) (send []int, closeAfter []*os.
 	}
 	var files device.ChannelFiles
 	ch, err := c.s.drv.NewChannel(abi.Engine(a.Engine), c.ctx, driver.ChannelOptions{
-		Priority: uint8(a.Priority), Timeslice: a.Timeslice, Notify: c.notify,
+		Priority: uint8(a.Priority), Timeslice: a.Timeslice, Notify: c.channelNotify, // hangbars.go
 		Share: func(id abi.Channel) error {
 			var err error
 			files, err = c.s.dev.Share(id, c.s.dev.FenceVector(id)) // its fence interrupts: straight to the client's sleeping waiters
@@ -376,7 +384,9 @@ func (c *client) closeChannel(id abi.Channel) error {
 		c.refund(uapi.Pools{DeviceMemory: c.channelCost().DeviceMemory})
 		c.s.linger.closed(h)
 	}()
-	return ch.Close() // returns once the engine has let it go, and the pages are the device's again (Unshare)
+	err := ch.Close() // returns once the engine has let it go, and the pages are the device's again (Unshare)
+	c.judgeHangs()    // hangbars.go: a reset under its last command is counted by now, and may have brought no Notify
+	return err
 }
 
 // channelCost is what a channel takes from the client's quotas: its id,

@@ -55,7 +55,9 @@
 // So um.mu is never held while p.serving is taken: stopPager removes a
 // pager from the fault loop (which waits for serving) before SetPager
 // takes um.mu, and the fault loop answers under serving, then um.mu.
-// quotaMu and s.mu are leaves too.
+// quotaMu and s.mu are leaves too, and so is hangBars.mu; strikeHang
+// takes it, s.mu, each of a uid's clients' c.mu and the driver's vm.mu
+// one at a time.
 package server
 
 import (
@@ -163,6 +165,7 @@ type Server struct {
 	faultsMu sync.Mutex
 	faults   *faultLoop
 	bars     pagerBars // the uids barred from the pager (pager.go)
+	hangs    hangBars  // the uids barred from new contexts after an engine reset under a command of theirs (hangbars.go)
 	punches  puncher   // the pager's punch helpers (punch.go)
 
 	messages atomic.Uint64 // messages received from every client

@@ -75,7 +75,13 @@
 //	13 ErrFault        14 ErrQuota
 //
 // The first four are about the message: the daemon's decoder finds them.
-// The rest are about what the call asked for.
+// The rest are about what the call asked for, but for one use of ErrBusy:
+// at ATTACH and CHANNEL_OPEN it says the caller's uid is barred for a
+// while. The daemon bars a uid when the watchdog has reset an engine
+// under a command of one of its clients — a command that never reached a
+// preemption point — for 30 s at first, twice as long for each hang soon
+// after the last bar, and it hangs up every connection of the uid then.
+// A client may try again later (softgpud's server/hangbars.go).
 //
 // # Shared memory
 //

@@ -125,7 +125,10 @@ func main() {
 // longest command a client of a 64 MiB device needs (a copy of all of
 // it takes about 3 ms here: four times H2D/mem=pinned/size=16MiB's
 // 0.81 ms at the median in the chardev record at 885b3ad), and short
-// enough that a stuck client is noticed before its user gives up.
+// enough that a stuck client is noticed before its user gives up. A
+// command that never reaches a preemption point holds its engine twice
+// that, until the watchdog resets the engine, and its user is then
+// barred for a while (server/hangbars.go).
 const defaultWatchdog = 2 * time.Second
 
 // ANCHOR: shutdown
