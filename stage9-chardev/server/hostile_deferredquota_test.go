@@ -123,7 +123,10 @@ func (s *stranger) next(t *testing.T) string {
 	t.Helper()
 	select {
 	case line, ok := <-s.lines:
-		require.True(t, ok, "stranger %d ended: %s", s.cmd.Process.Pid, s.stderr.String())
+		if !ok {
+			err := s.cmd.Wait() // stderr is written until the stranger has exited
+			t.Fatalf("stranger %d ended (%v): %s", s.cmd.Process.Pid, err, s.stderr.String())
+		}
 		return line
 	case <-time.After(patience):
 		t.Fatalf("stranger %d said nothing within %v", s.cmd.Process.Pid, patience)
