@@ -247,7 +247,8 @@ func (c *Context) Unmap(va uint64) error {
 	if !ok {
 		return fmt.Errorf("%w: no mapping at %#x in context %d", ErrBadFree, va, c.id)
 	}
-	return c.unmap(m)
+	_, err := c.unmap(m)
+	return err
 }
 
 // ANCHOR_END: unmap
@@ -263,8 +264,9 @@ func (c *Context) Free(va uint64) error { return c.Unmap(va) }
 // walking the other — and the error is returned; the VA comes back as
 // usual, since an engine that missed a generation drops every cached
 // translation before it translates again. A pinned region's window entry
-// is guarded by its DMA holds (HostFree) and needs nothing more.
-func (c *Context) unmap(m *mapping) error {
+// is guarded by its DMA holds (HostFree) and needs nothing more. The
+// Release is signalled when the deferred free is given back (release.go).
+func (c *Context) unmap(m *mapping) (*Release, error) {
 	queued := c.d.queuedWorkOf(c) // before the entries go: the commands that might name m
 	c.mu.Lock()
 	c.d.unmapRange(c.root, m.runs)
@@ -274,18 +276,18 @@ func (c *Context) unmap(m *mapping) error {
 	if err == nil {
 		c.d.vm.pool.freeTables(empty)
 	}
-	f := deferredFree{queued: queued, ctx: c, va: m.va}
+	f := deferredFree{queued: queued, ctx: c, va: m.va, back: new(Release)}
 	if m.pinned == nil && err == nil {
 		f.pa = m.pa
 	}
 	c.d.deferFree(f)
 	if m.pinned == nil {
-		return err
+		return f.back, err
 	}
 	c.d.pinMu.Lock()
 	m.pinned.mapped = slices.DeleteFunc(m.pinned.mapped, func(x contextVA) bool { return x.ctx == c && x.va == m.va })
 	c.d.pinMu.Unlock()
-	return err
+	return f.back, err
 }
 
 // Err returns the context's fault as a *FaultError if it has faulted since
@@ -334,7 +336,8 @@ func (c *Context) Close() error {
 	clear(c.mappings)
 	c.mu.Unlock()
 	for _, m := range ms {
-		err = errors.Join(err, c.unmap(m))
+		_, uerr := c.unmap(m)
+		err = errors.Join(err, uerr)
 	}
 	c.d.regs.Store(abi.ContextRegs(c.id)+abi.RegCtxFlags, 0)
 	if ierr := c.d.invalidate(c.id, 0, 0); ierr != nil {

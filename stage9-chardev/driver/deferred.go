@@ -19,8 +19,10 @@ import (
 //	               command that names it from now on faults)
 //	               defer the device memory and the VA until every channel
 //	               has passed its mark
-//	Alloc          reclaim what has passed; if memory is short and some is
-//	               still deferred, wait for the oldest to pass, and retry
+//	Alloc          reclaim what has passed, signalling each free's Release
+//	               (release.go: who charges for the memory refunds then);
+//	               if memory is short and some is still deferred, wait for
+//	               the oldest to pass, and retry
 //
 // A command queued before the free that runs after it therefore faults (in
 // a context: its VA is unmapped and not handed out again) or lands in
@@ -48,6 +50,7 @@ type deferredFree struct {
 	pa     uint64   // device memory to give back to d.alloc; 0 for none (AllocBase keeps 0 from being an allocation)
 	ctx    *Context // the context whose VA allocator gets va back; nil for none
 	va     uint64
+	back   *Release // signalled when reclaimFreed gives it back (release.go); nil for none
 }
 
 // queuedWork notes each channel's mark: the commands queued so far.
@@ -125,6 +128,7 @@ func (d *Driver) reclaimFreed() {
 				panic(fmt.Sprintf("driver: invariant broken: a deferred VA was not allocated: %v", err))
 			}
 		}
+		f.back.signal() // after the give-back: a caller that sees it done finds the memory free
 		return true
 	})
 }
@@ -170,20 +174,21 @@ func (d *Driver) allocMemory(size uint64, alloc func() (uint64, error)) (uint64,
 
 // freeMemory defers the free of addr, an allocation of context 0 (Alloc):
 // it is checked now, and given back once the commands queued so far have
-// run.
-func (d *Driver) freeMemory(addr uint64) error {
+// run; the Release says when (release.go).
+func (d *Driver) freeMemory(addr uint64) (*Release, error) {
 	queued := d.queuedWork()
 	d.vm.freeMu.Lock()
 	defer d.vm.freeMu.Unlock()
 	if d.vm.deferredPA[addr] {
-		return fmt.Errorf("%w: address %#x", ErrDoubleFree, addr)
+		return nil, fmt.Errorf("%w: address %#x", ErrDoubleFree, addr)
 	}
 	if err := d.alloc.checkLive(addr); err != nil {
-		return err
+		return nil, err
 	}
+	back := new(Release)
 	d.vm.deferredPA[addr] = true
-	d.vm.deferred = append(d.vm.deferred, deferredFree{queued: queued, pa: addr})
-	return nil
+	d.vm.deferred = append(d.vm.deferred, deferredFree{queued: queued, pa: addr, back: back})
+	return back, nil
 }
 
 // ANCHOR_END: deferfree

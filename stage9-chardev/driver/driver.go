@@ -442,7 +442,8 @@ func (d *Driver) Free(addr uint64) error {
 	if d.closed.Load() {
 		return ErrClosed
 	}
-	return d.freeMemory(addr)
+	_, err := d.freeMemory(addr)
+	return err
 }
 
 // MemoryInUse reports the bytes currently allocated, counting freed memory

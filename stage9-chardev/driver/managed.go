@@ -867,14 +867,16 @@ func (m *Managed) Free() error {
 	if m.freed {
 		return fmt.Errorf("%w: the allocation at %#x was freed already", ErrManaged, m.va)
 	}
-	return d.freeManagedLocked(m)
+	_, err := d.freeManagedLocked(m)
+	return err
 }
 
 // freeManagedLocked is Free with um.mu held. Its addresses wait for the
 // work queued before it (deferred.go). If an engine does not acknowledge
 // the invalidation within its bound (vm.go), the frames and the tables the
-// free emptied stay out of reuse and the error is returned.
-func (d *Driver) freeManagedLocked(m *Managed) error {
+// free emptied stay out of reuse and the error is returned. The Release is
+// the host region's (HostFreeRelease).
+func (d *Driver) freeManagedLocked(m *Managed) (*Release, error) {
 	queued := d.queuedWorkOf(m.ctx) // before the entries go: the commands that might name m
 	m.freed = true
 	m.ctx.mu.Lock()
@@ -899,7 +901,8 @@ func (d *Driver) freeManagedLocked(m *Managed) error {
 	d.releaseChunks()
 	d.um.allocs[m.ctx.id] = slices.DeleteFunc(d.um.allocs[m.ctx.id], func(x *Managed) bool { return x == m })
 	d.deferFree(deferredFree{queued: queued, ctx: m.ctx, va: m.va})
-	return errors.Join(err, d.HostFree(m.host))
+	back, herr := d.HostFreeRelease(m.host)
+	return back, errors.Join(err, herr)
 }
 
 // freeContextManaged frees every managed allocation of c (Context.Close).
@@ -908,7 +911,8 @@ func (d *Driver) freeContextManaged(c *Context) error {
 	defer d.um.mu.Unlock()
 	var err error
 	for _, m := range slices.Clone(d.um.allocs[c.id]) {
-		err = errors.Join(err, d.freeManagedLocked(m))
+		_, ferr := d.freeManagedLocked(m)
+		err = errors.Join(err, ferr)
 	}
 	delete(d.um.allocs, c.id)
 	return err

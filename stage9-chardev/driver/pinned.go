@@ -92,6 +92,7 @@ type retired struct {
 	// engine holds any entry; then reclaimLocked unregisters and unmaps
 	// it, and only then may the entry retire.
 	held *Pinned
+	back *Release // signalled when the entry has retired (release.go); nil for none
 }
 
 var (
@@ -251,6 +252,14 @@ func (d *Driver) enableLocked(p *Pinned, slot int, off uint64) {
 // until no engine holds any entry (the next HostAlloc's reclaimLocked sees
 // to it).
 func (d *Driver) HostFree(p *Pinned) error {
+	_, err := d.HostFreeRelease(p)
+	return err
+}
+
+// HostFreeRelease is HostFree, and returns the Release the driver signals
+// when the entry has retired (release.go): when, the commands queued
+// before the free having run, HostAlloc may hand it out again.
+func (d *Driver) HostFreeRelease(p *Pinned) (*Release, error) {
 	d.pinMu.Lock()
 	could := namers(p) // bound.go: the contexts whose channels could name p
 	d.pinMu.Unlock()
@@ -264,7 +273,7 @@ func (d *Driver) HostFree(p *Pinned) error {
 	live := slices.Index(d.regions, p)
 	if live < 0 {
 		d.pinMu.Unlock()
-		return ErrBadHostFree // never allocated, or freed already
+		return nil, ErrBadHostFree // never allocated, or freed already
 	}
 	d.regions = slices.Delete(d.regions, live, live+1)
 	d.publishSpansLocked()
@@ -286,7 +295,7 @@ func (d *Driver) HostFree(p *Pinned) error {
 	// Every entry's holds, not this one's alone: UnregisterHost, like an
 	// IOMMU's unmap, returns only once no engine holds any entry
 	// (device/dma.go), and must not be called to wait on a hung engine.
-	r := retired{slot: p.slot, bus: p.bus - abi.BusBase, marks: marks}
+	r := retired{slot: p.slot, bus: p.bus - abi.BusBase, marks: marks, back: new(Release)}
 	err := d.waitUnheld(^uint64(0))
 	if err != nil {
 		r.held = p
@@ -297,7 +306,7 @@ func (d *Driver) HostFree(p *Pinned) error {
 	d.pinMu.Lock()
 	defer d.pinMu.Unlock()
 	d.retiring = append(d.retiring, r)
-	return err
+	return r.back, err
 }
 
 // unpin takes a freed region, which no engine holds, from the device and
@@ -335,6 +344,7 @@ func (d *Driver) reclaimLocked() {
 		if err := d.busSpace.Free(r.bus); err != nil {
 			panic(fmt.Sprintf("driver: invariant broken: a retired bus range was not allocated: %v", err))
 		}
+		r.back.signal() // after the give-back: a caller that sees it done finds the entry free
 		return true
 	})
 }

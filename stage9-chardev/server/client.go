@@ -423,9 +423,9 @@ func (c *client) alloc(a *uapi.Alloc) error {
 		return err
 	}
 	if err := c.chargeTables(); err != nil { // the tables the mapping added (quota.go)
-		ferr := c.ctx.Free(va) // its tables go back at once; its memory once queued work has passed it (driver: deferred.go)
+		back, ferr := c.ctx.FreeRelease(va) // its tables go back at once; its memory once queued work has passed it (driver: deferred.go)
 		c.refundTables()
-		c.refund(uapi.Pools{DeviceMemory: bytes})
+		c.owe(uapi.Pools{DeviceMemory: bytes}, back) // owed.go
 		return errors.Join(fmt.Errorf("ALLOC of %d bytes: %w", a.Size, err), ferr)
 	}
 	a.VA = va
@@ -445,9 +445,10 @@ func (c *client) free(va uint64) error {
 	if !ok {
 		return fmt.Errorf("FREE of %#x, not an allocation of this client: %w", va, uapi.ErrNoEntry)
 	}
-	c.refund(uapi.Pools{DeviceMemory: size})
 	defer c.refundTables() // the tables the unmap emptied (quota.go)
-	return c.ctx.Free(va)
+	back, err := c.ctx.FreeRelease(va)
+	c.owe(uapi.Pools{DeviceMemory: size}, back) // charged until the memory is the driver's again (owed.go)
+	return err
 }
 
 // hostRegister maps a client's memfd into the daemon, pins and registers
@@ -479,14 +480,14 @@ func (c *client) hostRegister(a *uapi.HostRegister, fd int) error {
 	}
 	va, err := c.ctx.Map(p, abi.PageSize(a.PageSize))
 	if err != nil {
-		c.s.drv.HostFree(p)
-		c.refund(pinned)
+		back, ferr := c.s.drv.HostFreeRelease(p)
+		c.oweUnpinned(pinned, back, ferr) // owed.go
 		return err
 	}
 	if err := c.chargeTables(); err != nil { // the tables the mapping added (quota.go)
-		ferr := c.s.drv.HostFree(p) // unmaps it from the context
+		back, ferr := c.s.drv.HostFreeRelease(p) // unmaps it from the context
 		c.refundTables()
-		c.refund(pinned)
+		c.oweUnpinned(pinned, back, ferr)
 		return errors.Join(fmt.Errorf("HOST_REGISTER of %d bytes: %w", a.Size, err), ferr)
 	}
 	a.VA = va
@@ -547,16 +548,16 @@ func (c *client) managedAlloc(a *uapi.ManagedAlloc, fd int) error {
 		return err
 	}
 	if err := c.chargeTables(); err != nil { // the tables the mapping added (quota.go)
-		ferr := m.Free()
+		back, ferr := m.FreeRelease()
 		c.refundTables()
-		c.refund(pinned)
+		c.oweUnpinned(pinned, back, ferr) // owed.go
 		return errors.Join(fmt.Errorf("MANAGED_ALLOC of %d bytes: %w", a.Length, err), ferr)
 	}
 	a.VA = m.VA()
 	if err := c.keepMemfd(a.VA, fd); err != nil { // pager.go
-		m.Free()
+		back, ferr := m.FreeRelease()
 		c.refundTables()
-		c.refund(pinned)
+		c.oweUnpinned(pinned, back, ferr)
 		return err
 	}
 	c.mu.Lock()
@@ -595,10 +596,12 @@ func (c *client) managedFree(va uint64) error {
 		return fmt.Errorf("MANAGED_FREE of %#x, not managed memory of this client: %w", va, uapi.ErrNoEntry)
 	}
 	defer c.refundTables() // the tables the unmap emptied (quota.go)
-	// Refunded once it is unlocked and out of the window.
-	defer c.refund(uapi.Pools{PinnedBytes: roundPage(m.Size()), WindowEntries: 1})
+	// Refunded once it is unlocked and its window entry has retired (owed.go).
+	pinned := uapi.Pools{PinnedBytes: roundPage(m.Size()), WindowEntries: 1}
 	c.stopPager(va) // pager.go
-	return m.Free()
+	back, err := m.FreeRelease()
+	c.oweUnpinned(pinned, back, err)
+	return err
 }
 
 func (c *client) hostUnregister(va uint64) error {
@@ -613,9 +616,12 @@ func (c *client) hostUnregister(va uint64) error {
 		return fmt.Errorf("HOST_UNREGISTER of %#x, not a region of this client: %w", va, uapi.ErrNoEntry)
 	}
 	defer c.refundTables() // the tables the unmap emptied (quota.go)
-	// Refunded once it is unlocked and out of the window.
-	defer c.refund(uapi.Pools{PinnedBytes: uint64(len(p.Bytes())), WindowEntries: 1})
-	return c.s.drv.HostFree(p) // waits out a command copying from it; unmaps it from the context
+	// Refunded once it is unlocked and its window entry has retired
+	// (owed.go); read before HostFree, which empties Bytes.
+	pinned := uapi.Pools{PinnedBytes: uint64(len(p.Bytes())), WindowEntries: 1}
+	back, err := c.s.drv.HostFreeRelease(p) // waits out a command copying from it; unmaps it from the context
+	c.oweUnpinned(pinned, back, err)
+	return err
 }
 
 // notify tells the client that one of its channels has something for its
@@ -659,8 +665,10 @@ func (c *client) kickLoop(kick *os.File) {
 // teardown ends a client, however it went: its channels off their
 // engines first — after which no command of its runs, and none holds its
 // memory — then its registered host memory (HostFree also waits out any
-// command still copying from it) and its managed memory, then its context
-// and every allocation in it.
+// command still copying from it), its managed memory and its allocations,
+// then its context. Each of those frees is charged until the driver gives
+// it back, as the client's own would be (owed.go); what the driver still
+// holds when the client has gone is its uid's.
 func (c *client) teardown() {
 	var start uint64
 	if c.s.trace != nil {
@@ -699,6 +707,15 @@ func (c *client) teardown() {
 	for _, va := range managed {
 		c.managedFree(va) // after the channels: no command of the client's is stalled on it
 	}
+	c.mu.Lock()
+	allocs := make([]uint64, 0, len(c.allocs))
+	for va := range c.allocs {
+		allocs = append(allocs, va)
+	}
+	c.mu.Unlock()
+	for _, va := range allocs {
+		c.free(va) // each charged until the driver has it back, as a FREE's is (owed.go)
+	}
 	if c.ctx != nil {
 		if err := c.ctx.Close(); err != nil && !errors.Is(err, driver.ErrClosed) {
 			c.s.log.Error("closing a client's context", "pid", c.pid, "err", err)
@@ -716,7 +733,13 @@ func (c *client) teardown() {
 	if c.s.trace != nil && c.ctx != nil {
 		c.s.trace.Record(trace.Event{Kind: trace.KindDetach, Start: start, End: c.s.drv.Now(), Arg: uint64(c.pid), Seq: uint64(c.ctx.ID())})
 	}
-	c.refundAll() // its context and every allocation in it, which ctx.Close gave back
+	// What its closed channels left queued will never run, so what it
+	// freed behind that work has passed: given back now. What the driver
+	// still holds (behind context 0's work, or an engine that did not
+	// answer) stays charged to its uid until the driver gives it back.
+	c.s.settle()
+	c.orphanOwed()
+	c.refundAll() // its context, which ctx.Close gave back, and the rest
 	c.s.remove(c)
 	closeConn(c.conn) // discard.go: closing it may wait on what the client left queued in it
 	c.s.log.Info("client gone", "pid", c.pid, "calls", c.calls.Load())

@@ -18,8 +18,9 @@ import (
 // user, together), and is refused with uapi.ErrQuota — its own errno, not
 // ErrNoMemory, so a client can tell "the device is full" from "you have
 // had your share" — if either would go past its limit; whatever gives
-// the thing back refunds the charge, and teardown refunds whatever is
-// left. The pools:
+// the thing back refunds the charge — once the driver has it back, which
+// for a free behind queued work is later than the call's return (owed.go)
+// — and teardown refunds whatever is left. The pools:
 //
 //	DeviceMemory   ALLOC's bytes, each rounded up to the pages the driver
 //	               maps it with (the memory it really takes), and each
@@ -64,10 +65,12 @@ import (
 // quotaMu is a leaf: nothing else is locked while it is held.
 //
 // Invariant, under quotaMu: for every uid, uidUse[uid] is the sum of use
-// over that uid's clients plus orphaned[uid] channels, and each client's
-// use is the sum of what it holds; neither is ever above its limit,
-// except that a limit lowered between runs does not apply to what a
-// client already holds (limits are fixed for the daemon's life).
+// over that uid's clients plus orphaned[uid] channels plus the owed
+// charges of its clients gone (owed.go), and each client's use is the sum
+// of what it holds, what it freed and the driver still holds included;
+// neither is ever above its limit, except that a limit lowered between
+// runs does not apply to what a client already holds (limits are fixed
+// for the daemon's life).
 
 // Quota is the most of each pool one client — or, as Config.UidQuota,
 // all the clients of one uid together — may hold. A zero field means the
@@ -209,11 +212,25 @@ func add(use *uapi.Pools, more uapi.Pools, sign int) {
 // ANCHOR: charge
 
 // charge takes more from the client's and its uid's quotas, or returns an
-// error wrapping uapi.ErrQuota that names the pool and both figures.
+// error wrapping uapi.ErrQuota that names the pool and both figures. What
+// a client has freed stays charged until the driver gives it back
+// (owed.go), and the driver gives back lazily: so a refusal while the
+// client's uid owes anything is tried again once the driver has given
+// back what has passed.
 func (c *client) charge(more uapi.Pools) error {
+	err := c.tryCharge(more)
+	if err != nil && c.s.owes(c.uid) {
+		return c.chargeOwed(more)
+	}
+	return err
+}
+
+// tryCharge is charge, as the quotas stand.
+func (c *client) tryCharge(more uapi.Pools) error {
 	s := c.s
 	s.quotaMu.Lock()
 	defer s.quotaMu.Unlock()
+	s.settleLocked() // owed.go
 	if pool, have, max := overBy(c.use, more, s.clientLimit); pool != "" {
 		return fmt.Errorf("the client holds %d %s of its quota of %d: %w", have, pool, max, uapi.ErrQuota)
 	}
@@ -281,7 +298,8 @@ func (s *Server) refundOrphan(uid uint32) {
 }
 
 // refundAll gives back everything the client still holds: its teardown's
-// last step, after which it holds nothing.
+// last step, after orphanOwed has handed what it owes to its uid, after
+// which it holds nothing.
 func (c *client) refundAll() {
 	c.s.quotaMu.Lock()
 	held := c.use
@@ -319,6 +337,7 @@ func (s *Server) clientQuota(a *uapi.ClientQuota, viewer *client) error {
 	if err != nil {
 		return err
 	}
+	s.settle() // what the driver has given back is not reported as held (owed.go)
 	var ctx uint32
 	c.mu.Lock()
 	if c.ctx != nil { // written under c.mu by attach

@@ -160,6 +160,10 @@ type Server struct {
 	orphaned map[uint32]uint32
 	linger   *linger // closed channels' files, until their last holder lets go (linger.go)
 
+	// owed are the charges for what clients freed and the driver still
+	// holds (owed.go); quotaMu guards it too.
+	owed []*owed
+
 	// faultsMu guards faults, the fault loop of every client's pagers
 	// (faultloop.go), started with the first.
 	faultsMu sync.Mutex
