@@ -276,7 +276,13 @@ func (d *Driver) retired(r retired) bool {
 		return true
 	}
 	for _, m := range r.marks {
-		if !m.ch.passed(m.mark) && m.ch.faultError() == nil { // a closed channel passes every mark: the engine completes what it leaves (drain)
+		// A closed channel was meant to pass every mark: the engine
+		// completes what it leaves (drain). Not one closed while faulted:
+		// drain skips it, and the handover clears its fault and its
+		// completions, so its mark is never passed and the entry never
+		// retires — an open bug, found by review on 2026-12-06 (the stage 9
+		// chapter, "What a stranger can still do").
+		if !m.ch.passed(m.mark) && m.ch.faultError() == nil {
 			return false
 		}
 	}

@@ -57,7 +57,11 @@ import (
 // the engine for recovery; this device resumes by itself), so a stranger
 // with SPINs of other contexts queued behind the first may hold an engine
 // one round more. What the bar bounds is how often: a uid can hang the
-// engines about once per bar. The first bar lasts hangBarFirst; a strike
+// engines about once per bar — with a command the watchdog has to reset.
+// A SPIN that ends before the reset (one and a half limits) is counted
+// nowhere and judged never: an open hole (the stage 9 chapter, "What a
+// stranger can still do"; the rule that would close it is a preemption
+// timeout, as i915's). The first bar lasts hangBarFirst; a strike
 // while barred is part of the incident that set the bar (no context of
 // the uid made after it exists, so its command began before) and changes
 // nothing; a strike within the bar's length after it ended doubles it, up
