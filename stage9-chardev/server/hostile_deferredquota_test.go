@@ -189,14 +189,7 @@ func TestAStrangerCannotTakeTheWholeWindowByFreeingBehindItsWork(t *testing.T) {
 	got := s.until(t, "ready")
 	t.Logf("stranger: %q", got)
 	assert.LessOrEqual(t, freedBefore(t, got), abi.WindowSlots/2, "window entries the stranger freed behind its queued DELAYs before it was refused (%q); want at most its quota's", got)
-	g, err := client.Dial(d.node)
-	require.NoError(t, err)
-	defer g.Close()
-	h, err := g.HostAlloc(4096)
-	require.NoError(t, err, "the victim's HOST_REGISTER after a stranger freed behind its queued DELAYs (%q)", got)
-	g.HostFree(h)
-	s.kill()
-	d.stop(t)
+	victimRegistersAfter(t, d, s, "a stranger freed behind its queued DELAYs", got)
 }
 
 // TestAStrangerCannotTakeTheWholeWindowByFreeingManagedMemoryBehindItsWork:
@@ -216,11 +209,19 @@ func TestAStrangerCannotTakeTheWholeWindowByFreeingManagedMemoryBehindItsWork(t 
 	s := startStranger(t, "dq-managed", d.node, "", cred)
 	got := s.until(t, "ready")
 	t.Logf("stranger: %q", got)
+	victimRegistersAfter(t, d, s, "a stranger freed managed memory behind its queued DELAYs", got)
+}
+
+// victimRegistersAfter has a well-behaved client register a page (one
+// window entry) once the stranger s has done what, which it
+// reported as got; then it stops s and the daemon.
+func victimRegistersAfter(t *testing.T, d *daemon, s *stranger, what string, got []string) {
+	t.Helper()
 	g, err := client.Dial(d.node)
 	require.NoError(t, err)
 	defer g.Close()
 	h, err := g.HostAlloc(4096)
-	require.NoError(t, err, "the victim's HOST_REGISTER after a stranger freed managed memory behind its queued DELAYs (%q)", got)
+	require.NoError(t, err, "the victim's HOST_REGISTER after %s (%q)", what, got)
 	g.HostFree(h)
 	s.kill()
 	d.stop(t)
