@@ -335,9 +335,9 @@ type pagerBars struct {
 //
 // Waited, not took (offCPU): a call's time less the CPU time its thread
 // ran in it — the call's own work, copying pages, punching them out,
-// waiting for other CPUs to drop their mappings — and nothing at all if
-// the thread never slept in it, its time off the CPU then the
-// scheduler's. Charged its whole time, a client busy with its own
+// waiting for other CPUs to drop their mappings — and less the time it
+// waited for a core, which is the machine's load; nothing at all if the
+// thread never slept in it. Charged its whole time, a client busy with its own
 // managed memory spent its share on that work alone, and so did a light
 // one beside another uid that only copied memory on four threads and
 // slowed and preempted everyone's copies; both were dropped
@@ -577,9 +577,10 @@ func (p *pager) bounded(what pagerCall, call func(uffd, memfd int) error) error 
 	//   - the call has not begun (its goroutine, or the helper, waits
 	//     for a core): the daemon's load — wait another bound;
 	//   - it ended within limit, its answer on its way: likewise;
-	//   - it runs on a thread of ours that has not slept since it began
-	//     (running, or waiting for a core; not asleep on the client's
-	//     lock): likewise — a call in the helper is judged by time alone;
+	//   - it runs on a thread of ours that is not asleep (running, or
+	//     waiting for a core; not on the client's lock): likewise; asleep,
+	//     but for less than limit in all: wait the rest of limit — a call
+	//     in the helper is judged by its time alone;
 	//   - limit has not yet passed since it began (the timer was set
 	//     from earlier): wait the rest;
 	//   - else it is stuck: judge the client.
@@ -608,16 +609,23 @@ func (p *pager) bounded(what pagerCall, call func(uffd, memfd int) error) error 
 			continue
 		}
 		if what.span == nil && end.IsZero() {
-			if off := thread.Load(); off != nil && !off.sleptSince() {
-				// Running, or waiting for a core, all along: not asleep
-				// on the client's lock. A 400-thread CPU hog of another
-				// uid, under the race detector, kept a well-behaved
-				// client's copy off its core past the bound
-				// (TestCPULoadBarsNoBusyClient). (The helper's fallocate is
-				// judged by its time alone: a writer waiting for the inode
-				// lock may spin without sleeping while the holder runs.)
-				timer.Reset(pagerBound)
-				continue
+			if off := thread.Load(); off != nil {
+				// A call on a thread of ours is stuck only if it has
+				// slept limit (offCPU.asleep). Running, or waiting for a
+				// core, it is not asleep on the client's lock: a 400-thread
+				// CPU hog of another uid, under the race detector, kept
+				// a well-behaved client's copy off its core past the
+				// bound (TestCPULoadBarsNoBusyClient). (The helper's
+				// fallocate is judged by its time alone: a writer waiting
+				// for the inode lock may spin without sleeping while the
+				// holder runs.)
+				if now, slept := off.asleep(); !now {
+					timer.Reset(pagerBound)
+					continue
+				} else if slept < limit {
+					timer.Reset(limit - slept)
+					continue
+				}
 			}
 		}
 		if left := time.Until(start.Add(limit)); left > 0 {

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -286,60 +285,6 @@ func (h *punchHelperProc) waited() time.Duration {
 		return 0
 	}
 	return time.Duration(clockOf(h.page).waited.Load())
-}
-
-// offCPU measures what a call waited for: taken on the calling thread
-// before the call, and read (waited) on the same thread after it — the
-// thread locked to the call in between.
-type offCPU struct {
-	at    int64         // monotonicNow
-	cpu   time.Duration // the thread's CPU time (CLOCK_THREAD_CPUTIME_ID)
-	slept int64         // the thread's voluntary context switches (getrusage RUSAGE_THREAD)
-	tid   int           // the thread, for sleptSince from another
-}
-
-func startOffCPU() offCPU {
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
-	var ru unix.Rusage
-	unix.Getrusage(unix.RUSAGE_THREAD, &ru)
-	return offCPU{at: monotonicNow(), cpu: time.Duration(ts.Nano()), slept: ru.Nvcsw, tid: unix.Gettid()}
-}
-
-// sleptSince reports, from any thread, whether o's thread has slept
-// since o was taken (its voluntary_ctxt_switches in /proc): true if that
-// cannot be read.
-func (o offCPU) sleptSince() bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/status", o.tid))
-	if err != nil {
-		return true
-	}
-	const key = "\nvoluntary_ctxt_switches:"
-	i := bytes.Index(b, []byte(key))
-	if i < 0 {
-		return true
-	}
-	var n int64
-	if _, err := fmt.Sscan(string(b[i+len(key):]), &n); err != nil {
-		return true
-	}
-	return n != o.slept
-}
-
-// waited returns what the call since o waited: its time less the CPU
-// time the thread ran in it, if the thread slept in it at least once —
-// on a lock, the client's or the kernel's; 0 if it never slept, its time
-// off the CPU then all the scheduler's (preemption by other work).
-func (o offCPU) waited() time.Duration {
-	var ru unix.Rusage
-	unix.Getrusage(unix.RUSAGE_THREAD, &ru)
-	if ru.Nvcsw == o.slept {
-		return 0
-	}
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
-	elapsed := time.Duration(monotonicNow() - o.at)
-	return max(elapsed-(time.Duration(ts.Nano())-o.cpu), 0)
 }
 
 // clear marks the helper's clock as not begun, for the request that takes
