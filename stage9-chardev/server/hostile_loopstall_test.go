@@ -151,11 +151,13 @@ func loopStallStranger(node, arg string) error {
 // waiting (the baseline: its CPU and lock alone), then for 8 s with its
 // faults. The threat model allows the stranger about one pagerBound per
 // bar: the extra time the well-behaved host reads take over the
-// baseline, in all, must stay within a second (ten bounds), and no one
-// host read may wait five bounds. Judged call by call, the reads took
-// 5.1 to 6.2 s more over the 8 s (3 runs of 3), and the stranger was
-// dropped late or not at all; with the share, it is dropped within its
-// first hundred milliseconds of stalls.
+// baseline until the stranger is dropped must stay within a second (ten
+// bounds), and no one host read may wait five bounds. Judged call by
+// call, the reads took 5.1 to 6.2 s more over the 8 s (3 runs of 3), and
+// the stranger was dropped late or not at all; with the share, it is
+// dropped within its first hundred milliseconds of stalls, usually
+// before the timed reads begin. Reads after the drop are not counted:
+// they measure the machine, whose load moved between the phases.
 func TestAStrangerStallsTheFaultLoopUnderTheBound(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds softgpud")
@@ -167,10 +169,15 @@ func TestAStrangerStallsTheFaultLoopUnderTheBound(t *testing.T) {
 	g, err := client.Dial(d.node)
 	require.NoError(t, err)
 	defer g.Close()
+	type lapRead struct {
+		at   time.Time // when the lap's host reads began
+		took time.Duration
+	}
 	type phase struct {
 		laps, slowLaps     int
 		reading, worstRead time.Duration
 		worstLap           time.Duration
+		reads              []lapRead
 	}
 	run := func(from, to time.Duration, lap0 int) phase {
 		var p phase
@@ -191,6 +198,7 @@ func TestAStrangerStallsTheFaultLoopUnderTheBound(t *testing.T) {
 				require.Equal(t, v, host[i], "host byte %d", i) // host faults: the fault loop's
 			}
 			r := time.Since(read)
+			p.reads = append(p.reads, lapRead{read, r})
 			p.reading += r
 			p.worstRead = max(p.worstRead, r)
 			require.NoError(t, m.Free())
@@ -213,10 +221,30 @@ func TestAStrangerStallsTheFaultLoopUnderTheBound(t *testing.T) {
 	extra := attack.reading - time.Duration(attack.laps)*mean(base)
 	t.Logf("extra host-read time under attack: %v", extra)
 	t.Logf("the daemon dropped: %q", dropped(d.log()))
+	// What the stranger cost is the extra time of the reads that began
+	// before it was dropped (and one bound after, for a read already
+	// queued behind its calls): once dropped, no call is made into its
+	// memory, and what later reads take over the baseline's pace is the
+	// machine's load, which moves between the two phases — a helper's
+	// tests beside this one made the 8 s of reads after an early drop
+	// take over a second more than the baseline's pace.
+	cut, droppedAt := time.Time{}, droppedTime(d.log())
+	if !droppedAt.IsZero() {
+		cut = droppedAt.Add(100 * time.Millisecond)
+	}
+	var harm time.Duration
+	laps := 0
+	for _, r := range attack.reads {
+		if cut.IsZero() || r.at.Before(cut) {
+			harm += r.took - mean(base)
+			laps++
+		}
+	}
+	t.Logf("extra host-read time until the stranger was dropped (%v): %v over %d laps", droppedAt, harm, laps)
 	t.Logf("SIGTERM: the daemon exited in %v", d.stop(t))
-	if extra > time.Second || attack.worstRead > 5*100*time.Millisecond {
-		t.Errorf("a stranger held up the fault loop with calls under the bound: the well-behaved client's host reads took %v more than the baseline's pace over %d laps (%v a lap against %v), worst %v; the stranger dropped: %v",
-			extra, attack.laps, mean(attack), mean(base), attack.worstRead, dropped(d.log()) != "")
+	if harm > time.Second || attack.worstRead > 5*100*time.Millisecond {
+		t.Errorf("a stranger held up the fault loop with calls under the bound: the well-behaved client's host reads took %v more than the baseline's pace over the %d laps before it was dropped (%v over all %d: %v a lap against %v), worst %v; the stranger dropped: %v",
+			harm, laps, extra, attack.laps, mean(attack), mean(base), attack.worstRead, dropped(d.log()) != "")
 	}
 }
 

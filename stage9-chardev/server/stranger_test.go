@@ -102,6 +102,21 @@ func dropped(log string) string {
 	return strings.Join(lines, "\n")
 }
 
+// droppedTime returns when the daemon's log first says it dropped a
+// client (its time= field), the zero time if it never did.
+func droppedTime(log string) time.Time {
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, "client dropped") || !strings.HasPrefix(line, "time=") {
+			continue
+		}
+		field, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
+		if at, err := time.Parse(time.RFC3339Nano, field); err == nil {
+			return at
+		}
+	}
+	return time.Time{}
+}
+
 // softgpud returns the daemon binary: the one softgpudEnv names, or
 // this stage's, built into dir; it skips the test when there is no go
 // command.
