@@ -42,12 +42,17 @@ func dStateThreads(pid int) int {
 	return n
 }
 
-// procCounts returns pid's open descriptors and threads, and how many
-// live children (punch helpers) it has.
+// procCounts returns pid's open descriptors (its schedstat files aside)
+// and threads, and how many live children (punch helpers) it has.
 func procCounts(pid int) (fds, threads, helpers int) {
 	f, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
+	for _, fd := range f {
+		if link, _ := os.Readlink(fd); !strings.HasSuffix(link, "/schedstat") { // one per thread, not per client (offcpu.go)
+			fds++
+		}
+	}
 	th, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
-	return len(f), len(th), len(helperChildren(pid))
+	return fds, len(th), len(helperChildren(pid))
 }
 
 // children returns the pids of pid's children whose state letter
