@@ -217,10 +217,11 @@ const (
 
 // FaultTimeout, as a ChannelFault: the watchdog stopped a command of the
 // channel, or the engine was reset under it at a preempt timeout
-// (RegPreemptTimeout); RegChannelFaultValue holds the cycles it had run. FaultState: a
-// preempted command's saved state did not read back as the engine wrote it
-// (it names a different index, or a cursor past the command's end);
-// RegChannelFaultValue holds the index the engine expected.
+// (RegPreemptTimeout); RegChannelFaultValue holds the cycles it had run.
+// FaultState: a preempted command's saved state did not read back as the
+// engine wrote it (it names a different index, or a cursor past the
+// command's end); RegChannelFaultValue holds the index the engine
+// expected.
 //
 // FaultContextSave: the channel's engine-context save area could not be
 // used — its runlist entry's CtxSave is 0, misaligned or outside device
