@@ -45,6 +45,8 @@ func TestAPreemptTimeoutStopsASpinThatHoldsAnotherChannel(t *testing.T) {
 		t.Errorf("the SPIN's context's error = %v; want FaultHung", hungCtx.Err())
 	}
 	assert.NoError(t, other.Err(), "the other context's error")
+	assert.Equal(t, uint64(1), hungCtx.Resets(), "the SPIN's context's resets, which softgpud judges its user by")
+	assert.Zero(t, other.Resets(), "the other context's resets")
 	if s := d.SchedStats(); s.Timeouts != 1 || s.Resets != 1 {
 		t.Errorf("SchedStats() = %+v; want one timeout and one reset", s)
 	}
