@@ -176,12 +176,15 @@ func TestACommandThatYieldsInTimeIsNeverReset(t *testing.T) {
 			setPreemptTimeout(d, e, ptLimit, timeout)
 			require.Equal(t, abi.RunlistOK, submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, abi.DefaultChannel(e), abi.PriorityNormal, 0),
 				rlEntry(d, long, abi.PriorityNormal, 10_000), rlEntry(d, other, abi.PriorityNormal, 10_000)}), "runlist") // 10 µs slices
-			i := publish(d, long, tc.cmd)
+			// The other channel's DELAYs first: they want the engine for
+			// 20 ms, so the long command shares it with them wherever the
+			// test goroutine is descheduled between the two publishes.
 			delays := make([]abi.Command, 20)
 			for k := range delays {
-				delays[k] = abi.Command{Op: abi.OpDelay, Value: 500_000} // 0.5 ms each: the other channel wants the engine throughout
+				delays[k] = abi.Command{Op: abi.OpDelay, Value: 1_000_000} // 1 ms
 			}
 			j := publish(d, other, delays...)
+			i := publish(d, long, tc.cmd)
 			assert.Equal(t, abi.StatusOK, await(t, d, long, i), "the long %s", tc.name)
 			for k := range uint64(len(delays)) {
 				assert.Equal(t, abi.StatusOK, await(t, d, other, j+k), "the other channel's DELAY %d", k)
@@ -189,7 +192,7 @@ func TestACommandThatYieldsInTimeIsNeverReset(t *testing.T) {
 			assert.Zero(t, counter(d, e, abi.RegResets), "RegResets")
 			assert.Zero(t, counter(d, e, abi.RegTimeouts), "RegTimeouts")
 			if preempts := counter(d, e, abi.RegPreempts); tc.preempt && preempts == 0 {
-				t.Errorf("RegPreempts = 0; want the long %s preempted and resumed", tc.name)
+				t.Errorf("RegPreempts = 0; want the two channels' commands preempted and resumed")
 			}
 		})
 	}
