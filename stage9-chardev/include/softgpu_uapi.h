@@ -672,7 +672,9 @@ _Static_assert(sizeof(struct softgpu_managed_pager) == 32, "struct softgpu_manag
 #define SOFTGPU_STATUS_BAD_CONTEXT 11
 /* the context has faulted and the driver has not cleared it */
 #define SOFTGPU_STATUS_CTX_FAULTED 12
-/* the watchdog stopped the command: it ran past RegWatchdog */
+/*
+ * the watchdog stopped the command: it ran past RegWatchdog, or past RegPreemptTimeout after it was asked to give way
+ */
 #define SOFTGPU_STATUS_TIMEOUT 13
 /* the channel left the runlist before the command ran */
 #define SOFTGPU_STATUS_REMOVED 14
