@@ -9,13 +9,14 @@ package device
 // waits, a waiting channel has aged past every priority, or the driver
 // has submitted a runlist. A command at a boundary answers at once: it is
 // saved, and another channel runs. A command with no boundary — OpSpin, a
-// shader in an endless loop — cannot answer, and until now was not asked:
-// it kept the engine until its cycles ran out, or until the watchdog reset
-// the engine two limits after it began. Every channel that wanted the
-// engine waited that long, and a SPIN that ended before the reset was
-// never judged: a stranger's channels of SPINs of one and a half limits
-// each could hold an engine for ever, round after round, and never count
-// a reset (stage 9's hang bars judge a user by its resets).
+// shader in an endless loop — cannot answer. Left alone, it would keep
+// the engine until its cycles ran out, or until the watchdog reset the
+// engine two limits after it began: every channel that wanted the engine
+// would wait that long, and a SPIN that ended before the reset would never
+// be judged — a stranger's channels of SPINs of one and a half limits
+// each could hold an engine round after round and never count a reset
+// (stage 9's hang bars judge a user by its resets; the red team's
+// finding F1).
 //
 // So while a command spins, the engine goes on asking, as often as a
 // DELAY reaches a boundary. The first time the answer is yes, it sets the
@@ -61,8 +62,8 @@ package device
 // preempt timeout shorter than the gap between two resets commands that
 // would have given way, only later; here a chunk takes microseconds, and
 // no timeout is that short. Nor is a command the engine could not save
-// (its channel has no state block, or its engine one channel): it is
-// never asked to give way.
+// (its channel has no state block, or it is the only channel on its
+// engine's runlist) ever asked to give way.
 //
 // Ordering: askToYield stores wd.yieldBy, then loads the unit's
 // watchNext; the unit stores watchNext, then looks again (watchdogLoop).
