@@ -78,27 +78,34 @@ func dialSpinner(node string) (*spinner, string, error) {
 	unix.Close(fds[uapi.AttachFDPublic])
 	unix.Close(fds[uapi.AttachFDIrq])
 	for e := range uint32(abi.NumEngines) {
-		co := &uapi.ChannelOpen{Engine: e, Priority: abi.PriorityNormal}
-		fds, err := strangerCall(sock, co)
-		if err != nil {
+		if call, err := sp.openChannel(e); err != nil {
 			sock.Close()
-			return nil, "CHANNEL_OPEN", err
+			return nil, call, err
 		}
-		user, err := unix.Mmap(fds[uapi.ChannelFDUser], 0, int(co.UserSize), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-		if err != nil {
-			sock.Close()
-			return nil, "mmap", err
-		}
-		status, err := unix.Mmap(fds[uapi.ChannelFDStatus], 0, int(co.StatusSize), unix.PROT_READ, unix.MAP_SHARED)
-		if err != nil {
-			sock.Close()
-			return nil, "mmap", err
-		}
-		unix.Close(fds[uapi.ChannelFDUser]) // the mappings keep the pages
-		unix.Close(fds[uapi.ChannelFDStatus])
-		sp.chans = append(sp.chans, spinChannel{user: user, status: status, mask: uint64(co.RingSize) - 1, head: word(user, abi.RegDoorbell).Load()})
 	}
 	return sp, "", nil
+}
+
+// openChannel opens a channel on engine e and maps its pages. On failure
+// it returns the name of the call that failed.
+func (sp *spinner) openChannel(e uint32) (string, error) {
+	co := &uapi.ChannelOpen{Engine: e, Priority: abi.PriorityNormal}
+	fds, err := strangerCall(sp.sock, co)
+	if err != nil {
+		return "CHANNEL_OPEN", err
+	}
+	user, err := unix.Mmap(fds[uapi.ChannelFDUser], 0, int(co.UserSize), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return "mmap", err
+	}
+	status, err := unix.Mmap(fds[uapi.ChannelFDStatus], 0, int(co.StatusSize), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return "mmap", err
+	}
+	unix.Close(fds[uapi.ChannelFDUser]) // the mappings keep the pages
+	unix.Close(fds[uapi.ChannelFDStatus])
+	sp.chans = append(sp.chans, spinChannel{user: user, status: status, mask: uint64(co.RingSize) - 1, head: word(user, abi.RegDoorbell).Load()})
+	return "", nil
 }
 
 // spin writes a SPIN of 2^62 cycles into each channel's next slot, rings
