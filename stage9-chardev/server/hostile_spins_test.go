@@ -52,6 +52,7 @@ type spinner struct {
 
 // spinChannel is one of a spinner's channels.
 type spinChannel struct {
+	id           uint32 // its number, for CHANNEL_CLOSE
 	user, status []byte
 	mask, head   uint64 // head: the doorbell as the channel was handed over
 }
@@ -59,6 +60,22 @@ type spinChannel struct {
 // dialSpinner connects, attaches and opens a channel on each engine. On
 // failure it returns the name of the call that failed.
 func dialSpinner(node string) (*spinner, string, error) {
+	sp, call, err := dialAttached(node)
+	if err != nil {
+		return nil, call, err
+	}
+	for e := range uint32(abi.NumEngines) {
+		if call, err := sp.open(e); err != nil {
+			sp.close()
+			return nil, call, err
+		}
+	}
+	return sp, "", nil
+}
+
+// dialAttached connects and attaches: a spinner with no channel yet. On
+// failure it returns the name of the call that failed.
+func dialAttached(node string) (*spinner, string, error) {
 	sock, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: node, Net: "unixpacket"})
 	if err != nil {
 		return nil, "connect", err
@@ -77,38 +94,60 @@ func dialSpinner(node string) (*spinner, string, error) {
 	sp.ctx, sp.kick = abi.Context(att.Context), fds[uapi.AttachFDKick]
 	unix.Close(fds[uapi.AttachFDPublic])
 	unix.Close(fds[uapi.AttachFDIrq])
-	for e := range uint32(abi.NumEngines) {
-		co := &uapi.ChannelOpen{Engine: e, Priority: abi.PriorityNormal}
-		fds, err := strangerCall(sock, co)
-		if err != nil {
-			sock.Close()
-			return nil, "CHANNEL_OPEN", err
-		}
-		user, err := unix.Mmap(fds[uapi.ChannelFDUser], 0, int(co.UserSize), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-		if err != nil {
-			sock.Close()
-			return nil, "mmap", err
-		}
-		status, err := unix.Mmap(fds[uapi.ChannelFDStatus], 0, int(co.StatusSize), unix.PROT_READ, unix.MAP_SHARED)
-		if err != nil {
-			sock.Close()
-			return nil, "mmap", err
-		}
-		unix.Close(fds[uapi.ChannelFDUser]) // the mappings keep the pages
-		unix.Close(fds[uapi.ChannelFDStatus])
-		sp.chans = append(sp.chans, spinChannel{user: user, status: status, mask: uint64(co.RingSize) - 1, head: word(user, abi.RegDoorbell).Load()})
-	}
 	return sp, "", nil
+}
+
+// open opens a channel on engine e and maps it, as the spinner's last.
+// On failure it returns the name of the call that failed.
+func (sp *spinner) open(e uint32) (string, error) {
+	co := &uapi.ChannelOpen{Engine: e, Priority: abi.PriorityNormal}
+	fds, err := strangerCall(sp.sock, co)
+	if err != nil {
+		return "CHANNEL_OPEN", err
+	}
+	defer unix.Close(fds[uapi.ChannelFDUser]) // the mappings keep the pages
+	defer unix.Close(fds[uapi.ChannelFDStatus])
+	user, err := unix.Mmap(fds[uapi.ChannelFDUser], 0, int(co.UserSize), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return "mmap", err
+	}
+	status, err := unix.Mmap(fds[uapi.ChannelFDStatus], 0, int(co.StatusSize), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		unix.Munmap(user)
+		return "mmap", err
+	}
+	sp.chans = append(sp.chans, spinChannel{id: co.Channel, user: user, status: status, mask: uint64(co.RingSize) - 1, head: word(user, abi.RegDoorbell).Load()})
+	return "", nil
+}
+
+// closeChannel closes the spinner's i-th channel (CHANNEL_CLOSE) and
+// unmaps it.
+func (sp *spinner) closeChannel(i int) error {
+	ch := sp.chans[i]
+	sp.chans = append(sp.chans[:i], sp.chans[i+1:]...)
+	unix.Munmap(ch.user)
+	unix.Munmap(ch.status)
+	_, err := strangerCall(sp.sock, &uapi.ChannelClose{Channel: ch.id})
+	return err
 }
 
 // spin writes a SPIN of 2^62 cycles into each channel's next slot, rings
 // each doorbell, and kicks the daemon, which wakes a sleeping engine.
-func (sp *spinner) spin() {
+func (sp *spinner) spin() { sp.spinFor(1 << 62) }
+
+// spinFor is spin with SPINs of cycles cycles (nanoseconds).
+func (sp *spinner) spinFor(cycles uint64) {
 	for _, ch := range sp.chans {
-		cmd := abi.Command{Op: abi.OpSpin, Ctx: sp.ctx, Value: 1 << 62, Seq: ch.head}
+		cmd := abi.Command{Op: abi.OpSpin, Ctx: sp.ctx, Value: cycles, Seq: ch.head}
 		cmd.Encode(ch.user[uapi.UserRingOffset+abi.SlotOffset(ch.head, ch.mask):][:abi.CommandSize])
 		word(ch.user, abi.RegDoorbell).Store(ch.head + 1)
 	}
+	sp.kickDaemon()
+}
+
+// kickDaemon writes the kick eventfd: the daemon wakes the engines of
+// the client's channels.
+func (sp *spinner) kickDaemon() {
 	one := [8]byte{1}
 	unix.Write(sp.kick, one[:])
 }
