@@ -17,10 +17,11 @@ import (
 // SPIN — a shader in an endless loop — never does, so it holds its engine
 // for two limits (4 s with softgpud's default) if nobody else wants it;
 // if somebody does, the engine asks it to give way and resets under it a
-// preempt timeout later (device/preempttimeout.go; 640 ms by default). Bounding the command was not enough: a stranger with a context
-// and a channel on each engine ran a SPIN on both, and again on a fresh
-// context after every reset, and every other client's round trip took up
-// to 4 s for as long as it liked (TestAStrangerCannotHoldBothEnginesWithSpins).
+// preempt timeout later (device/preempttimeout.go; 640 ms by default).
+// Bounding the command was not enough: a stranger with a context and a
+// channel on each engine ran a SPIN on both, and again on a fresh context
+// after every reset, and every other client's round trip took up to 4 s
+// for as long as it liked (TestAStrangerCannotHoldBothEnginesWithSpins).
 //
 // So the daemon judges the user, not only the command, as DRM drivers do:
 // i915 counts a context's hangs and bans it (its later execbuf fails), and
@@ -59,17 +60,17 @@ import (
 // this device resumes by itself), so a stranger with SPINs of other
 // contexts queued behind the first may hold an engine one round more. What
 // the bar bounds is how often: a uid can hang the engines about once per
-// bar — with a command the engine has to be reset under. A SPIN that would
-// end before the watchdog's reset (one and a half limits) was once counted
-// nowhere and judged never (red-team finding F1); now it is reset under,
-// and counted, once it has kept another channel waiting a preempt timeout
-// (TestAStrangerCannotHoldAnEngineWithSpinsThatEndBeforeTheReset), and one
-// that keeps nobody waiting harms nobody. The first bar lasts
-// hangBarFirst; a strike while barred is part of the incident that set the
-// bar (no context of the uid made after it exists, so its command began
-// before) and changes nothing; a strike within the bar's length after it
-// ended doubles it, up to hangBarMost; one later starts again at
-// hangBarFirst: the bar decays.
+// bar — with a command the engine has to be reset under. That includes a
+// SPIN that would end before the watchdog's reset (one and a half
+// limits): the engine is reset under it, and the reset counted, once it
+// has kept another channel waiting a preempt timeout
+// (TestAStrangerCannotHoldAnEngineWithSpinsThatEndBeforeTheReset); one
+// that keeps nobody waiting is never reset, and holds up nobody. The
+// first bar lasts hangBarFirst; a strike while barred is part of the
+// incident that set the bar (no context of the uid made after it exists,
+// so its command began before) and changes nothing; a strike within the
+// bar's length after it ended doubles it, up to hangBarMost; one later
+// starts again at hangBarFirst: the bar decays.
 //
 // Who is struck. Only the uid of the context whose command the reset
 // stopped: the device counts the reset in that context alone. A command

@@ -15,32 +15,33 @@ import (
 	"softgpu/stage9-chardev/uapi"
 )
 
-// Red-team review of 694a060, F2: a window entry freed behind a faulted
-// channel.
+// Red-team finding F2: a window entry freed behind a faulted channel.
 //
 // The rule (server/owed.go, driver/pinned.go): a freed window entry, and
 // its charge, come back once the commands queued before the free have
 // run or never will; nothing accepted is lost, and a uid is charged only
 // while the driver really holds the entry.
 //
-// The hole: HOST_UNREGISTER takes each channel's mark from its doorbell,
-// which the client writes. A channel faulted by a garbage doorbell
-// (head + 2^40) has a mark that can never pass; while it is faulted the
-// mark counts as passed, but the driver reclaims lazily, and
+// The attack: HOST_UNREGISTER takes each channel's mark from its
+// doorbell, which the client writes. A channel faulted by a garbage
+// doorbell (head + 2^40) has a mark that can never pass; while it is
+// faulted the mark counts as passed, but the driver reclaims lazily, and
 // CHANNEL_CLOSE then resets the channel (device/sched.go, reset): the
 // fault is cleared and the completions rewritten, so the mark neither
-// passes nor is excused again. The entry never retires; its owed charge
-// is never settled; the uid keeps it, and the device loses the entry,
-// for the daemon's life. A stranger that registers a page, faults its
-// channel, unregisters and closes, round after round, holding one page
-// at a time, is refused at its quota of 32 after 32 rounds, and leaves 32
-// of the device's 64 entries gone: its uid refused any, and everyone else
-// sharing what is left.
+// passes nor is excused by the fault again. Were that all retired asked,
+// the entry would never retire, its owed charge never be settled, and the
+// uid keep it, and the device lose it, for the daemon's life: a stranger
+// that registers a page, faults its channel, unregisters and closes,
+// round after round, holding one page at a time, would be refused at its
+// quota of 32 after 32 rounds and leave 32 of the device's 64 entries
+// gone. What brings the entry back is that retired (driver/pinned.go)
+// passes every mark of a channel its engine has let go (Channel.released,
+// stored once the engine has taken a list without it).
 //
-// What a fix must make true: a client that holds one page at a time is
-// never refused, however its channels ended; once it has gone, a fresh
-// client of its uid gets the uid's whole quota of entries, and a client
-// of another uid its own quota's.
+// So: a client that holds one page at a time is never refused, however
+// its channels ended; once it has gone, a fresh client of its uid gets
+// the uid's whole quota of entries, and a client of another uid its own
+// quota's.
 
 func init() {
 	strangerRoles["window-fault-leak"] = windowFaultLeak

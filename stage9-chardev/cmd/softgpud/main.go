@@ -144,10 +144,10 @@ const defaultWatchdog = 2 * time.Second
 // microseconds and never meets it; a command with none (a SPIN) is reset
 // under at it, its user barred as for the watchdog's reset
 // (server/hangbars.go). Without it a SPIN that ends before the
-// watchdog's reset — one and a half limits — held its engine against
-// everyone and was never judged; with it nobody waits behind one much
-// longer than this, and the watchdog still bounds a command that nobody
-// is waiting for.
+// watchdog's reset — one and a half limits — would hold its engine
+// against everyone and never be judged; with it nobody waits behind one
+// much longer than this, and the watchdog still bounds a command that
+// nobody is waiting for.
 const defaultPreemptTimeout = 640 * time.Millisecond
 
 // ANCHOR: shutdown
