@@ -220,7 +220,12 @@ func TestAPreemptTimeoutBlamesOnlyTheCommandItAsked(t *testing.T) {
 
 	assert.Equal(t, abi.StatusOK, await(t, d, short, s), "the short SPIN, asked to give way, ended before its deadline")
 	require.Equal(t, abi.StatusTimeout, await(t, d, long, l), "the long SPIN")
-	if ran := d.regs.Load(abi.ChannelStatusPage(long) + abi.RegChannelFaultValue); ran < timeout {
+	// The engine completes the command before it faults the channel (step,
+	// then hang), and the fault publishes the value stored before it: read
+	// the value once the fault is seen, not at the completion.
+	st := abi.ChannelStatusPage(long)
+	waitUntil(t, "the long SPIN's channel to fault", func() bool { return abi.ChannelFault(d.regs.Load(st+abi.RegChannelFault)) != abi.FaultNone })
+	if ran := d.regs.Load(st + abi.RegChannelFaultValue); ran < timeout {
 		t.Errorf("the long SPIN was reset after %d cycles on the engine; want at least the preempt timeout, %d: it was reset on the short SPIN's deadline",
 			ran, uint64(timeout))
 	}
