@@ -77,6 +77,11 @@ type Config struct {
 	// engine stops it with StatusTimeout and faults its channel and its
 	// context (channel.go); zero (the default) means no limit.
 	Watchdog time.Duration
+	// PreemptTimeout is how long a command an engine has asked to give way
+	// to another channel may take to do so before the engine is reset
+	// under it, with the same result as the watchdog's reset; zero (the
+	// default) means never. i915's default is 640 ms.
+	PreemptTimeout time.Duration
 	// ContextSize is the bytes of engine context a preemption saves and a
 	// resume restores (device.Config.ContextSize): zero means the device's
 	// default, 256 KiB.
@@ -135,6 +140,9 @@ func open(cfg Config, stepped bool) (*GPU, *device.Device, error) {
 	if cfg.Watchdog < 0 {
 		return nil, nil, fmt.Errorf("%w: Watchdog %v is negative", ErrConfig, cfg.Watchdog)
 	}
+	if cfg.PreemptTimeout < 0 {
+		return nil, nil, fmt.Errorf("%w: PreemptTimeout %v is negative", ErrConfig, cfg.PreemptTimeout)
+	}
 	dev, err := device.Open(device.Config{MemorySize: cfg.MemorySize, YieldEvery: cfg.YieldEvery, RingSize: cfg.RingSize, Trace: g.trace,
 		Walker: cfg.Walker, ContextSize: cfg.ContextSize, Stepped: stepped})
 	if errors.Is(err, device.ErrConfig) {
@@ -146,7 +154,7 @@ func open(cfg Config, stepped bool) (*GPU, *device.Device, error) {
 	drv, err := driver.New(dev, driver.Config{YieldEvery: cfg.YieldEvery, Wait: cfg.Wait, PollBudget: cfg.PollBudget,
 		Delivery: cfg.Delivery, Wake: cfg.Wake, BounceChunk: cfg.BounceChunk, BounceBuffers: cfg.BounceBuffers,
 		Idle:     driver.Idle{Mode: cfg.Idle, Budget: cfg.IdleBudget, BudgetMin: cfg.IdleBudgetMin, BudgetMax: cfg.IdleBudgetMax},
-		Watchdog: uint64(cfg.Watchdog)})
+		Watchdog: uint64(cfg.Watchdog), PreemptTimeout: uint64(cfg.PreemptTimeout)})
 	if err != nil {
 		dev.Close()
 		return nil, nil, err

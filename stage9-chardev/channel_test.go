@@ -19,6 +19,9 @@ func TestChannelAPI(t *testing.T) {
 	if _, err := softgpu.Open(softgpu.Config{Watchdog: -time.Second}); !errors.Is(err, softgpu.ErrConfig) {
 		t.Errorf("Open with a negative watchdog = %v; want ErrConfig", err)
 	}
+	if _, err := softgpu.Open(softgpu.Config{PreemptTimeout: -time.Second}); !errors.Is(err, softgpu.ErrConfig) {
+		t.Errorf("Open with a negative preempt timeout = %v; want ErrConfig", err)
+	}
 	g, err := softgpu.Open(softgpu.Config{MemorySize: 8 << 20})
 	must(t, err)
 	defer g.Close()

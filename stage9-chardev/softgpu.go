@@ -79,6 +79,11 @@ type Config struct {
 	// engine stops it with StatusTimeout and faults its channel and its
 	// context (channel.go); zero (the default) means no limit.
 	Watchdog time.Duration
+	// PreemptTimeout is how long a command an engine has asked to give way
+	// to another channel may take to do so before the engine is reset
+	// under it, with the same result as the watchdog's reset; zero (the
+	// default) means never. i915's default is 640 ms.
+	PreemptTimeout time.Duration
 	// ContextSize is the bytes of engine context a preemption saves and a
 	// resume restores (device.Config.ContextSize): zero means the device's
 	// default, 256 KiB.
@@ -151,6 +156,9 @@ func open(cfg Config, stepped bool) (*GPU, *device.Device, error) {
 	if cfg.Watchdog < 0 {
 		return nil, nil, fmt.Errorf("%w: Watchdog %v is negative", ErrConfig, cfg.Watchdog)
 	}
+	if cfg.PreemptTimeout < 0 {
+		return nil, nil, fmt.Errorf("%w: PreemptTimeout %v is negative", ErrConfig, cfg.PreemptTimeout)
+	}
 	dev, err := device.Open(device.Config{MemorySize: cfg.MemorySize, YieldEvery: cfg.YieldEvery, RingSize: cfg.RingSize, Trace: g.trace,
 		Walker: cfg.Walker, ContextSize: cfg.ContextSize, Stepped: stepped})
 	if errors.Is(err, device.ErrConfig) {
@@ -163,7 +171,7 @@ func open(cfg Config, stepped bool) (*GPU, *device.Device, error) {
 		Delivery: cfg.Delivery, Wake: cfg.Wake, BounceChunk: cfg.BounceChunk, BounceBuffers: cfg.BounceBuffers,
 		Idle:     driver.Idle{Mode: cfg.Idle, Budget: cfg.IdleBudget, BudgetMin: cfg.IdleBudgetMin, BudgetMax: cfg.IdleBudgetMax},
 		Watchdog: uint64(cfg.Watchdog), Prefetch: cfg.Prefetch, PrefetchPages: cfg.PrefetchPages, ThrashThreshold: cfg.ThrashThreshold,
-		PrefetchDensity: cfg.PrefetchDensity, Eviction: cfg.Eviction})
+		PrefetchDensity: cfg.PrefetchDensity, Eviction: cfg.Eviction, PreemptTimeout: uint64(cfg.PreemptTimeout)})
 	if err != nil {
 		dev.Close()
 		return nil, nil, err

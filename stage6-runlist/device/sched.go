@@ -68,6 +68,9 @@ type sched struct {
 	runStart   uint64       // when the current command's current slice began (kept when timed)
 	timed      bool         // the current command's time is being counted (watchdog or preemptible)
 	watchdog   uint64       // RegWatchdog as read when the current command started
+	// preemptTimeout is RegPreemptTimeout as read when the current
+	// command started, if it may be preempted; else 0 (preempttimeout.go).
+	preemptTimeout uint64
 
 	// forcePreempt, set by tests before they submit a runlist, is asked
 	// at each boundary of a preemptible command as well: true preempts
@@ -368,21 +371,30 @@ func (e *Engine) switchTo(c *chanState, i int, now uint64) {
 // is on or the command may be preempted; otherwise it reads no clock.
 func (e *Engine) startCommand() {
 	e.watchdog = e.regs.Load(e.controlPage + abi.RegWatchdog)
+	e.preemptTimeout = 0
+	if e.preemptible() {
+		e.preemptTimeout = e.regs.Load(e.controlPage + abi.RegPreemptTimeout)
+	}
 	e.timed = e.watchdog != 0 || e.preemptible()
 	if e.timed {
 		e.runStart = e.dev.clock.Now()
 	}
-	if e.watchdog != 0 {
+	if e.watched() {
 		e.watchStart(e.runStart, e.job.ran) // watchdog.go: the unit watches this command
 	}
 }
 
 // endCommand tells the watchdog unit the command has stopped running.
 func (e *Engine) endCommand() {
-	if e.watchdog != 0 {
+	if e.watched() {
 		e.watchEnd()
 	}
 }
+
+// watched reports whether the watchdog unit watches the current command:
+// it runs under a watchdog, or it may be asked to give way under a
+// preempt timeout.
+func (e *Engine) watched() bool { return e.watchdog != 0 || e.preemptTimeout != 0 }
 
 // preemptible reports whether the command being run may stop at a chunk
 // boundary to let another channel run.
@@ -411,10 +423,19 @@ func (e *Engine) boundary(j *job) abi.Status {
 	if e.watchdog != 0 && (j.ran+now-e.runStart >= e.watchdog || e.preemptRequested()) {
 		return abi.StatusTimeout
 	}
-	if e.preemptible() && (e.runlistPending() || e.switchDue(now) || e.forcePreempt != nil && e.forcePreempt(j)) {
+	if e.switchWanted(now) || e.preemptible() && e.forcePreempt != nil && e.forcePreempt(j) {
 		return preempted
 	}
 	return abi.StatusOK
+}
+
+// switchWanted reports whether the engine should take the command being
+// run off it: the command may be preempted, and the driver has submitted
+// a runlist or another channel should run (switchDue). A command at a
+// boundary answers at once; one with no boundary is asked, and given a
+// deadline (askToYield, preempttimeout.go).
+func (e *Engine) switchWanted(now uint64) bool {
+	return e.preemptible() && (e.runlistPending() || e.switchDue(now))
 }
 
 // runlistPending reports whether the driver has submitted a runlist the

@@ -37,6 +37,7 @@ type Channel struct {
 	closed     *atomic.Bool // the driver's: set by Close
 	gone       atomic.Bool  // set by Channel.Close: the channel is leaving its runlist
 	removed    atomic.Bool  // set once it has left: no command of it will complete any more
+	released   atomic.Bool  // set once its engine has let it go (runlist.go): nothing of it will run any more
 
 	// How the engine serves it (runlist.go).
 	privileged bool     // commands name their context (the driver's own channels)

@@ -75,6 +75,14 @@ type Config struct {
 	// its channel and context (runlist.go); zero, the default, means no
 	// limit.
 	Watchdog uint64
+	// PreemptTimeout is how long, in cycles (ns), a command an engine has
+	// asked to give way to another channel may take to reach a
+	// preemption point before the engine is reset under it, as under the
+	// watchdog (abi.RegPreemptTimeout, device/preempttimeout.go); zero,
+	// the default, means none. It only matters for a command with no
+	// preemption point (a hung shader: abi.OpSpin), which without it holds
+	// its engine until its cycles run out or the watchdog resets it.
+	PreemptTimeout uint64
 
 	sizedWait bool // set by check: PollBudget was left to the default, which the estimate may lengthen
 }
@@ -206,6 +214,7 @@ func New(hw Hardware, cfg Config) (*Driver, error) {
 			return nil, err
 		}
 		d.regs.Store(abi.EngineControlPage(e)+abi.RegWatchdog, cfg.Watchdog)
+		d.regs.Store(abi.EngineControlPage(e)+abi.RegPreemptTimeout, cfg.PreemptTimeout)
 	}
 	d.alloc = NewAllocator(d.vm.dataSize)
 	if err := d.initContextSaves(); err != nil {

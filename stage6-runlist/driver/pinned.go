@@ -270,19 +270,28 @@ func (d *Driver) reclaimLocked() {
 // retired reports whether every channel has completed the commands queued
 // before r was freed — or the device has stopped: nothing will run again.
 // A faulted channel counts as passed: the device runs nothing more of its
-// ring, so the commands below its mark that never ran never will.
+// ring, so the commands below its mark that never ran never will. So does
+// a channel its engine has let go (Channel.released): the engine took a
+// list without it, and runs nothing of it again.
 func (d *Driver) retired(r retired) bool {
 	if d.stopped() {
 		return true
 	}
 	for _, m := range r.marks {
-		// A closed channel was meant to pass every mark: the engine
-		// completes what it leaves (drain). Not one closed while faulted:
-		// drain skips it, and the handover clears its fault and its
-		// completions, so its mark is never passed and the entry never
-		// retires — an open bug, found by review on 2026-12-06 (the stage 9
-		// chapter, "What a stranger can still do").
-		if !m.ch.passed(m.mark) && m.ch.faultError() == nil {
+		// The fault alone does not cover a channel closed while faulted:
+		// drain skips it, and the handover (device/sched.go, reset) clears
+		// its fault and leaves its completions below the mark, so after
+		// the close neither test would hold again; released does. It is
+		// stored after the driver's load of RegRunlistAck has seen the
+		// engine take a list without the channel (runlist.go), or the
+		// device stop; the engine stores that acknowledgement after the
+		// drain and the reset (checkRunlist). So a load here that sees it
+		// comes after the engine's last touch of the channel. Not removed,
+		// which queuedPassed (deferred.go) takes: Close sets that for its
+		// waiters even when the engine has not taken a list without the
+		// channel — refused it, or in stage 9 not yet answered
+		// (ErrTimeout) — and may still run what the channel queued.
+		if !m.ch.passed(m.mark) && m.ch.faultError() == nil && !m.ch.released.Load() {
 			return false
 		}
 	}

@@ -227,6 +227,7 @@ func (ch *Channel) Close() error {
 	if err != nil && !errors.Is(err, ErrClosed) {
 		return err // refused: the device keeps the old list, and the channel on it
 	}
+	ch.released.Store(true)       // after the acknowledgement: retired (pinned.go) passes it every mark from here
 	d.freeContextSave(ch.ctxSave) // acknowledged, or the device stopped: no engine will touch it
 	d.channels[ch.id].Store(nil)
 	if ch.ctx != nil {

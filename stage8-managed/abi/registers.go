@@ -27,7 +27,7 @@ import "fmt"
 //	        channel c        user        the doorbell page, one per channel
 //	        channel c status read-only   fault, fence timeline, one per channel
 //	        DMA window       privileged  which host memory bus addresses name
-//	        engine e control privileged  idle mode and budget, runlist, watchdog; one per engine
+//	        engine e control privileged  idle mode and budget, runlist, watchdog, preempt timeout; one per engine
 //	        contexts         privileged  page-table roots, fault acknowledgements
 //	        context status   read-only   faults
 
@@ -278,6 +278,7 @@ func Table() []Register {
 		add(fmt.Sprintf("Engine[%d].RunlistLen", e), page+RegRunlistLen, WrittenByDriver, PagePrivileged)
 		add(fmt.Sprintf("Engine[%d].RunlistGen", e), page+RegRunlistGen, WrittenByDriver, PagePrivileged)
 		add(fmt.Sprintf("Engine[%d].Watchdog", e), page+RegWatchdog, WrittenByDriver, PagePrivileged)
+		add(fmt.Sprintf("Engine[%d].PreemptTimeout", e), page+RegPreemptTimeout, WrittenByDriver, PagePrivileged)
 	}
 	for c := range Context(MaxContexts) {
 		r, st := ContextRegs(c), ContextStatusRegs(c)

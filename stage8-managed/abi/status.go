@@ -21,7 +21,7 @@ const (
 	StatusBadEntry    Status = 10 // the page walk found an entry it cannot follow
 	StatusBadContext  Status = 11 // the descriptor names a context that is not enabled
 	StatusCtxFaulted  Status = 12 // the context has faulted and the driver has not cleared it
-	StatusTimeout     Status = 13 // the watchdog stopped the command: it ran past RegWatchdog
+	StatusTimeout     Status = 13 // the watchdog stopped the command: it ran past RegWatchdog, or past RegPreemptTimeout after it was asked to give way
 	StatusRemoved     Status = 14 // the channel left the runlist before the command ran
 )
 

@@ -242,7 +242,7 @@ const (
 	FaultUnmapped  Fault = 1 // no valid entry maps the VA (or the VA is outside the address space)
 	FaultReadOnly  Fault = 2 // a write to a page mapped read-only
 	FaultMalformed Fault = 3 // the walk found an entry it cannot follow
-	FaultHung      Fault = 4 // not the MMU's: the watchdog stopped a command of the context (runlist.go); VA 0
+	FaultHung      Fault = 4 // not the MMU's: the watchdog (or a preempt timeout) stopped a command of the context (runlist.go); VA 0
 
 	FaultWrite Fault = 1 << 8 // the access was a write
 )

@@ -360,3 +360,56 @@ func TestAFaultedChannelDoesNotHoldFreedRanges(t *testing.T) {
 		t.Fatalf("HostAlloc and HostFree after the fault did not finish in 10 s: the freed entries never retired")
 	}
 }
+
+// TestAWindowEntryFreedBehindAFaultedChannelRetiresWhenTheChannelCloses:
+// a region freed while a faulted channel still has commands queued that
+// could name it retires once that channel is closed — an engine runs
+// nothing of a channel it has let go. The close is what makes this hard:
+// the engine does not drain a faulted channel, and the handover clears its
+// fault and leaves its completions below the mark, so neither "passed"
+// nor "faulted" ever holds for it again. Before, the entry and its bus
+// range never came back, and once the window was full HostAlloc waited
+// for them for ever. (In stage 9 a client's close after a fault, the
+// usual cleanup, leaked an entry and its owed charge for the daemon's
+// life.)
+func TestAWindowEntryFreedBehindAFaultedChannelRetiresWhenTheChannelCloses(t *testing.T) {
+	const limit = 250 * time.Millisecond // as TestWatchdogStopsOnlyTheHungChannel: far past any wait for a CPU
+	d := openPinned(t, device.Config{}, Config{Watchdog: uint64(limit.Nanoseconds())})
+	c := newContext(t, d)
+	a := hostAlloc(t, d, 4096)
+	va, err := c.Map(a, abi.Page4K)
+	require.NoError(t, err)
+	ch := newChannel(t, d, abi.EngineCopy, c, ChannelOptions{Priority: abi.PriorityNormal})
+	// The watchdog stops the DELAY and faults the channel; the FILL of a
+	// behind it never runs.
+	_, err = ch.SubmitBatch([]abi.Command{{Op: abi.OpDelay, Value: 10_000_000_000}, {Op: abi.OpFill, Dst: va, Size: 64, Value: 1}})
+	require.NoError(t, err)
+	waitUntil(t, "the watchdog faulted the channel", func() bool { return ch.faultError() != nil })
+	require.NoError(t, d.HostFree(a))
+	require.False(t, ch.passed(ch.mark()), "the faulted channel passed its mark: the FILL behind the DELAY ran")
+	require.NoError(t, ch.Close())
+
+	// Every entry but the bounce ring's: the last one HostAlloc can take
+	// is a's.
+	done := make(chan error, 1)
+	go func() {
+		var taken []*Pinned
+		var err error
+		for err == nil && len(taken) < abi.WindowSlots-1 {
+			var p *Pinned
+			if p, err = d.HostAlloc(4096); err == nil {
+				taken = append(taken, p)
+			}
+		}
+		for _, p := range taken {
+			d.HostFree(p)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.NoError(t, err, "HostAlloc of every window entry after the faulted channel closed")
+	case <-time.After(10 * time.Second):
+		t.Fatalf("HostAlloc of every window entry after the faulted channel closed did not finish in 10 s: the entry freed behind the channel never retired")
+	}
+}

@@ -137,6 +137,18 @@ const (
 	// one that has not by the deadline (a hung shader: OpSpin) is stopped
 	// by resetting the engine (device/watchdog.go), counted in RegResets.
 	RegWatchdog = 0x0c0
+
+	// RegPreemptTimeout is how long, in cycles, a command the engine has
+	// asked to give it up may take to reach a preemption point: the
+	// engine asks when another channel should run (a higher priority, a
+	// spent timeslice, a channel that has waited past every priority) or
+	// the driver has submitted a runlist, and a command with no
+	// preemption point (OpSpin) that is still running that long after is
+	// stopped by resetting the engine, as the watchdog's reset stops it
+	// (device/preempttimeout.go), whatever RegWatchdog says. This is
+	// i915's forced preemption (preempt_timeout_ms, 640 ms by default
+	// there). 0: none (the reset value).
+	RegPreemptTimeout = 0x0c8
 )
 
 // In each engine's counters page, addressed from its status page
@@ -146,8 +158,8 @@ const (
 	RegRunlistError = CountersOffset + 0x148 // RunlistOK, or why it refused that one (RunlistError)
 	RegPreempts     = CountersOffset + 0x180 // commands preempted half-way, since reset
 	RegSwitches     = CountersOffset + 0x188 // channel switches, since reset
-	RegTimeouts     = CountersOffset + 0x190 // commands the watchdog stopped, since reset
-	RegResets       = CountersOffset + 0x198 // engine resets: commands the watchdog stopped that never reached a preemption point
+	RegTimeouts     = CountersOffset + 0x190 // commands the watchdog or a preempt timeout stopped, since reset
+	RegResets       = CountersOffset + 0x198 // engine resets: commands stopped that never reached a preemption point
 )
 
 // ANCHOR_END: runlistregs
@@ -205,10 +217,12 @@ const (
 // ANCHOR_END: state
 
 // FaultTimeout, as a ChannelFault: the watchdog stopped a command of the
-// channel; RegChannelFaultValue holds the cycles it had run. FaultState: a
-// preempted command's saved state did not read back as the engine wrote it
-// (it names a different index, or a cursor past the command's end);
-// RegChannelFaultValue holds the index the engine expected.
+// channel, or the engine was reset under it at a preempt timeout
+// (RegPreemptTimeout); RegChannelFaultValue holds the cycles it had run.
+// FaultState: a preempted command's saved state did not read back as the
+// engine wrote it (it names a different index, or a cursor past the
+// command's end); RegChannelFaultValue holds the index the engine
+// expected.
 //
 // FaultContextSave: the channel's engine-context save area could not be
 // used — its runlist entry's CtxSave is 0, misaligned or outside device

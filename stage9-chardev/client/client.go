@@ -113,9 +113,10 @@ type GPU struct {
 //
 // Its error wraps a uapi.Errno when the daemon refused a call
 // (errors.Is(err, uapi.ErrQuota), ...). uapi.ErrBusy from ATTACH says the
-// daemon bars the caller's uid for a while: the watchdog reset an engine
-// under a command of one of its clients, a command that never reached a
-// preemption point (softgpud's server/hangbars.go). The daemon hangs up
+// daemon bars the caller's uid for a while: an engine was reset under a
+// command of one of its clients, a command that never reached a
+// preemption point, by the watchdog or at a preempt timeout (softgpud's
+// server/hangbars.go). The daemon hangs up
 // every connection of the uid at that moment, so a GPU of the uid already
 // open sees ErrGone; a Dial after the bar succeeds.
 func Dial(node string) (*GPU, error) { return DialConfig(Config{Node: node}) }

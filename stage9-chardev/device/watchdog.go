@@ -34,6 +34,11 @@ import (
 // The reset line is the one thing a hung engine still answers; it is not
 // a preemption point (nothing is saved there, the command is lost).
 //
+// The unit times one more deadline, which the engine sets itself: by when
+// a command with no preemption point that the engine has asked to give
+// way must have done so (preempttimeout.go). Past it, the unit asserts
+// the same reset line.
+//
 // What the reset loses is what the engine holds: the hung command, its
 // live context, its TLB, and its record of which channels have a command
 // preempted and saved. What lives in memory survives: each channel's ring
@@ -61,6 +66,7 @@ type watch struct {
 	since   atomic.Uint64 // written by the engine: 1 + the clock when the running command's time on the engine began; 0 between commands
 	preempt atomic.Uint64 // written by the unit: the serial it asks to stop at its next boundary
 	reset   atomic.Uint64 // written by the unit: the serial whose engine it resets
+	yieldBy atomic.Uint64 // written by the engine: when the running command must have given way, having been asked to (preempttimeout.go); 0 if not asked
 }
 
 // never is the unit's next look when it has nothing to watch: it is
@@ -69,7 +75,9 @@ const never = ^uint64(0)
 
 // watchdogLoop is the watchdog unit: until the device stops, it asks each
 // engine whose command has run past its limit to stop, and resets the
-// engine if the command is still running a limit later.
+// engine if the command is still running a limit later; and it resets the
+// engine under a command that has not given way by the deadline its
+// engine set when it asked it to (preempttimeout.go).
 //
 // It wakes only when something may be due. Each look (watchScan) acts on
 // what is due and returns the next cycle at which anything could be: the
@@ -88,10 +96,12 @@ func (d *Device) watchdogLoop() {
 		for {
 			// Ordering: this store of next, then the look again below,
 			// pairs with watchStart's store of since, then its load of
-			// watchNext. Either the engine sees the unit's next and kicks
-			// if it is too late for its command, or this look sees the
-			// command: a command that starts as the unit goes to sleep is
-			// never missed.
+			// watchNext, and with askToYield's store of yieldBy, then
+			// its load of watchNext. Either the engine sees the unit's
+			// next and kicks if it is too late for its command or its
+			// deadline, or this look sees the command and the deadline:
+			// a command that starts, or is asked to give way, as the unit
+			// goes to sleep is never missed.
 			d.watchNext.Store(next)
 			again := d.watchScan(&pending)
 			if again >= next {
@@ -122,20 +132,25 @@ type asked struct{ serial, at uint64 }
 
 // watchScan looks once at each engine: it asks a command that has run past
 // its limit to stop, resets the engine under one whose request's deadline
-// has passed, and returns the cycle of the next limit or deadline, or never.
+// has passed, or that has not given way by its engine's deadline, and
+// returns the cycle of the next limit or deadline, or never.
 func (d *Device) watchScan(pending *[abi.NumEngines]asked) uint64 {
 	next := never
 	for i, e := range d.engines {
 		limit := d.regs.Load(e.controlPage + abi.RegWatchdog)
+		serial := e.wd.serial.Load()
+		since := e.wd.since.Load()
+		yieldBy := e.wd.yieldBy.Load() // the command's own, or 0: the engine clears it before the next serial
+		if since == 0 || e.wd.serial.Load() != serial {
+			continue // between commands; or one just started, and its watchStart (or askToYield) kicks if the unit's next is too late
+		}
+		now := d.clock.Now()
+		if yieldBy != 0 {
+			next = min(next, e.forceYield(serial, yieldBy, now)) // preempttimeout.go
+		}
 		if limit == 0 {
 			continue
 		}
-		serial := e.wd.serial.Load()
-		since := e.wd.since.Load()
-		if since == 0 || e.wd.serial.Load() != serial {
-			continue // between commands; or one just started, and its watchStart kicks if the unit's next is too late
-		}
-		now := d.clock.Now()
 		switch p := &pending[i]; {
 		case p.serial != serial && now-(since-1) < limit:
 			next = min(next, since-1+min(limit, never-since)) // its limit
@@ -165,18 +180,31 @@ func (e *Engine) watchStart(now, ran uint64) {
 	// Ordering: the store of since above, then this load of watchNext,
 	// pairs with the unit's store of watchNext, then its look again
 	// (watchdogLoop). The unit parked (never), or asleep past this
-	// command's limit, is kicked; one token is enough, the unit looks at
-	// every engine when it wakes.
-	if limit := e.watchdog; e.dev.watchNext.Load() > now-ran+min(limit, never-now) {
-		select {
-		case e.dev.watchKick <- struct{}{}:
-		default: // a kick is already pending
-		}
+	// command's limit, is kicked. With no limit (a command watched only
+	// for a preempt timeout) nothing is due until the engine asks the
+	// command to give way, and askToYield kicks then.
+	if limit := e.watchdog; limit != 0 && e.dev.watchNext.Load() > now-ran+min(limit, never-now) {
+		e.kickWatchdog()
 	}
 }
 
-// watchEnd tells the unit no command is running.
-func (e *Engine) watchEnd() { e.wd.since.Store(0) }
+// kickWatchdog wakes the unit to look now. One token is enough: the unit
+// looks at every engine when it wakes.
+func (e *Engine) kickWatchdog() {
+	select {
+	case e.dev.watchKick <- struct{}{}:
+	default: // a kick is already pending
+	}
+}
+
+// watchEnd tells the unit no command is running. It clears the command's
+// deadline, if it was asked to give way, before the next command's
+// watchStart moves the serial on: a look that reads the next serial reads
+// no deadline of this one.
+func (e *Engine) watchEnd() {
+	e.wd.yieldBy.Store(0)
+	e.wd.since.Store(0)
+}
 
 // preemptRequested reports whether the unit has asked the running command
 // to stop.
@@ -192,7 +220,9 @@ func (e *Engine) resetAsserted() bool { return e.wd.reset.Load() == e.wd.serial.
 // does, but never reaches a preemption point — no boundary — as a shader
 // stuck in a loop never does. What it still answers is what a hung engine
 // answers: the device stopping, an MMU invalidation (it holds no
-// translation, so acknowledging is safe), and the reset line.
+// translation, so acknowledging is safe), and the reset line. The engine
+// around it is not hung: as often as a DELAY reaches a boundary, it asks
+// whether the command should give way (askToYield), which it cannot.
 func (e *Engine) spin(j *job) abi.Status {
 	clock := e.dev.clock
 	start := clock.Now() - j.done
@@ -203,10 +233,13 @@ func (e *Engine) spin(j *job) abi.Status {
 		if e.stopRequested() {
 			return abi.StatusAborted
 		}
-		if e.timed && e.watchdog != 0 && e.resetAsserted() {
+		if e.watched() && e.resetAsserted() {
 			return engineReset
 		}
 		e.checkInval()
+		if polls%delayBoundaryEvery == 0 {
+			e.askToYield() // preempttimeout.go
+		}
 		e.pause(polls)
 	}
 }

@@ -5,7 +5,8 @@ import "softgpu/stage9-chardev/abi"
 // A context guilty of a hang: stage 9 only. The daemon (softgpud) serves
 // strangers, and a command that never reaches a preemption point (a
 // shader in an endless loop; OpSpin) holds its engine until the watchdog
-// resets it, two limits after it began, whatever anyone else wants. So
+// resets it, two limits after it began, or, if another channel wants the
+// engine, until the preempt timeout resets it (device/preempttimeout.go). So
 // the daemon judges the client, as DRM drivers do (i915 bans a context,
 // and then its client, after hangs; amdgpu marks the context whose job
 // hung guilty and refuses its submissions): it counts the resets under
@@ -22,10 +23,11 @@ import "softgpu/stage9-chardev/abi"
 // counted against the id's next context. An engine that far past its
 // watchdog is taken as hung everywhere else in the driver too.)
 
-// Resets returns how many times the watchdog has reset an engine under a
-// command of the context since it was made (the device counts them in
-// the context's RegCtxResets, before it faults the command's channel):
-// commands that never reached a preemption point. A command the watchdog
+// Resets returns how many times an engine has been reset under a command
+// of the context since it was made, by the watchdog or at a preempt
+// timeout (the device counts them in the context's RegCtxResets, before
+// it faults the command's channel): commands that never reached a
+// preemption point. A command the watchdog
 // stopped at a preemption point faults its channel and context as well
 // (FaultHung), but is not counted; nor is a command of another context
 // that was in flight on the reset engine, which the engine resumes

@@ -371,6 +371,7 @@ func (ch *Channel) Close() error {
 // shared pages, its save area, its id. The engine has acknowledged a list
 // without it, or the device has stopped: no engine will touch it.
 func (ch *Channel) release() {
+	ch.released.Store(true) // after the acknowledgement: retired (pinned.go) passes it every mark from here
 	d := ch.d
 	if ch.unshare != nil {
 		ch.unshare(ch.id) // off the runlist, and the id not yet free

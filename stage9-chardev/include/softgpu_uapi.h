@@ -575,7 +575,7 @@ _Static_assert(sizeof(struct softgpu_managed_pager) == 32, "struct softgpu_manag
 /* the device is shutting down or has stopped */
 #define SOFTGPU_ERR_GONE 11
 /*
- * the object is in use (a channel with work in flight, memory a channel still uses); at ATTACH and CHANNEL_OPEN: the uid is barred for a while, as the watchdog reset an engine under a command of its
+ * the object is in use (a channel with work in flight, memory a channel still uses); at ATTACH and CHANNEL_OPEN: the uid is barred for a while, as an engine was reset under a command of its
  */
 #define SOFTGPU_ERR_BUSY 12
 /* the object is faulted: a channel or context the device has stopped serving */
@@ -672,7 +672,9 @@ _Static_assert(sizeof(struct softgpu_managed_pager) == 32, "struct softgpu_manag
 #define SOFTGPU_STATUS_BAD_CONTEXT 11
 /* the context has faulted and the driver has not cleared it */
 #define SOFTGPU_STATUS_CTX_FAULTED 12
-/* the watchdog stopped the command: it ran past RegWatchdog */
+/*
+ * the watchdog stopped the command: it ran past RegWatchdog, or past RegPreemptTimeout after it was asked to give way
+ */
 #define SOFTGPU_STATUS_TIMEOUT 13
 /* the channel left the runlist before the command ran */
 #define SOFTGPU_STATUS_REMOVED 14

@@ -735,9 +735,8 @@ func (c *client) teardown() {
 	}
 	// What its closed channels left queued will never run, so what it
 	// freed behind that work has passed: given back now. What the driver
-	// still holds (behind context 0's work, an engine that did not
-	// answer, or a channel closed while faulted: driver/pinned.go,
-	// retired) stays charged to its uid until the driver gives it back.
+	// still holds (behind context 0's work, or an engine that did not
+	// answer) stays charged to its uid until the driver gives it back.
 	c.s.settle()
 	c.orphanOwed()
 	c.refundAll() // its context, which ctx.Close gave back, and the rest

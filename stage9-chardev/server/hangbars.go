@@ -15,11 +15,13 @@ import (
 // that has run past its limit to stop at its next preemption point, and
 // resets the engine under one that has not reached one a limit later. A
 // SPIN — a shader in an endless loop — never does, so it holds its engine
-// for two limits (4 s with softgpud's default), whatever anyone else
-// wants. Bounding the command was not enough: a stranger with a context
-// and a channel on each engine ran a SPIN on both, and again on a fresh
-// context after every reset, and every other client's round trip took up
-// to 4 s for as long as it liked (TestAStrangerCannotHoldBothEnginesWithSpins).
+// for two limits (4 s with softgpud's default) if nobody else wants it;
+// if somebody does, the engine asks it to give way and resets under it a
+// preempt timeout later (device/preempttimeout.go; 640 ms by default).
+// Bounding the command was not enough: a stranger with a context and a
+// channel on each engine ran a SPIN on both, and again on a fresh context
+// after every reset, and every other client's round trip took up to 4 s
+// for as long as it liked (TestAStrangerCannotHoldBothEnginesWithSpins).
 //
 // So the daemon judges the user, not only the command, as DRM drivers do:
 // i915 counts a context's hangs and bans it (its later execbuf fails), and
@@ -51,21 +53,24 @@ import (
 // The first hang cannot be prevented, and no bar here shortens it: until
 // the reset nothing tells a SPIN from a long shader that will reach its
 // next preemption point, and the reset comes two limits after the command
-// began. Nor the hang of a command already on an engine when the strike
-// lands: the engine starts its next command as soon as it is reset,
-// before the daemon's interrupt handler can look (a real driver halts
-// the engine for recovery; this device resumes by itself), so a stranger
-// with SPINs of other contexts queued behind the first may hold an engine
-// one round more. What the bar bounds is how often: a uid can hang the
-// engines about once per bar — with a command the watchdog has to reset.
-// A SPIN that ends before the reset (one and a half limits) is counted
-// nowhere and judged never: an open hole (the stage 9 chapter, "What a
-// stranger can still do"; the rule that would close it is a preemption
-// timeout, as i915's). The first bar lasts hangBarFirst; a strike
-// while barred is part of the incident that set the bar (no context of
-// the uid made after it exists, so its command began before) and changes
-// nothing; a strike within the bar's length after it ended doubles it, up
-// to hangBarMost; one later starts again at hangBarFirst: the bar decays.
+// began, or a preempt timeout after someone wanted its engine. Nor the
+// hang of a command already on an engine when the strike lands: the engine
+// starts its next command as soon as it is reset, before the daemon's
+// interrupt handler can look (a real driver halts the engine for recovery;
+// this device resumes by itself), so a stranger with SPINs of other
+// contexts queued behind the first may hold an engine one round more. What
+// the bar bounds is how often: a uid can hang the engines about once per
+// bar — with a command the engine has to be reset under. That includes a
+// SPIN that would end before the watchdog's reset (one and a half
+// limits): the engine is reset under it, and the reset counted, once it
+// has kept another channel waiting a preempt timeout
+// (TestAStrangerCannotHoldAnEngineWithSpinsThatEndBeforeTheReset); one
+// that keeps nobody waiting is never reset, and holds up nobody. The
+// first bar lasts hangBarFirst; a strike while barred is part of the
+// incident that set the bar (no context of the uid made after it exists,
+// so its command began before) and changes nothing; a strike within the
+// bar's length after it ended doubles it, up to hangBarMost; one later
+// starts again at hangBarFirst: the bar decays.
 //
 // Who is struck. Only the uid of the context whose command the reset
 // stopped: the device counts the reset in that context alone. A command
@@ -167,7 +172,7 @@ func (b *hangBars) prune(now time.Time) {
 func (c *client) refuseBarred(call string) error {
 	now := time.Now()
 	if until, barred := c.s.hangs.barred(c.uid, now); barred {
-		return fmt.Errorf("%s: uid %d is barred for %v more: the watchdog reset an engine under a command of its (softgpud -watchdog): %w",
+		return fmt.Errorf("%s: uid %d is barred for %v more: an engine was reset under a command of its (softgpud -watchdog, -preempt-timeout): %w",
 			call, c.uid, until.Sub(now).Round(time.Second), uapi.ErrBusy)
 	}
 	return nil
@@ -237,7 +242,7 @@ func (s *Server) strikeHang(c *client, resets uint64) {
 		hangUp(x.conn) // discard.go: its serve loop sees EOF and tears it down
 	}
 	if began {
-		s.log.Warn("uid barred: the watchdog reset an engine under a command of its", "uid", c.uid, "pid", c.pid,
+		s.log.Warn("uid barred: an engine was reset under a command of its", "uid", c.uid, "pid", c.pid,
 			"until", until.Format(time.RFC3339), "connections hung up", len(theirs))
 	}
 }

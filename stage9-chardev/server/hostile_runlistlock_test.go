@@ -33,7 +33,12 @@ func TestAStuckCallOnOneEngineHoldsUpNoChannelOfTheOther(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds softgpud")
 	}
-	d := startDaemon(t) // softgpud's defaults: its watchdog resets a hung engine after about two limits
+	// softgpud's defaults, but no preempt timeout: the stranger's
+	// CHANNEL_OPEN asks the SPIN to give way, and a preempt timeout would
+	// end the hang in 640 ms, well inside liveBound, so a runlist lock
+	// held across it would go unseen. The watchdog resets the engine after
+	// about two limits.
+	d := startDaemon(t, "-preempt-timeout", "0")
 	w := dialWellBehaved(t, d.node)
 	cred, _ := strangerCred()
 	s := startStranger(t, "stuck-open", d.node, "", cred) // hostile_stuck_test.go

@@ -52,13 +52,30 @@ type spinner struct {
 
 // spinChannel is one of a spinner's channels.
 type spinChannel struct {
+	id           uint32 // its number, for CHANNEL_CLOSE
 	user, status []byte
-	mask, head   uint64 // head: the doorbell as the channel was handed over
+	mask, head   uint64 // head: the slot of its next SPIN; the doorbell as the channel was handed over, until a finite-spins round moves it on
 }
 
 // dialSpinner connects, attaches and opens a channel on each engine. On
 // failure it returns the name of the call that failed.
 func dialSpinner(node string) (*spinner, string, error) {
+	sp, call, err := dialAttached(node)
+	if err != nil {
+		return nil, call, err
+	}
+	for e := range uint32(abi.NumEngines) {
+		if call, err := sp.open(e); err != nil {
+			sp.close()
+			return nil, call, err
+		}
+	}
+	return sp, "", nil
+}
+
+// dialAttached connects and attaches: a spinner with no channel yet. On
+// failure it returns the name of the call that failed.
+func dialAttached(node string) (*spinner, string, error) {
 	sock, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: node, Net: "unixpacket"})
 	if err != nil {
 		return nil, "connect", err
@@ -77,43 +94,65 @@ func dialSpinner(node string) (*spinner, string, error) {
 	sp.ctx, sp.kick = abi.Context(att.Context), fds[uapi.AttachFDKick]
 	unix.Close(fds[uapi.AttachFDPublic])
 	unix.Close(fds[uapi.AttachFDIrq])
-	for e := range uint32(abi.NumEngines) {
-		co := &uapi.ChannelOpen{Engine: e, Priority: abi.PriorityNormal}
-		fds, err := strangerCall(sock, co)
-		if err != nil {
-			sock.Close()
-			return nil, "CHANNEL_OPEN", err
-		}
-		user, err := unix.Mmap(fds[uapi.ChannelFDUser], 0, int(co.UserSize), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-		if err != nil {
-			sock.Close()
-			return nil, "mmap", err
-		}
-		status, err := unix.Mmap(fds[uapi.ChannelFDStatus], 0, int(co.StatusSize), unix.PROT_READ, unix.MAP_SHARED)
-		if err != nil {
-			sock.Close()
-			return nil, "mmap", err
-		}
-		unix.Close(fds[uapi.ChannelFDUser]) // the mappings keep the pages
-		unix.Close(fds[uapi.ChannelFDStatus])
-		sp.chans = append(sp.chans, spinChannel{user: user, status: status, mask: uint64(co.RingSize) - 1, head: word(user, abi.RegDoorbell).Load()})
-	}
 	return sp, "", nil
+}
+
+// open opens a channel on engine e and maps it, as the spinner's last.
+// On failure it returns the name of the call that failed.
+func (sp *spinner) open(e uint32) (string, error) {
+	co := &uapi.ChannelOpen{Engine: e, Priority: abi.PriorityNormal}
+	fds, err := strangerCall(sp.sock, co)
+	if err != nil {
+		return "CHANNEL_OPEN", err
+	}
+	defer unix.Close(fds[uapi.ChannelFDUser]) // the mappings keep the pages
+	defer unix.Close(fds[uapi.ChannelFDStatus])
+	user, err := unix.Mmap(fds[uapi.ChannelFDUser], 0, int(co.UserSize), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return "mmap", err
+	}
+	status, err := unix.Mmap(fds[uapi.ChannelFDStatus], 0, int(co.StatusSize), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		unix.Munmap(user)
+		return "mmap", err
+	}
+	sp.chans = append(sp.chans, spinChannel{id: co.Channel, user: user, status: status, mask: uint64(co.RingSize) - 1, head: word(user, abi.RegDoorbell).Load()})
+	return "", nil
+}
+
+// closeChannel closes the spinner's i-th channel (CHANNEL_CLOSE) and
+// unmaps it.
+func (sp *spinner) closeChannel(i int) error {
+	ch := sp.chans[i]
+	sp.chans = append(sp.chans[:i], sp.chans[i+1:]...)
+	unix.Munmap(ch.user)
+	unix.Munmap(ch.status)
+	_, err := strangerCall(sp.sock, &uapi.ChannelClose{Channel: ch.id})
+	return err
 }
 
 // spin writes a SPIN of 2^62 cycles into each channel's next slot, rings
 // each doorbell, and kicks the daemon, which wakes a sleeping engine.
-func (sp *spinner) spin() {
+func (sp *spinner) spin() { sp.spinFor(1 << 62) }
+
+// spinFor is spin with SPINs of cycles cycles (nanoseconds).
+func (sp *spinner) spinFor(cycles uint64) {
 	for _, ch := range sp.chans {
-		cmd := abi.Command{Op: abi.OpSpin, Ctx: sp.ctx, Value: 1 << 62, Seq: ch.head}
+		cmd := abi.Command{Op: abi.OpSpin, Ctx: sp.ctx, Value: cycles, Seq: ch.head}
 		cmd.Encode(ch.user[uapi.UserRingOffset+abi.SlotOffset(ch.head, ch.mask):][:abi.CommandSize])
 		word(ch.user, abi.RegDoorbell).Store(ch.head + 1)
 	}
+	sp.kickDaemon()
+}
+
+// kickDaemon writes the kick eventfd: the daemon wakes the engines of
+// the client's channels.
+func (sp *spinner) kickDaemon() {
 	one := [8]byte{1}
 	unix.Write(sp.kick, one[:])
 }
 
-// ended returns each SPIN's status once both have completed, and
+// ended returns each SPIN's status once all have completed, and
 // whether they have.
 func (sp *spinner) ended() ([]abi.Status, bool) {
 	var sts []abi.Status
@@ -229,6 +268,18 @@ func roundsIn(lines []string) int {
 	return n
 }
 
+// refusedBusyIn reports whether a stranger said in lines that a call was
+// refused with ErrBusy: its uid barred.
+func refusedBusyIn(lines []string) bool {
+	busy := fmt.Sprintf("errno=%d", uint32(uapi.ErrBusy))
+	for _, line := range lines {
+		if strings.HasPrefix(line, "refused: ") && strings.HasSuffix(line, busy) {
+			return true
+		}
+	}
+	return false
+}
+
 // secondRound is how long the tests watch after the first round: longer
 // than a round holds the engines (the watchdog's limit twice, 4 s), so
 // that a second round would be seen by a probe.
@@ -258,13 +309,7 @@ func testSpinsBarred(t *testing.T, arg string) {
 	lines := s.findings(t)
 	t.Logf("%d probes; then the stranger said %q", probes, lines)
 	assert.Zero(t, roundsIn(lines), "rounds of SPINs the stranger ran after its first; want none, its uid barred")
-	refusedBusy := false
-	for _, line := range lines {
-		if strings.HasPrefix(line, "refused: ") && strings.HasSuffix(line, fmt.Sprintf("errno=%d", uint32(uapi.ErrBusy))) {
-			refusedBusy = true
-		}
-	}
-	assert.True(t, refusedBusy, "the stranger was not refused with ErrBusy (%d) after its SPINs hung the engines: %q", uint32(uapi.ErrBusy), lines)
+	assert.True(t, refusedBusyIn(lines), "the stranger was not refused with ErrBusy after its SPINs hung the engines: %q", lines)
 	d.live(t, "after the stranger")
 	d.stop(t)
 }

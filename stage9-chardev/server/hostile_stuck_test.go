@@ -53,7 +53,11 @@ func stuckOpen(node, _ string) error {
 }
 
 func TestAStuckCallHoldsUpNoOneAndSIGTERMStillStops(t *testing.T) {
-	d := startDaemon(t) // softgpud's defaults: its watchdog resets a hung engine after about two limits
+	// softgpud's defaults, but no preempt timeout: the stranger's
+	// CHANNEL_OPEN asks the SPIN to give way, and a preempt timeout would
+	// unstick the call in 640 ms, before SIGTERM. The watchdog resets the
+	// engine after about two limits.
+	d := startDaemon(t, "-preempt-timeout", "0")
 	d.live(t, "before the hang")
 	w := dialWellBehaved(t, d.node)
 	cred, _ := strangerCred()

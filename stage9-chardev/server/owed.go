@@ -46,10 +46,7 @@ import (
 // ask again, as a process in a memory cgroup may reclaim and retry. A
 // client that goes with charges owed leaves them to its uid (orphanOwed),
 // as it leaves its closed channels' files (linger.go): the uid is charged
-// until the driver gives back, and refunded then. (A window entry freed
-// behind a channel that was closed while faulted is never given back —
-// an open bug of the driver's retired, driver/pinned.go — so its charge
-// stays owed for the daemon's life.)
+// until the driver gives back, and refunded then.
 //
 // Locks: the driver never calls into the server; it only stores Done.
 // A callback would run under the driver's vm.freeMu or pinMu, from

@@ -31,7 +31,7 @@ const (
 	ErrNoEntry       Errno = 9  // no such channel, allocation or client of yours
 	ErrPerm          Errno = 10 // the call is not allowed to this client
 	ErrGone          Errno = 11 // the device is shutting down or has stopped
-	ErrBusy          Errno = 12 // the object is in use (a channel with work in flight, memory a channel still uses); at ATTACH and CHANNEL_OPEN: the uid is barred for a while, as the watchdog reset an engine under a command of its
+	ErrBusy          Errno = 12 // the object is in use (a channel with work in flight, memory a channel still uses); at ATTACH and CHANNEL_OPEN: the uid is barred for a while, as an engine was reset under a command of its
 	ErrFault         Errno = 13 // the object is faulted: a channel or context the device has stopped serving
 	ErrQuota         Errno = 14 // the call would take the client, or its uid, past a quota the daemon sets (CLIENT_QUOTA shows them): since 2.1
 )

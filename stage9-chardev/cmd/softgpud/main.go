@@ -41,6 +41,7 @@ func main() {
 	conns := flag.Int("max-conns-per-uid", server.DefaultMaxConnsPerUID, "the most connections one uid may hold open; past it a connection is closed at once")
 	attachTimeout := flag.Duration("attach-timeout", server.DefaultAttachTimeout, "how long a connection that has not attached may go without a call before it is dropped (softgpu-smi's control connection redials)")
 	watchdog := flag.Duration("watchdog", defaultWatchdog, "the longest one command may run on an engine before it is stopped and its channel faulted (0: no limit)")
+	preemptTimeout := flag.Duration("preempt-timeout", defaultPreemptTimeout, "how long a command an engine has asked to give way to another channel may take to do so before the engine is reset under it, as by the watchdog (0: never)")
 	stopIt := flag.Bool("stop", false, "stop the daemon serving -node (SIGTERM to the pid in NODE.pid) and wait for it to exit")
 	var clientQuota, uidQuota server.Quota
 	quotaFlags(flag.CommandLine, &clientQuota, &uidQuota)
@@ -81,6 +82,11 @@ func main() {
 		os.Exit(2)
 	}
 	cfg.Driver.Watchdog = uint64(watchdog.Nanoseconds()) // cycles are nanoseconds
+	if *preemptTimeout < 0 {
+		fmt.Fprintf(os.Stderr, "softgpud: -preempt-timeout %v is negative\n", *preemptTimeout)
+		os.Exit(2)
+	}
+	cfg.Driver.PreemptTimeout = uint64(preemptTimeout.Nanoseconds())
 	cfg.PriorityUIDs = priorityUIDs
 	cfg.ClientQuota, cfg.UidQuota = clientQuota, uidQuota
 	if *idle < 0 {
@@ -130,6 +136,19 @@ func main() {
 // that, until the watchdog resets the engine, and its user is then
 // barred for a while (server/hangbars.go).
 const defaultWatchdog = 2 * time.Second
+
+// defaultPreemptTimeout is how long a command may keep its engine after
+// the engine has asked it to give way to another channel (a channel that
+// has waited past every priority, 1 ms, is enough to ask): i915's
+// default, 640 ms. A command with preemption points gives way within
+// microseconds and never meets it; a command with none (a SPIN) is reset
+// under at it, its user barred as for the watchdog's reset
+// (server/hangbars.go). Without it a SPIN that ends before the
+// watchdog's reset — one and a half limits — would hold its engine
+// against everyone and never be judged; with it nobody waits behind one
+// much longer than this, and the watchdog still bounds a command that
+// nobody is waiting for.
+const defaultPreemptTimeout = 640 * time.Millisecond
 
 // ANCHOR: shutdown
 
