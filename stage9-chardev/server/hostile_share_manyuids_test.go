@@ -180,6 +180,18 @@ func TestAUidUnderTheDrainCostsOthersItsShare(t *testing.T) {
 	base := run(200*time.Millisecond, 2700*time.Millisecond, 0)
 	attack := run(3500*time.Millisecond, 11500*time.Millisecond, 100)
 	require.NoError(t, g.Close())
+	// The share fills at the rate the stranger's sleep exceeds the drain,
+	// which the machine's load moves: on a quiet machine it was judged 3.5
+	// to 4.7 s after its faults began (three runs); beside a helper's
+	// tests, not within the 8 s of timed reads. It is given longer to be
+	// judged, still at work: a share that never judges it still fails.
+	const judgedWithin = 20 * time.Second
+	for uids == 1 && !strings.Contains(d.log(), "barred from the pager until") && time.Since(ready) < 3*time.Second+judgedWithin {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if at := droppedTime(d.log()); !at.IsZero() {
+		t.Logf("a stranger judged %v after its faults began", at.Sub(ready.Add(3*time.Second)).Round(time.Millisecond))
+	}
 	for _, s := range ss {
 		t.Logf("stranger:\n%s", tail(s.kill(), 2))
 	}
@@ -194,7 +206,7 @@ func TestAUidUnderTheDrainCostsOthersItsShare(t *testing.T) {
 		t.Errorf("a host read waited %v behind the strangers", attack.worstRead)
 	}
 	if uids == 1 && !strings.Contains(d.log(), "barred from the pager until") {
-		t.Errorf("a stranger asleep in its calls 8 %% of the time, over its share, was never judged: the well-behaved client's host reads took %v more than the baseline's pace over %d laps (%v a lap against %v)",
-			extra, attack.laps, mean(attack), mean(base))
+		t.Errorf("a stranger asleep in its calls 8 %% of the time, over its share, was not judged within %v of its faults' start: the well-behaved client's host reads took %v more than the baseline's pace over %d laps (%v a lap against %v)",
+			judgedWithin, extra, attack.laps, mean(attack), mean(base))
 	}
 }
