@@ -138,6 +138,7 @@ func TestAStrangerStallsOthersInTheWakeAfterItsPunch(t *testing.T) {
 	const slow = 2 * 100 * time.Millisecond // two pagerBounds
 	var worst time.Duration
 	laps, stalls, stalled := 0, 0, time.Duration(0)
+	var slowAt []time.Time // when each lap over slow began
 	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); laps++ {
 		// A new allocation each lap, as mmLockStranger's: its pages have
 		// never moved, so the thrashing guard leaves them to the pager.
@@ -155,7 +156,7 @@ func TestAStrangerStallsOthersInTheWakeAfterItsPunch(t *testing.T) {
 		took := time.Since(start)
 		worst = max(worst, took)
 		if took > slow {
-			stalls++
+			slowAt = append(slowAt, start)
 			stalled += took
 		}
 	}
@@ -163,9 +164,20 @@ func TestAStrangerStallsOthersInTheWakeAfterItsPunch(t *testing.T) {
 	log := s.kill()
 	hits := strings.Count(log, "after protect true")
 	t.Logf("stranger's laps (%d of its mprotects came right after its punch):\n%s", hits, tail(log, 6))
-	t.Logf("well-behaved: %d laps, %d over %v (%v in all), worst %v", laps, stalls, slow, stalled, worst)
+	t.Logf("well-behaved: %d laps, %d over %v (%v in all), worst %v", laps, len(slowAt), slow, stalled, worst)
 	t.Logf("the daemon dropped:\n%s", dropped(d.log()))
 	t.Logf("SIGTERM: the daemon exited in %v", d.stop(t))
+	// A lap begun once the stranger was dropped (and a bound after, for
+	// one queued behind its call) waits on no call into its memory: if it
+	// is slow, the machine is, as laps over two bounds were at a load of
+	// 28, beside a helper's tests. Not dropped, every lap counts.
+	cut := droppedTime(d.log())
+	for _, at := range slowAt {
+		if cut.IsZero() || at.Before(cut.Add(100*time.Millisecond)) {
+			stalls++
+		}
+	}
+	t.Logf("laps over %v begun before the stranger was dropped (%v): %d of %d", slow, cut, stalls, len(slowAt))
 	if stalls > 1 || worst > slow && dropped(d.log()) == "" {
 		t.Errorf("a stranger held um.mu in the wake after its punches: %d of the well-behaved client's %d laps took over %v (%v in all, worst %v); the stranger dropped: %v", stalls, laps, slow, stalled, worst, dropped(d.log()) != "")
 	}
