@@ -249,12 +249,19 @@ func TestAPreemptTimeoutAloneDoesNotWakeTheUnit(t *testing.T) {
 	for k := range delays {
 		delays[k] = abi.Command{Op: abi.OpDelay, Value: 2_000_000} // 2 ms: a timeout's worth and more, every one
 	}
-	i, j := publish(d, a, delays...), publish(d, b, delays...)
-	for k := range uint64(len(delays)) {
-		require.Equal(t, abi.StatusOK, await(t, d, a, i+k), "channel a's DELAY %d", k)
-		require.Equal(t, abi.StatusOK, await(t, d, b, j+k), "channel b's DELAY %d", k)
+	// A loaded machine can leave a round with no preemption at all: a CI
+	// run beside other packages' tests read RegPreempts 0 after one (why,
+	// the test does not see). So rounds go on, up to five, until the
+	// channels have preempted each other; every round counts for the
+	// unit's wakes.
+	for round := 0; round < 5 && counter(d, e, abi.RegPreempts) == 0; round++ {
+		i, j := publish(d, a, delays...), publish(d, b, delays...)
+		for k := range uint64(len(delays)) {
+			require.Equal(t, abi.StatusOK, await(t, d, a, i+k), "channel a's DELAY %d", k)
+			require.Equal(t, abi.StatusOK, await(t, d, b, j+k), "channel b's DELAY %d", k)
+		}
 	}
-	assert.NotZero(t, counter(d, e, abi.RegPreempts), "RegPreempts; want the channels to have preempted each other")
+	assert.NotZero(t, counter(d, e, abi.RegPreempts), "RegPreempts after five rounds; want the channels to have preempted each other")
 	if got := d.wakes.Load(); got != 0 {
 		t.Errorf("watchdog unit woke %d times under a preempt timeout with no command to force; want 0", got)
 	}
