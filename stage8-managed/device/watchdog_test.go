@@ -34,6 +34,29 @@ import (
 // under the race detector on a loaded machine.
 const hangLimit = 200_000_000 // 200 ms
 
+// hangMemory is the device memory of the scenarios that preempt an
+// innocent's ADD32s: innocentAdds runs them on a device of this size.
+const hangMemory = 4 << 20
+
+// innocentAdds returns the ADD32 an innocent channel runs twice in the
+// scenarios that preempt it, and the memory two of them leave when nothing
+// preempts them, taken from a reference device of hangMemory bytes run and
+// closed first. The ADD32 spans three runs, so its first boundary comes
+// with most of it still to do.
+func innocentAdds(t *testing.T) (add abi.Command, want []byte) {
+	t.Helper()
+	const n = 2*chunk + 4096
+	add = abi.Command{Op: abi.OpAdd32, Dst: 0x1000, Size: n, Value: 1}
+	ref := openVM(t, Config{MemorySize: hangMemory})
+	pattern(data(ref))
+	for range 2 {
+		require.Equal(t, abi.StatusOK, run(t, ref, abi.EngineCompute, add), "ADD32 unpreempted")
+	}
+	want = bytes.Clone(data(ref))
+	ref.Close()
+	return add, want
+}
+
 // hang is what the scenario observed.
 type hang struct {
 	d                    *Device
@@ -47,18 +70,8 @@ type hang struct {
 
 func runHang(t *testing.T) hang {
 	t.Helper()
-	const memSize = 4 << 20
-	const n = 2*chunk + 4096 // three runs: the first boundary comes with most of it still to do
-	add := abi.Command{Op: abi.OpAdd32, Dst: 0x1000, Size: n, Value: 1}
-	ref := openVM(t, Config{MemorySize: memSize})
-	pattern(data(ref))
-	for range 2 {
-		require.Equal(t, abi.StatusOK, run(t, ref, abi.EngineCompute, add), "ADD32 unpreempted")
-	}
-	want := bytes.Clone(data(ref))
-	ref.Close()
-
-	d := openTest(t, Config{MemorySize: memSize})
+	add, want := innocentAdds(t)
+	d := openTest(t, Config{MemorySize: hangMemory})
 	pattern(data(d))
 	const e = abi.EngineCompute
 	h := hang{d: d, innocent: 12, guilty: 13, want: want}

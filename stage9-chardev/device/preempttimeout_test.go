@@ -106,18 +106,8 @@ func TestASpinThatWillNotYieldIsResetAtThePreemptTimeout(t *testing.T) {
 // ADD32 is resubmitted from its saved cursor and each of the two ADD32s
 // completes once, leaving memory as two unpreempted ones do.
 func TestAnInnocentPreemptedForASpinResumesAfterThePreemptTimeout(t *testing.T) {
-	const memSize = 4 << 20
-	const n = 2*chunk + 4096 // three runs: the first boundary comes with most of it still to do
-	add := abi.Command{Op: abi.OpAdd32, Dst: 0x1000, Size: n, Value: 1}
-	ref := openVM(t, Config{MemorySize: memSize})
-	pattern(data(ref))
-	for range 2 {
-		require.Equal(t, abi.StatusOK, run(t, ref, abi.EngineCompute, add), "ADD32 unpreempted")
-	}
-	want := bytes.Clone(data(ref))
-	ref.Close()
-
-	d := openTest(t, Config{MemorySize: memSize})
+	add, want := innocentAdds(t)
+	d := openTest(t, Config{MemorySize: hangMemory})
 	pattern(data(d))
 	const e, innocent, guilty = abi.EngineCompute, abi.Channel(12), abi.Channel(13)
 	setPreemptTimeout(d, e, ptLimit, ptTimeout)
