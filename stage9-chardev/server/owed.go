@@ -75,6 +75,10 @@ type owed struct {
 // fill, about to complete, does not.
 const owedWait = 100 * time.Millisecond
 
+// owedSleep is how a refused call waits for its next try: time.Sleep,
+// but for the tests of owed.go.
+var owedSleep = time.Sleep
+
 // owe keeps the charge less, which c holds, until back is done. A free
 // that deferred nothing (a nil or done Release) is refunded at once.
 func (c *client) owe(less uapi.Pools, back *driver.Release) {
@@ -91,6 +95,7 @@ func (c *client) owe(less uapi.Pools, back *driver.Release) {
 // settle has the driver give back whatever has passed, and refunds every
 // owed charge it gave back.
 func (s *Server) settle() {
+	s.settles.Add(1)
 	s.drv.Reclaim() // no lock of the server's held: Reclaim takes the driver's
 	s.quotaMu.Lock()
 	defer s.quotaMu.Unlock()
@@ -182,7 +187,7 @@ func (c *client) chargeOwed(more uapi.Pools) error {
 			client, uid := c.s.owedBy(c)
 			return fmt.Errorf("%w (freed but held by the driver until the commands queued before the free have run: %+v of the client's, %+v of its uid's)", err, client, uid)
 		}
-		time.Sleep(time.Millisecond)
+		owedSleep(time.Millisecond)
 	}
 }
 

@@ -161,8 +161,11 @@ type Server struct {
 	linger   *linger // closed channels' files, until their last holder lets go (linger.go)
 
 	// owed are the charges for what clients freed and the driver still
-	// holds (owed.go); quotaMu guards it too.
-	owed []*owed
+	// holds (owed.go); quotaMu guards it too. settles counts the times
+	// settle has asked the driver: what refused calls cost it, for the
+	// tests that bound that.
+	owed    []*owed
+	settles atomic.Uint64
 
 	// faultsMu guards faults, the fault loop of every client's pagers
 	// (faultloop.go), started with the first.
