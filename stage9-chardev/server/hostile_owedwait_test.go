@@ -40,11 +40,11 @@ func init() {
 const owedAmpPeriod = 100 * time.Millisecond
 
 // owedAmp (arg: "N OWNER SECONDS") holds one connection and opens N
-// more, all of one uid. The holder — and, when OWNER is "own", every
-// other connection too — queues DELAYs on its channels (rtQueueDelays)
-// and ALLOCs and FREEs 4 KiB behind them, round the owners, until its
-// uid's quota refuses; it prints "freed K" and "ready", and waits for its
-// stdin line. Then the N connections ALLOC 4 KiB once every
+// more, all of one uid. The holder queues DELAYs on its channels
+// (rtQueueDelays) and ALLOCs and FREEs 4 KiB behind them until its uid's
+// quota refuses; when OWNER is "own", each of the N also frees 4 KiB
+// behind DELAYs of its own. It prints "freed K" and "ready", and waits
+// for its stdin line. Then the N connections ALLOC 4 KiB once every
 // owedAmpPeriod each, for SECONDS, and it prints "refused R", "allocated
 // A", a line for each other error, and "looped"; it holds until killed.
 func owedAmp(node, arg string) error {
@@ -60,29 +60,40 @@ func owedAmp(node, arg string) error {
 	if err := rtQueueDelays(holder, 100); err != nil {
 		return err
 	}
-	owners := []*client.GPU{holder}
+	// The loopers that are to owe take their page first, and queue
+	// their DELAYs and free it last: a FREE waits for the engines to
+	// drop the context's translations (driver: invalidate), which takes
+	// longer the more channels keep them busy.
 	loopers := make([]*client.GPU, n)
+	kept := make([]client.Ptr, n)
 	for i := range loopers {
 		if loopers[i], err = client.Dial(node); err != nil {
 			return fmt.Errorf("connection %d: %w", i+1, err)
 		}
 		if owner == "own" {
-			if err := rtQueueDelays(loopers[i], 100); err != nil {
+			if kept[i], err = loopers[i].Alloc(4096); err != nil {
 				return err
 			}
-			owners = append(owners, loopers[i])
 		}
 	}
 	freed := 0
-fill:
 	for {
-		for _, g := range owners {
-			p, err := g.Alloc(4096)
-			if err != nil {
-				fmt.Println(errnoLine("refused", err))
-				break fill
+		p, err := holder.Alloc(4096)
+		if err != nil {
+			fmt.Println(errnoLine("refused", err))
+			break
+		}
+		if err := holder.Free(p); err != nil {
+			return err
+		}
+		freed++
+	}
+	if owner == "own" {
+		for i, g := range loopers {
+			if err := rtQueueDelays(g, 4); err != nil { // 6 s, past the loop even alone on the engines
+				return err
 			}
-			if err := g.Free(p); err != nil {
+			if err := g.Free(kept[i]); err != nil {
 				return err
 			}
 			freed++
