@@ -161,8 +161,13 @@ type Server struct {
 	linger   *linger // closed channels' files, until their last holder lets go (linger.go)
 
 	// owed are the charges for what clients freed and the driver still
-	// holds (owed.go); quotaMu guards it too.
-	owed []*owed
+	// holds, and turns, by uid, when its refused calls may next have the
+	// driver give back (owed.go); quotaMu guards them too. settles counts
+	// the times settle has asked the driver: what refused calls cost it,
+	// for the tests that bound that.
+	owed    []*owed
+	turns   map[uint32]*settleTurn
+	settles atomic.Uint64
 
 	// faultsMu guards faults, the fault loop of every client's pagers
 	// (faultloop.go), started with the first.
@@ -268,7 +273,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, dev: dev, drv: drv, ln: ln, node: cfg.Node, log: cfg.Log, closed: make(chan struct{}), trace: tb,
-		uidUse: map[uint32]*uapi.Pools{}}
+		uidUse: map[uint32]*uapi.Pools{}, turns: map[uint32]*settleTurn{}}
 	if s.nodeFile, err = os.Lstat(cfg.Node); err != nil {
 		drv.Close()
 		dev.Close()
