@@ -38,21 +38,31 @@ func (g *unregisterGate) UnregisterHost(mem []byte) error {
 // first (held in UnregisterHost) takes its marks before an endless DELAY
 // is queued on the copy engine, the second after, and the second joins
 // the list first. The head then retires only at Close; the first's entry
-// retires once a short DELAY on the compute engine, queued before its
-// marks, has run ("retires during the wait"), or has retired already and
-// joins the list while HostAlloc waits ("joins during the wait"). A
-// HostAlloc that waits for the head alone waits until Close.
+// retires once a DELAY on the compute engine, queued before its marks,
+// has run ("retires during the wait"), or has retired already and joins
+// the list while HostAlloc waits ("joins during the wait"). A HostAlloc
+// that waits for the head alone waits until Close.
+//
+// Nothing here turns on timing: the wait's Retiring hook, called once
+// HostAlloc has copied the list it waits on, waits out the DELAY or lets
+// the first HostFree go and sees it return, so the first's entry has
+// retired or joined by HostAlloc's first look at what it waits for.
 func TestRegisterTakesAnyRetiredEntry(t *testing.T) {
 	tests := []struct {
 		name string
 		// before is queued on the compute engine before the first free's
 		// marks: what its entry waits for.
 		before []abi.Command
-		// joinLate lets the first free append only once HostAlloc has
-		// had the chance to start waiting.
+		// joinLate lets the first free append only once HostAlloc is
+		// waiting.
 		joinLate bool
 	}{
-		{"retires during the wait", []abi.Command{{Op: abi.OpDelay, Value: 200_000_000}}, false}, // 200 ms
+		// Long enough that HostAlloc finds the DELAY still running, and
+		// waits: the Retiring hook then waits it out, however long the
+		// machine takes. A HostAlloc that looks only after the DELAY has
+		// ended finds the entry retired, and does not wait; the case then
+		// tested nothing, and says so.
+		{"retires during the wait", []abi.Command{{Op: abi.OpDelay, Value: 500_000_000}}, false}, // 500 ms
 		{"joins during the wait", nil, true},
 	}
 	for _, tt := range tests {
@@ -67,6 +77,27 @@ func TestRegisterTakesAnyRetiredEntry(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { d.Close() })
+			// The hook acts once, for the HostAlloc armed below. It runs on
+			// HostAlloc's goroutine, before HostAlloc sends its result:
+			// what it stores, the test reads after the receive.
+			var (
+				armed, waited atomic.Bool
+				before        *Pending
+				firstFreed    = make(chan error, 1)
+				firstErr      error
+			)
+			d.SetHooks(Hooks{Retiring: func() {
+				if !armed.CompareAndSwap(true, false) {
+					return
+				}
+				waited.Store(true)
+				if tt.joinLate {
+					close(gate.release)
+					firstErr = <-firstFreed
+				} else {
+					before.Wait()
+				}
+			}})
 
 			var regions []*Pinned
 			for len(regions) <= abi.WindowSlots { // the bounce ring may hold entries too
@@ -81,11 +112,10 @@ func TestRegisterTakesAnyRetiredEntry(t *testing.T) {
 			first, head := regions[0], regions[1]
 
 			if tt.before != nil {
-				_, err := d.SubmitBatch(abi.EngineCompute, tt.before)
+				before, err = d.SubmitBatch(abi.EngineCompute, tt.before)
 				require.NoError(t, err)
 			}
 			gate.target.Store(addressOf(first.Bytes()))
-			firstFreed := make(chan error, 1)
 			go func() { firstFreed <- d.HostFree(first) }()
 			<-gate.reached // the first free's marks are taken
 			endless, err := d.SubmitBatch(abi.EngineCopy, []abi.Command{{Op: abi.OpDelay, Value: 1 << 62}})
@@ -101,19 +131,11 @@ func TestRegisterTakesAnyRetiredEntry(t *testing.T) {
 				err error
 			}
 			allocated := make(chan result, 1)
+			armed.Store(true)
 			go func() {
 				p, err := d.HostAlloc(4096)
 				allocated <- result{p, err}
 			}()
-			if tt.joinLate {
-				// Not a timing assertion: a HostAlloc that gets here
-				// later finds the entry retired at its first look, and
-				// passes either way; 20 ms gives one that would wait
-				// for the head the chance to start.
-				time.Sleep(20 * time.Millisecond)
-				close(gate.release)
-				require.NoError(t, <-firstFreed, "HostFree of the region freed before the endless DELAY")
-			}
 			var got result
 			select {
 			case got = <-allocated:
@@ -121,6 +143,9 @@ func TestRegisterTakesAnyRetiredEntry(t *testing.T) {
 				t.Errorf("HostAlloc with the window full still waiting after 10 s, though entry %d had retired: it waits for entry %d, behind the endless DELAY", first.slot, head.slot)
 				require.NoError(t, d.Close())
 				got = <-allocated
+			}
+			if tt.joinLate {
+				require.NoError(t, firstErr, "HostFree of the region freed before the endless DELAY")
 			}
 			require.NoError(t, got.err, "HostAlloc with the window full and entry %d retired", first.slot)
 			if got.p.slot != first.slot {
@@ -132,6 +157,9 @@ func TestRegisterTakesAnyRetiredEntry(t *testing.T) {
 			}
 			for _, p := range append(regions[2:], got.p) {
 				require.NoError(t, d.HostFree(p))
+			}
+			if !waited.Load() {
+				t.Skip("HostAlloc looked only after the DELAY had ended, and did not wait: nothing was tested (a loaded machine)")
 			}
 		})
 	}

@@ -188,6 +188,9 @@ func (d *Driver) register(p *Pinned) error {
 		// again, then shows the new entry.
 		waiting, adds := slices.Clone(d.retiring), d.retiringAdds.Load()
 		d.pinMu.Unlock()
+		if h := d.hooks.Retiring; h != nil {
+			h() // a test may let a held free, or the work one waits for, go here
+		}
 		spinUntil(func() bool { return d.retiringAdds.Load() != adds || slices.ContainsFunc(waiting, d.retired) })
 		d.pinMu.Lock()
 	}

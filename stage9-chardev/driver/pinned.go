@@ -230,6 +230,9 @@ func (d *Driver) register(p *Pinned) error {
 		// the new entry.
 		waiting, adds := slices.Clone(d.retiring), d.retiringAdds.Load()
 		d.pinMu.Unlock()
+		if h := d.hooks.Retiring; h != nil {
+			h() // a test may let a held free, or the work one waits for, go here
+		}
 		err = spinBounded(func() bool {
 			return d.retiringAdds.Load() != adds || slices.ContainsFunc(waiting, func(r retired) bool {
 				return d.retired(r) && (r.held == nil || d.heldEntries() == 0)
