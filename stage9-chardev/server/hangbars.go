@@ -181,7 +181,11 @@ func (c *client) refuseBarred(call string) error {
 
 // channelNotify is the Notify of each of the client's channels, which the
 // daemon's interrupt handler calls for a fault among other things: it
-// tells the client (notify), then looks for a reset (judgeHangs).
+// tells the client (notify), then looks for a reset (judgeHangs). Both
+// take only locks of this client's: driver.Context.Resets loads a
+// register and an atomic. The interrupt thread serves every client, and
+// waiting there on the driver's list of contexts (vm.mu) would hold up
+// every other client's interrupts behind any NewContext or Close.
 func (c *client) channelNotify() {
 	c.notify()
 	c.judgeHangs()
