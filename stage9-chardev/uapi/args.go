@@ -79,9 +79,14 @@ const (
 // daemon handed it out as the last owner left it. And it charges each
 // channel's context-save area to DeviceMemory: a 2.2 client meets
 // ErrQuota that many bytes sooner.
+//
+// 2.4 added CHANNEL_START: CHANNEL_OPEN gives a channel that is not yet
+// served, and whose memfds are all hole; the client maps them, touches
+// every page (so every page is its own), and calls CHANNEL_START. A 2.3
+// client, which never calls it, gets channels whose commands never run.
 const (
 	VersionMajor = 2
-	VersionMinor = 3
+	VersionMinor = 4
 )
 
 // Attach is the argument of ATTACH: the client becomes a context of the
@@ -136,7 +141,12 @@ const (
 
 // ChannelOpen is the argument of CHANNEL_OPEN: a channel on an engine,
 // in the client's context. The successful reply carries two file
-// descriptors, at ChannelFDUser and ChannelFDStatus.
+// descriptors, at ChannelFDUser and ChannelFDStatus. Since 2.4 the
+// channel is not yet served, and the daemon has touched no page of
+// either memfd: the client maps both, touches every page — a load from
+// each page of the status memfd, a store to each page of the user memfd
+// (MADV_POPULATE_READ and MADV_POPULATE_WRITE do it in one call each) —
+// and then calls CHANNEL_START.
 type ChannelOpen struct {
 	Engine     uint32 `uapi:"in"`  // abi.EngineCompute or abi.EngineCopy
 	Priority   uint32 `uapi:"in"`  // abi.PriorityLow .. abi.MaxPriority; above abi.PriorityNormal needs the daemon's grant (ErrPerm)
@@ -161,6 +171,23 @@ const (
 // channel off its engine's runlist (commands not yet run complete with
 // abi.StatusRemoved); the client should unmap the channel's memfds.
 type ChannelClose struct {
+	Channel uint32 `uapi:"in"`       // a channel this client opened
+	Pad     uint32 `uapi:"reserved"` // zero
+}
+
+// ChannelStart is the argument of CHANNEL_START (since 2.4): the daemon
+// starts serving a channel CHANNEL_OPEN gave. Every page of both its
+// memfds must be there, allocated by the client (ChannelOpen says how):
+// a memfd with a hole gets ErrInval ("populate the channel's files before
+// CHANNEL_START"), and the channel stays as it was, to be populated and
+// started again. On success the daemon seals the user memfd as it sealed
+// the status memfd at CHANNEL_OPEN (F_SEAL_FUTURE_WRITE): the mappings
+// made before keep writing, but no new writable mapping is made and no
+// hole is punched in either file, by anyone, from then on; then it resets
+// the channel's doorbell page, status page and completion ring to the
+// ring's head and puts the channel on its engine's runlist. A channel
+// started already gets ErrBusy; one that is not the client's, ErrNoEntry.
+type ChannelStart struct {
 	Channel uint32 `uapi:"in"`       // a channel this client opened
 	Pad     uint32 `uapi:"reserved"` // zero
 }
