@@ -221,8 +221,9 @@ func (g *GPU) Close() error {
 }
 
 // NewChannel opens a channel of engine e in the client's context: a
-// CHANNEL_OPEN, then its pages mapped and the channel half attached to
-// them. Close takes it off its engine (CHANNEL_CLOSE).
+// CHANNEL_OPEN, then its pages mapped and populated, a CHANNEL_START, and
+// the channel half attached to them. Close takes it off its engine
+// (CHANNEL_CLOSE).
 func (g *GPU) NewChannel(e Engine, opts ChannelOptions) (*Channel, error) {
 	if opts.Timeslice < 0 {
 		return nil, fmt.Errorf("%w: Timeslice %v is negative", softgpu.ErrConfig, opts.Timeslice)
@@ -250,6 +251,13 @@ func (g *GPU) NewChannel(e Engine, opts ChannelOptions) (*Channel, error) {
 	if err := g.hw.mapChannel(id, user, status, uint64(open.RingSize)); err != nil {
 		closeIt()
 		return nil, err
+	}
+	if g.version.Minor >= 4 { // 2.4: the channel is served once started; a daemon before it served it at CHANNEL_OPEN
+		if _, err := g.call(&uapi.ChannelStart{Channel: uint32(id)}, nil); err != nil {
+			closeIt()
+			g.hw.unmapChannel(id)
+			return nil, g.err(err)
+		}
 	}
 	var dch *driver.Channel
 	dch, err = g.cl.Attach(id, e, g.context, func() error {

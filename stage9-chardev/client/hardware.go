@@ -115,7 +115,9 @@ func (h *hardware) now() uint64 { return h.at + uint64(time.Since(h.base)) }
 // ANCHOR: mapchannel
 
 // mapChannel maps channel c's pages into the register space and its
-// rings beside it.
+// rings beside it, and allocates every page of both memfds from this
+// process, which CHANNEL_START requires (uapi.ChannelStart): the daemon
+// handed them out all hole, so that no page of them is the daemon's.
 func (h *hardware) mapChannel(c abi.Channel, user, status *os.File, ringSize uint64) error {
 	bell, stat := abi.DoorbellPage(c), abi.ChannelStatusPage(c)
 	slotsLen := roundPage(ringSize * abi.CommandSize)
@@ -137,6 +139,21 @@ func (h *hardware) mapChannel(c abi.Channel, user, status *os.File, ringSize uin
 		unix.Munmap(slots)
 		h.unmapPages(c)
 		return fmt.Errorf("softgpu: mapping %v's completions: %w", c, err)
+	}
+	// A store to each page of the user memfd and a load from each page of
+	// the status memfd, which a read-only mapping allows: the kernel
+	// allocates a page for either fault, in this process's memory.
+	for _, p := range []struct {
+		pages  []byte
+		advice int
+	}{{h.space[bell : bell+abi.RegPageSize], unix.MADV_POPULATE_WRITE}, {slots, unix.MADV_POPULATE_WRITE},
+		{h.space[stat : stat+abi.RegPageSize], unix.MADV_POPULATE_READ}, {compl, unix.MADV_POPULATE_READ}} {
+		if err := unix.Madvise(p.pages, p.advice); err != nil {
+			unix.Munmap(slots)
+			unix.Munmap(compl)
+			h.unmapPages(c)
+			return fmt.Errorf("softgpu: populating %v's pages: %w", c, err)
+		}
 	}
 	words := asWords(compl)[:ringSize*abi.CompletionWords]
 	h.mu.Lock()

@@ -32,14 +32,18 @@ type client struct {
 
 	ctx *driver.Context // from ATTACH; nil before
 
-	mu      sync.Mutex
-	chans   map[abi.Channel]*driver.Channel
-	holds   map[abi.Channel]*held      // each open channel's files (linger.go)
-	allocs  map[uint64]uint64          // VA → bytes, from ALLOC
-	hosts   map[uint64]*driver.Pinned  // VA → region, from HOST_REGISTER
-	managed map[uint64]*driver.Managed // VA → allocation, from MANAGED_ALLOC
-	devMem  uint64
-	hostMem uint64
+	mu    sync.Mutex
+	chans map[abi.Channel]*driver.Channel
+	holds map[abi.Channel]*held // each open channel's files (linger.go)
+	// unstarted holds the daemon's descriptors of each channel opened
+	// and not yet started, which CHANNEL_START checks and seals
+	// (device.Start); closed at CHANNEL_START or CHANNEL_CLOSE.
+	unstarted map[abi.Channel]device.ChannelFiles
+	allocs    map[uint64]uint64          // VA → bytes, from ALLOC
+	hosts     map[uint64]*driver.Pinned  // VA → region, from HOST_REGISTER
+	managed   map[uint64]*driver.Managed // VA → allocation, from MANAGED_ALLOC
+	devMem    uint64
+	hostMem   uint64
 
 	pg pagers // its managed allocations' pagers (pager.go)
 
@@ -192,6 +196,8 @@ func (c *client) dispatch(arg uapi.Arg, fds []int) (send []int, closeAfter []*os
 		return c.openChannel(a)
 	case *uapi.ChannelClose:
 		return nil, nil, c.closeChannel(abi.Channel(a.Channel))
+	case *uapi.ChannelStart:
+		return nil, nil, c.startChannel(abi.Channel(a.Channel))
 	case *uapi.Alloc:
 		return nil, nil, c.alloc(a)
 	case *uapi.Free:
@@ -270,6 +276,7 @@ func (c *client) attach(a *uapi.Attach) (send []int, closeAfter []*os.File, err 
 	c.ctx, c.kick = ctx, os.NewFile(uintptr(kick), "kick")
 	c.chans, c.allocs, c.hosts = map[abi.Channel]*driver.Channel{}, map[uint64]uint64{}, map[uint64]*driver.Pinned{}
 	c.holds = map[abi.Channel]*held{}
+	c.unstarted = map[abi.Channel]device.ChannelFiles{}
 	c.managed = map[uint64]*driver.Managed{}
 	c.mu.Unlock()
 	c.irqMu.Lock()
@@ -291,7 +298,11 @@ func (c *client) attach(a *uapi.Attach) (send []int, closeAfter []*os.File, err 
 // ANCHOR: openchannel
 
 // openChannel opens a channel in the client's context, its pages moved
-// into memfds before it is listed.
+// into memfds, all hole, and leaves it unstarted: on no runlist until
+// the client has populated both files and calls CHANNEL_START
+// (startChannel). Nothing of the daemon touches a page of either file
+// before then, so that every page of them is the client's
+// (device/shared.go).
 func (c *client) openChannel(a *uapi.ChannelOpen) (send []int, closeAfter []*os.File, err error) {
 	switch {
 	case a.Engine >= abi.NumEngines:
@@ -332,6 +343,7 @@ func (c *client) openChannel(a *uapi.ChannelOpen) (send []int, closeAfter []*os.
 				c.s.log.Error("unsharing a channel that left its runlist", "channel", id, "err", err)
 			}
 		},
+		Start: func(id abi.Channel) error { return c.s.dev.Start(id, files) },
 	})
 	if err != nil {
 		if files.User != nil { // shared, then refused: the driver has unshared it
@@ -355,14 +367,49 @@ func (c *client) openChannel(a *uapi.ChannelOpen) (send []int, closeAfter []*os.
 	c.mu.Lock()
 	c.chans[ch.ID()] = ch
 	c.holds[ch.ID()] = h
+	c.unstarted[ch.ID()] = files // kept open for CHANNEL_START
 	c.mu.Unlock()
 	c.publishIDs()
 	send = make([]int, 2)
 	send[uapi.ChannelFDUser], send[uapi.ChannelFDStatus] = int(files.User.Fd()), int(files.Status.Fd())
-	return send, []*os.File{files.User, files.Status}, nil
+	return send, nil, nil
 }
 
 // ANCHOR_END: openchannel
+
+// ANCHOR: startchannel
+
+// startChannel starts a channel openChannel left unstarted: the device
+// seals its user file and finds no hole in either (device.Start) and
+// writes its starting state, and the driver lists it. A file with a hole
+// is refused with ErrInval, and the channel stays unstarted, to be
+// populated and started again.
+func (c *client) startChannel(id abi.Channel) error {
+	c.mu.Lock()
+	ch, open := c.chans[id]
+	files, unstarted := c.unstarted[id]
+	c.mu.Unlock()
+	switch {
+	case !open:
+		return fmt.Errorf("%v is not a channel of this client: %w", id, uapi.ErrNoEntry)
+	case !unstarted:
+		return fmt.Errorf("%v is started already: %w", id, uapi.ErrBusy)
+	}
+	if err := ch.Start(); err != nil {
+		if errors.Is(err, device.ErrHole) {
+			return fmt.Errorf("%v: populate the channel's files before CHANNEL_START: %w: %w", id, err, uapi.ErrInval)
+		}
+		return err
+	}
+	c.mu.Lock()
+	delete(c.unstarted, id)
+	c.mu.Unlock()
+	files.User.Close() // the device's mappings keep the files; the client's descriptors are its own
+	files.Status.Close()
+	return nil
+}
+
+// ANCHOR_END: startchannel
 
 // closeChannel takes one of the client's channels off its engine and
 // gives its pages back to the device.
@@ -370,11 +417,17 @@ func (c *client) closeChannel(id abi.Channel) error {
 	c.mu.Lock()
 	ch, ok := c.chans[id]
 	h := c.holds[id]
+	files, unstarted := c.unstarted[id]
 	delete(c.chans, id)
 	delete(c.holds, id)
+	delete(c.unstarted, id)
 	c.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("%v is not a channel of this client: %w", id, uapi.ErrNoEntry)
+	}
+	if unstarted {
+		defer files.User.Close() // after Close has unshared it: the linger's watches see the files go when the client lets go too
+		defer files.Status.Close()
 	}
 	c.publishIDs()
 	// The save area is refunded once the channel is off its runlist, when
