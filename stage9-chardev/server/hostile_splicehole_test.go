@@ -87,13 +87,24 @@ func populate(fds []int, co *uapi.ChannelOpen) (user, status []byte, err error) 
 		unix.Munmap(user)
 		return nil, nil, fmt.Errorf("mapping the status memfd: %w", err)
 	}
-	if err := unix.Madvise(user, unix.MADV_POPULATE_WRITE); err != nil {
-		return nil, nil, fmt.Errorf("MADV_POPULATE_WRITE of the user memfd: %w", err)
-	}
-	if err := unix.Madvise(status, unix.MADV_POPULATE_READ); err != nil {
-		return nil, nil, fmt.Errorf("MADV_POPULATE_READ of the status memfd: %w", err)
+	if err := populateMapped(user, status); err != nil {
+		unix.Munmap(user)
+		unix.Munmap(status)
+		return nil, nil, err
 	}
 	return user, status, nil
+}
+
+// populateMapped allocates every page of a channel's memfds through
+// their mappings, user writable and status read-only, as populate does.
+func populateMapped(user, status []byte) error {
+	if err := unix.Madvise(user, unix.MADV_POPULATE_WRITE); err != nil {
+		return fmt.Errorf("MADV_POPULATE_WRITE of the user memfd: %w", err)
+	}
+	if err := unix.Madvise(status, unix.MADV_POPULATE_READ); err != nil {
+		return fmt.Errorf("MADV_POPULATE_READ of the status memfd: %w", err)
+	}
+	return nil
 }
 
 // errnoName is how a role reports a system call's outcome: "ok", or the
@@ -393,6 +404,35 @@ const spliceCycles = 2000
 // above the margin, so the test can fail.
 const spliceMargin = 12 << 20
 
+// spliceBound is how long the splicing stranger may take to say it
+// holds its pipes: its spliceCycles cycles of four calls each take
+// seconds alone, and several times that while the rest of the package
+// runs beside it on two cores; the bound is a hang, not a speed.
+const spliceBound = 2 * time.Minute
+
+// untilWithin is until with a bound of its own, for a stranger whose
+// work before last takes longer than patience.
+func (s *stranger) untilWithin(t *testing.T, last string, bound time.Duration) []string {
+	t.Helper()
+	var got []string
+	timeout := time.After(bound)
+	for {
+		select {
+		case line, ok := <-s.lines:
+			if !ok {
+				err := s.cmd.Wait()
+				t.Fatalf("stranger %d ended (%v) without %q; it said %q: %s", s.cmd.Process.Pid, err, last, got, s.stderr.String())
+			}
+			if line == last {
+				return got
+			}
+			got = append(got, line)
+		case <-timeout:
+			t.Fatalf("stranger %d said %q and not %q within %v", s.cmd.Process.Pid, got, last, bound)
+		}
+	}
+}
+
 // TestAStrangerCannotKeepTheDaemonsPagesInPipes: the red team's splice
 // loop, as a 2.4 client runs it (populate, start, splice, close),
 // against a daemon in a memory cgroup of its own: what the stranger's
@@ -406,7 +446,7 @@ func TestAStrangerCannotKeepTheDaemonsPagesInPipes(t *testing.T) {
 	before := cg.used(t)
 	cred, _ := strangerCred()
 	s := startStranger(t, "sh-splice", d.node, strconv.Itoa(spliceCycles), cred)
-	lines := s.until(t, "holding")
+	lines := s.untilWithin(t, "holding", spliceBound)
 	t.Logf("the stranger: %q", lines)
 	var cycles int
 	var held int64
