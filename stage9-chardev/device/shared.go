@@ -263,10 +263,11 @@ var ErrHole = errors.New("softgpu: a channel's memfd has a hole")
 // device's and the client's, but no hole can be punched in it from now
 // on, by anyone (the status file has been so since Share) — and looks
 // for a hole in it once more: one punched between the first look and the
-// seal gets ErrHole too, and the channel stays unstarted, for good (its
-// user file takes no new writable mapping). Then Start writes the state a channel starts from, where Share used
-// to copy it: the doorbell page cleared and its doorbell at the head,
-// the status page and the completion ring reset from the head
+// seal gets ErrHole too (the client may still fill it, through a mapping
+// made before the seal or by a load through a new read-only one, and
+// start again). Then Start writes the state a channel starts from, where
+// Share used to copy it: the doorbell page cleared and its doorbell at
+// the head, the status page and the completion ring reset from the head
 // (handover.go). Those pages exist, so the device allocates nothing.
 func (d *Device) Start(c abi.Channel, files ChannelFiles) error {
 	if d.shm == nil {

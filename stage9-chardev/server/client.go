@@ -32,18 +32,18 @@ type client struct {
 
 	ctx *driver.Context // from ATTACH; nil before
 
-	mu    sync.Mutex
-	chans map[abi.Channel]*driver.Channel
-	holds map[abi.Channel]*held // each open channel's files (linger.go)
-	// unstarted holds the daemon's descriptors of each channel opened
-	// and not yet started, which CHANNEL_START checks and seals
-	// (device.Start); closed at CHANNEL_START or CHANNEL_CLOSE.
+	mu      sync.Mutex
+	chans   map[abi.Channel]*driver.Channel
+	holds   map[abi.Channel]*held      // each open channel's files (linger.go)
+	allocs  map[uint64]uint64          // VA → bytes, from ALLOC
+	hosts   map[uint64]*driver.Pinned  // VA → region, from HOST_REGISTER
+	managed map[uint64]*driver.Managed // VA → allocation, from MANAGED_ALLOC
+	devMem  uint64
+	hostMem uint64
+	// unstarted holds, under mu, the daemon's descriptors of each
+	// channel opened and not yet started, which CHANNEL_START checks and
+	// seals (device.Start); closed at CHANNEL_START or CHANNEL_CLOSE.
 	unstarted map[abi.Channel]device.ChannelFiles
-	allocs    map[uint64]uint64          // VA → bytes, from ALLOC
-	hosts     map[uint64]*driver.Pinned  // VA → region, from HOST_REGISTER
-	managed   map[uint64]*driver.Managed // VA → allocation, from MANAGED_ALLOC
-	devMem    uint64
-	hostMem   uint64
 
 	pg pagers // its managed allocations' pagers (pager.go)
 
