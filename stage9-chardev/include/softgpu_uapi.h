@@ -115,7 +115,7 @@ _Static_assert(sizeof(struct softgpu_attach) == 24, "struct softgpu_attach is 24
 /*
  * ChannelOpen is the argument of CHANNEL_OPEN: a channel on an engine,
  * in the client's context. The successful reply carries two file
- * descriptors, at ChannelFDUser and ChannelFDStatus. Since 2.4 the
+ * descriptors, at ChannelFDUser and ChannelFDStatus. Since 3.0 the
  * channel is not yet served, and the daemon has touched no page of
  * either memfd: the client maps both, touches every page — a load from
  * each page of the status memfd, a store to each page of the user memfd
@@ -436,7 +436,7 @@ struct softgpu_managed_pager {
 _Static_assert(sizeof(struct softgpu_managed_pager) == 32, "struct softgpu_managed_pager is 32 bytes");
 
 /*
- * ChannelStart is the argument of CHANNEL_START (since 2.4): the daemon
+ * ChannelStart is the argument of CHANNEL_START (since 3.0): the daemon
  * starts serving a channel CHANNEL_OPEN gave. Every page of both its
  * memfds must be there, allocated by the client (ChannelOpen says how):
  * a memfd with a hole gets ErrInval ("populate the channel's files before
@@ -517,8 +517,8 @@ _Static_assert(sizeof(struct softgpu_channel_start) == 8, "struct softgpu_channe
 #define SOFTGPU_IOCTL_CHANNEL_START_FDS_OUT 0
 
 /* Versions and capabilities (uapi/args.go) */
-#define SOFTGPU_VERSION_MAJOR 2
-#define SOFTGPU_VERSION_MINOR 4
+#define SOFTGPU_VERSION_MAJOR 3
+#define SOFTGPU_VERSION_MINOR 0
 /* managed memory: allocations whose pages migrate on device faults */
 #define SOFTGPU_CAP_MANAGED 0x1
 /* the daemon records a trace of the device */
@@ -533,15 +533,15 @@ _Static_assert(sizeof(struct softgpu_channel_start) == 8, "struct softgpu_channe
  */
 #define SOFTGPU_ATTACH_FD_PUBLIC 0
 /*
- * AttachFDKick is an eventfd that a client of a daemon older than
- * 2.2 writes (any nonzero count) to wake an engine it found asleep:
- * after it stores a doorbell and then loads the engine's
- * RegNeedWakeup as 1, the need-wakeup handshake of abi/idle.go.
- * Since 2.2 the engine sleeps in the kernel on the doorbell words of
- * the channels it serves, and the kick is FUTEX_WAKE on the
- * doorbell word just stored: shared (no FUTEX_PRIVATE_FLAG), its low
- * 32 bits at the word's own address. A 2.2 daemon still reads the
- * eventfd, for 2.0 and 2.1 clients. Both eventfds are non-blocking (and
+ * AttachFDKick is an eventfd a client may write (any nonzero count)
+ * to wake an engine it found asleep: after it stores a doorbell and
+ * then loads the engine's RegNeedWakeup as 1, the need-wakeup
+ * handshake of abi/idle.go. Since 2.2 the engine sleeps in the kernel
+ * on the doorbell words of the channels it serves, and the usual kick
+ * is FUTEX_WAKE on the doorbell word just stored: shared (no
+ * FUTEX_PRIVATE_FLAG), its low 32 bits at the word's own address. The
+ * daemon still reads the eventfd, the only kick before 2.2, for a
+ * client that makes no futex call (examples/c/fill.c). Both eventfds are non-blocking (and
  * stay so in the client, which shares the open file): a write that
  * fails with EAGAIN means the count is full, so a kick is pending
  * already, and a read that fails with EAGAIN means nothing is.

@@ -167,7 +167,14 @@ func (c *client) dispatch(arg uapi.Arg, fds []int) (send []int, closeAfter []*os
 	s := c.s
 	if a, ok := arg.(*uapi.Version); ok {
 		if a.Major != uapi.VersionMajor {
-			return nil, nil, fmt.Errorf("client speaks %d.%d, the daemon %d.%d: %w", a.Major, a.Minor, uapi.VersionMajor, uapi.VersionMinor, uapi.ErrVersion)
+			why := "a major version this daemon does not know"
+			if a.Major < uapi.VersionMajor {
+				// What the major moved for (uapi/args.go): served, an
+				// older client's channels would never run, and it would
+				// hang with no error.
+				why = "since 3.0 the daemon serves a channel only after CHANNEL_START, which an older client never calls"
+			}
+			return nil, nil, fmt.Errorf("client speaks %d.%d, the daemon %d.%d: %s: %w", a.Major, a.Minor, uapi.VersionMajor, uapi.VersionMinor, why, uapi.ErrVersion)
 		}
 		*a = uapi.Version{Major: uapi.VersionMajor, Minor: uapi.VersionMinor, NumEngines: abi.NumEngines,
 			NumChannels: abi.NumChannels, RingSize: uint32(s.ringSize()), MemorySize: s.drv.MemorySize(), Caps: 0}
@@ -236,8 +243,8 @@ func (c *client) dispatch(arg uapi.Arg, fds []int) (send []int, closeAfter []*os
 func (s *Server) ringSize() uint64 { return s.dev.Registers().Load(abi.RegRingSize) }
 
 // attach gives the client its context and the three descriptors of the
-// data path: the public pages, the kick eventfd (which only clients of
-// uapi 2.0 and 2.1 write: kickLoop), the irq eventfd.
+// data path: the public pages, the kick eventfd (which only a client that
+// makes no futex call writes: kickLoop), the irq eventfd.
 func (c *client) attach(a *uapi.Attach) (send []int, closeAfter []*os.File, err error) {
 	if c.ctx != nil {
 		return nil, nil, fmt.Errorf("ATTACH twice: %w", uapi.ErrBusy)
@@ -694,9 +701,10 @@ func (c *client) notify() {
 // kickLoop wakes the engines of the client's channels each time the
 // client writes its kick eventfd: after a doorbell store that found
 // RegNeedWakeup set, the client's half of the need-wakeup handshake. A
-// client of 2.2 or later does not write it — it wakes the engine itself,
-// with FUTEX_WAKE on the doorbell (device/kick.go) — so this goroutine's
-// one job is the clients of 2.0 and 2.1, whose kicks would otherwise be
+// client that makes futex calls, as client.GPU does, does not write it — it
+// wakes the engine itself, with FUTEX_WAKE on the doorbell (device/kick.go)
+// — so this goroutine's one job is a client that makes none (the C
+// example; before 2.2, every client), whose kicks would otherwise be
 // lost; it costs a parked goroutine per client, woken by nobody else. It
 // ends when the descriptor is closed.
 func (c *client) kickLoop(kick *os.File) {

@@ -52,7 +52,7 @@
 //	0x0e  MANAGED_RESIDENT IOWR  ManagedResident -
 //	0x0f  CLIENT_QUOTA     IOWR  ClientQuota     -      (since 2.1)
 //	0x10  MANAGED_PAGER    IOW   ManagedPager    call: userfaultfd, liveness socket (since 2.2)
-//	0x11  CHANNEL_START    IOW   ChannelStart    -      (since 2.4)
+//	0x11  CHANNEL_START    IOW   ChannelStart    -      (since 3.0)
 //
 // VERSION comes first on every connection, as DRM_IOCTL_VERSION does: the
 // daemon answers any other call before it with ErrNotNegotiated, and a
