@@ -5,7 +5,7 @@ package server_test
 // daemon wrote the pages of the two memfds CHANNEL_OPEN hands out, and so
 // allocated them; splice(2) from a memfd into a pipe keeps references to
 // its pages after its inode has gone, and with it the linger's charge
-// (linger.go). Since 2.4 the daemon touches no page of either file: the
+// (linger.go). Since 3.0 the daemon touches no page of either file: the
 // client allocates every one of them before CHANNEL_START, which refuses
 // a file with a hole and then seals the user file, so that no hole can
 // appear again and the daemon never allocates a page of either. These
@@ -251,7 +251,7 @@ func TestAStrangerCannotStartAChannelWhosePagesTheDaemonWouldAllocate(t *testing
 }
 
 // spliceStartedChannels is the red team's splice loop as a client of
-// 2.4 would run it: open a channel, populate it, start it, splice every
+// 3.0 would run it: open a channel, populate it, start it, splice every
 // page of both memfds into a pipe it keeps, close the memfds and the
 // channel; arg cycles. It says how many cycles it made and how many bytes
 // of allocated memfd pages its pipes hold, then "holding", and holds them
@@ -277,7 +277,7 @@ func spliceStartedChannels(node, arg string) error {
 			return err
 		}
 		if _, err := strangerCall(sock, &uapi.ChannelStart{Channel: co.Channel}); err != nil && !startRefused {
-			fmt.Println(errnoLine("start", err)) // a daemon before 2.4 has no CHANNEL_START: the splice goes on without it
+			fmt.Println(errnoLine("start", err)) // a daemon before 3.0 has no CHANNEL_START: the splice goes on without it
 			startRefused = true
 		}
 		unix.Munmap(user)
@@ -434,7 +434,7 @@ func (s *stranger) untilWithin(t *testing.T, last string, bound time.Duration) [
 }
 
 // TestAStrangerCannotKeepTheDaemonsPagesInPipes: the red team's splice
-// loop, as a 2.4 client runs it (populate, start, splice, close),
+// loop, as a 3.0 client runs it (populate, start, splice, close),
 // against a daemon in a memory cgroup of its own: what the stranger's
 // pipes hold is memory its own process allocated, so the daemon's cgroup
 // does not grow by it.

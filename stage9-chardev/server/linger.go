@@ -20,14 +20,14 @@ import (
 //
 // CHANNEL_OPEN hands the client two new memfds (device.Share): the user
 // one (doorbell page, submission ring) and the status one (status page,
-// completion ring). Since CHANNEL_START (2.4) their pages are the
+// completion ring). Since CHANNEL_START (3.0) their pages are the
 // client's: the daemon writes none of them before the client has
 // allocated every one, from its own process, and no hole can be punched
 // in a started channel's files after (device/shared.go, Start). What a
 // client keeps of them — the files, or their pages in a pipe after the
 // files have gone (splice(2) holds them: TestAStrangerCannotKeepThe
 // DaemonsPagesInPipes) — is memory it allocated itself, as it could with
-// memfds of its own. Before 2.4 the daemon wrote the pages, and so
+// memfds of its own. Before 3.0 the daemon wrote the pages, and so
 // allocated them: a stranger that opened and closed one channel 2500
 // times, keeping the descriptors, held 30 MiB of the daemon's memory
 // while holding no channel (TestAStrangerCannotKeepTheDaemonsMemoryAfter
