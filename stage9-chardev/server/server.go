@@ -8,10 +8,10 @@
 //	client                                   daemon (a goroutine per client)
 //	------                                   -------------------------------
 //	connect                           ──►    accept; SO_PEERCRED: may it?
-//	VERSION {1, 0}                    ──►    same major? then the device's shape
+//	VERSION {3, 0}                    ──►    same major? then the device's shape
 //	ATTACH                            ──►    a context of its own; the public
-//	                                  ◄──    pages, a kick eventfd (for 2.0/2.1
-//	                                         clients), an irq eventfd
+//	                                  ◄──    pages, a kick eventfd (for a client
+//	                                         without futexes), an irq eventfd
 //	CHANNEL_OPEN {engine, priority}   ──►    a channel in its context, its pages
 //	                                  ◄──    moved into two memfds (device.Share)
 //	ALLOC, HOST_REGISTER (a memfd)    ──►    memory in its context
