@@ -12,8 +12,11 @@
 //	ATTACH                            ──►    a context of its own; the public
 //	                                  ◄──    pages, a kick eventfd (for a client
 //	                                         without futexes), an irq eventfd
-//	CHANNEL_OPEN {engine, priority}   ──►    a channel in its context, its pages
-//	                                  ◄──    moved into two memfds (device.Share)
+//	CHANNEL_OPEN {engine, priority}   ──►    a channel in its context, not yet
+//	                                  ◄──    served: two memfds, all hole (device.Share)
+//	… maps both, touches every page …
+//	CHANNEL_START {channel}           ──►    no hole? seal, reset, onto its runlist
+//	                                         (device.Start)
 //	ALLOC, HOST_REGISTER (a memfd)    ──►    memory in its context
 //	… stores into its ring, a store to its doorbell: no message …
 //	close, or exit, or kill -9        ──►    channels off their runlists and
