@@ -99,6 +99,22 @@ func waitClients(t testing.TB, ctl *client.Control, n int) {
 	})
 }
 
+// waitNoClientOf waits until the daemon lists no client of process pid.
+func waitNoClientOf(t testing.TB, ctl *client.Control, pid uint32) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("the daemon listing no client of pid %d", pid), func() (bool, string) {
+		cs, err := ctl.Clients()
+		require.NoError(t, err, "CLIENT_INFO")
+		n := 0
+		for _, c := range cs {
+			if c.Pid == pid {
+				n++
+			}
+		}
+		return n == 0, fmt.Sprintf("%d client(s) of pid %d among %d", n, pid, len(cs))
+	})
+}
+
 // openFDs counts this process's open descriptors: the daemon's, when it
 // runs in this process. The schedstat files the daemon keeps open, one
 // per thread that made a call into a client's memory (offcpu.go), are

@@ -158,10 +158,14 @@ func rtPager(node string, live func(self int) (int, error)) error {
 func TestAClientThatExitsIsTornDownWhateverItsLivenessSocket(t *testing.T) {
 	d := startDaemon(t)
 	ctl := control(t, d.node)
-	before := clientCount(t, ctl)
 	cred, _ := strangerCred()
-	startStranger(t, "rt-inflightlive", d.node, "", cred).findings(t) // it has exited
-	waitClients(t, ctl, before)
+	s := startStranger(t, "rt-inflightlive", d.node, "", cred)
+	s.findings(t) // it has exited
+	// By its pid, not by a count of clients: a count taken before the
+	// stranger came may still hold startDaemon's probe, whose teardown
+	// the daemon finishes after its connection closes (a run of go test
+	// work read 2 clients there, and waited in vain for 2 after).
+	waitNoClientOf(t, ctl, uint32(s.cmd.Process.Pid))
 	d.live(t, "a stranger gone with its connection in flight in its liveness socket")
 	d.stop(t)
 }
