@@ -20,7 +20,7 @@ import (
 //	               defer the device memory and the VA until every channel
 //	               has passed its mark
 //	Alloc          reclaim what has passed; if memory is short and some is
-//	               still deferred, wait for the oldest to pass, and retry
+//	               still deferred, wait for any of it to pass, and retry
 //
 // A command queued before the free that runs after it therefore faults (in
 // a context: its VA is unmapped and not handed out again) or lands in
@@ -61,12 +61,16 @@ func (d *Driver) queuedWork() retired {
 
 // deferFree holds f until the work it names has run.
 func (d *Driver) deferFree(f deferredFree) {
+	if h := d.hooks.Deferring; h != nil {
+		h(f.pa) // a test may hold a free here, between its marks and its append
+	}
 	d.vm.freeMu.Lock()
 	defer d.vm.freeMu.Unlock()
 	if f.pa != 0 {
 		d.vm.deferredPA[f.pa] = true
 	}
 	d.vm.deferred = append(d.vm.deferred, f)
+	d.vm.deferredAdds.Add(1) // after the append: a waiting allocMemory takes freeMu when it sees this
 }
 
 // reclaimFreed gives back every deferred free whose queued work has run.
@@ -99,8 +103,13 @@ func (d *Driver) reclaimFreed() {
 
 // allocMemory runs alloc (an allocation from d.alloc) after reclaiming what
 // has passed. If it finds too little memory while some is still deferred,
-// it waits for the oldest deferred memory to pass — the engines get there
-// by running what is already queued — and tries again.
+// it waits until any deferred memory has passed — the engines get there
+// by running what is already queued — and tries again. Any, not the
+// oldest: frees need not pass in the order they joined the list (a free
+// notes its marks before it appends, so two that overlap may append in
+// either order), and one that passes while the oldest still waits is
+// taken at once — as is one that joins during the wait having passed
+// already.
 func (d *Driver) allocMemory(alloc func() (uint64, error)) (uint64, error) {
 	for {
 		d.reclaimFreed()
@@ -108,17 +117,28 @@ func (d *Driver) allocMemory(alloc func() (uint64, error)) (uint64, error) {
 		if err == nil || !errors.Is(err, ErrOutOfMemory) {
 			return addr, err
 		}
+		// Polls copies of the deferred memory's marks without freeMu,
+		// which a free takes to append: a free's marks never change once
+		// it is deferred. The loads in retired pair with the stores that
+		// publish each channel's progress (see retired). The load of
+		// deferredAdds pairs with a free's add after its append;
+		// reclaimFreed, taking freeMu, then sees the new free.
 		d.vm.freeMu.Lock()
-		i := slices.IndexFunc(d.vm.deferred, func(f deferredFree) bool { return f.pa != 0 })
-		var oldest retired
-		if i >= 0 {
-			oldest = d.vm.deferred[i].queued
+		var waiting []retired
+		for _, f := range d.vm.deferred {
+			if f.pa != 0 {
+				waiting = append(waiting, f.queued)
+			}
 		}
+		adds := d.vm.deferredAdds.Load()
 		d.vm.freeMu.Unlock()
-		if i < 0 {
+		if len(waiting) == 0 {
 			return 0, err
 		}
-		spinUntil(func() bool { return d.retired(oldest) })
+		if h := d.hooks.Retiring; h != nil {
+			h() // a test may let a held free, or the work one waits for, go here
+		}
+		spinUntil(func() bool { return d.vm.deferredAdds.Load() != adds || slices.ContainsFunc(waiting, d.retired) })
 	}
 }
 
@@ -127,6 +147,9 @@ func (d *Driver) allocMemory(alloc func() (uint64, error)) (uint64, error) {
 // run.
 func (d *Driver) freeMemory(addr uint64) error {
 	queued := d.queuedWork()
+	if h := d.hooks.Deferring; h != nil {
+		h(addr) // a test may hold a free here, between its marks and its append
+	}
 	d.vm.freeMu.Lock()
 	defer d.vm.freeMu.Unlock()
 	if d.vm.deferredPA[addr] {
@@ -137,6 +160,7 @@ func (d *Driver) freeMemory(addr uint64) error {
 	}
 	d.vm.deferredPA[addr] = true
 	d.vm.deferred = append(d.vm.deferred, deferredFree{queued: queued, pa: addr})
+	d.vm.deferredAdds.Add(1) // after the append: a waiting allocMemory takes freeMu when it sees this
 	return nil
 }
 

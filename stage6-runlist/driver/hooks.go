@@ -27,6 +27,20 @@ type Hooks struct {
 	// meet the same engine, cores and moment. It is called by the waiting
 	// goroutine, just before it polls.
 	WaitBudget func() uint64
+	// Retiring, if set, is called by a wait for something freed to
+	// retire (register's, for a window entry; allocMemory's, for device
+	// memory, deferred.go), after it has copied what it waits for and let
+	// go of the lock, just before it polls: the window in which a listed
+	// one may retire, or a new one join, unseen by the copy. A test that
+	// holds a free, or the work a free waits for, lets it go there and
+	// sees it through, so its case turns on no timing.
+	Retiring func()
+	// Deferring, if set, is called by a free of device memory or a VA
+	// (Free, Unmap) after it has noted the channels' marks and before its
+	// entry joins the deferred list (deferred.go), with the device memory
+	// it frees (0 for none): the window in which two frees that overlap
+	// may join in either order. A test holds one there.
+	Deferring func(pa uint64)
 }
 
 // SetHooks installs h. Call it before any submission, from a test or a

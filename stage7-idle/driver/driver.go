@@ -110,6 +110,10 @@ type Driver struct {
 	regions    []*Pinned  // live regions
 	busSpace   *Allocator // bus ranges in use or retiring, as offsets from abi.BusBase
 	retiring   []retired  // freed entries waiting for the commands queued before their free
+	// retiringAdds counts the entries HostFree has put on retiring: it
+	// adds one after each append, holding pinMu; register's wait loads it
+	// without pinMu, to see an entry that joined after its copy.
+	retiringAdds atomic.Uint64
 	// pinnedSpans is an immutable copy of the live regions' spans, for
 	// pinnedBus to read without pinMu; replaced, under pinMu, whenever
 	// regions changes (nolock.go).

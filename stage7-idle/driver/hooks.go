@@ -27,6 +27,14 @@ type Hooks struct {
 	// meet the same engine, cores and moment. It is called by the waiting
 	// goroutine, just before it polls.
 	WaitBudget func() uint64
+	// Retiring, if set, is called by a wait for something freed to
+	// retire (register's, for a window entry), after it has copied what
+	// it waits for and let go of the lock, just before it polls: the
+	// window in which a listed one may retire, or a new one join, unseen
+	// by the copy. A test that holds a free, or the work a free waits
+	// for, lets it go there and sees it through, so its case turns on no
+	// timing.
+	Retiring func()
 }
 
 // SetHooks installs h. Call it before any submission, from a test or a

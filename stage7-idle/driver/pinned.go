@@ -139,8 +139,13 @@ func (d *Driver) HostAlloc(size uint64) (*Pinned, error) {
 
 // register gives p a window entry and a bus range, and enables the entry.
 // If every entry is taken but some are only retiring — freed, with
-// commands queued before the free still to run — it waits for the oldest
-// to retire: the engines get there by running what is already queued.
+// commands queued before the free still to run — it waits until any of
+// them has retired: the engines get there by running what is already
+// queued. Any, not the oldest: entries need not retire in the order they
+// joined retiring (HostFree takes its marks before it appends, so two
+// that overlap may append in either order), and one that retires while
+// the head still waits is taken at once — as is one that joins during
+// the wait having retired already.
 func (d *Driver) register(p *Pinned) error {
 	d.pinMu.Lock()
 	defer d.pinMu.Unlock()
@@ -171,9 +176,18 @@ func (d *Driver) register(p *Pinned) error {
 			return fmt.Errorf("%w: no %d-byte range of bus addresses left (%d of %d in use or retiring)",
 				ErrNoWindow, len(p.bytes), d.busSpace.InUse(), uint64(abi.BusSize))
 		}
-		oldest := d.retiring[0]
+		// Polls a copy of retiring without pinMu, which HostFree takes to
+		// append: an entry's marks never change once it is retiring. The
+		// loads in retired pair with the stores that publish each
+		// channel's progress (see retired). The load of retiringAdds
+		// pairs with HostFree's add after its append; pinMu, taken
+		// again, then shows the new entry.
+		waiting, adds := slices.Clone(d.retiring), d.retiringAdds.Load()
 		d.pinMu.Unlock()
-		spinUntil(func() bool { return d.retired(oldest) })
+		if h := d.hooks.Retiring; h != nil {
+			h() // a test may let a held free, or the work one waits for, go here
+		}
+		spinUntil(func() bool { return d.retiringAdds.Load() != adds || slices.ContainsFunc(waiting, d.retired) })
 		d.pinMu.Lock()
 	}
 }
@@ -236,6 +250,7 @@ func (d *Driver) HostFree(p *Pinned) error {
 	d.pinMu.Lock()
 	defer d.pinMu.Unlock()
 	d.retiring = append(d.retiring, retired{slot: p.slot, bus: p.bus - abi.BusBase, marks: marks})
+	d.retiringAdds.Add(1) // after the append: a waiting register takes pinMu when it sees this
 	return nil
 }
 

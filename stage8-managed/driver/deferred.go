@@ -20,7 +20,7 @@ import (
 //	               defer the device memory and the VA until every channel
 //	               has passed its mark
 //	Alloc          reclaim what has passed; if memory is short and some is
-//	               still deferred, wait for the oldest to pass, and retry
+//	               still deferred, wait for any of it to pass, and retry
 //
 // A command queued before the free that runs after it therefore faults (in
 // a context: its VA is unmapped and not handed out again) or lands in
@@ -77,12 +77,16 @@ func (d *Driver) queuedPassed(q retired) bool {
 
 // deferFree holds f until the work it names has run.
 func (d *Driver) deferFree(f deferredFree) {
+	if h := d.hooks.Deferring; h != nil {
+		h(f.pa) // a test may hold a free here, between its marks and its append
+	}
 	d.vm.freeMu.Lock()
 	defer d.vm.freeMu.Unlock()
 	if f.pa != 0 {
 		d.vm.deferredPA[f.pa] = true
 	}
 	d.vm.deferred = append(d.vm.deferred, f)
+	d.vm.deferredAdds.Add(1) // after the append: a waiting allocMemory takes freeMu when it sees this
 }
 
 // reclaimFreed gives back every deferred free whose queued work has run.
@@ -116,9 +120,14 @@ func (d *Driver) reclaimFreed() {
 // allocMemory runs alloc (an allocation of size bytes from d.alloc) after
 // reclaiming what has passed. If it finds too little memory, it takes back
 // what managed pages hold (yieldFrames, evict.go) and tries again; if that
-// is still too little while some is deferred, it waits for the oldest
-// deferred memory to pass — the engines get there by running what is
-// already queued — and tries again.
+// is still too little while some is deferred, it waits until any deferred
+// memory has passed — the engines get there by running what is already
+// queued — and tries again. Any, not the
+// oldest: frees need not pass in the order they joined the list (a free
+// notes its marks before it appends, so two that overlap may append in
+// either order), and one that passes while the oldest still waits is
+// taken at once — as is one that joins during the wait having passed
+// already.
 func (d *Driver) allocMemory(size uint64, alloc func() (uint64, error)) (uint64, error) {
 	yielded := 0 // the steps of yieldFrames taken
 	for {
@@ -130,17 +139,29 @@ func (d *Driver) allocMemory(size uint64, alloc func() (uint64, error)) (uint64,
 		if d.yieldFrames(&yielded, size) {
 			continue
 		}
+		// Polls copies of the deferred memory's marks without freeMu,
+		// which a free takes to append: a free's marks never change once
+		// it is deferred. The loads in queuedPassed pair with the stores
+		// that publish each channel's progress, as retired's do (see
+		// retired). The load of deferredAdds pairs with a free's add
+		// after its append; reclaimFreed, taking freeMu, then sees the
+		// new free.
 		d.vm.freeMu.Lock()
-		i := slices.IndexFunc(d.vm.deferred, func(f deferredFree) bool { return f.pa != 0 })
-		var oldest retired
-		if i >= 0 {
-			oldest = d.vm.deferred[i].queued
+		var waiting []retired
+		for _, f := range d.vm.deferred {
+			if f.pa != 0 {
+				waiting = append(waiting, f.queued)
+			}
 		}
+		adds := d.vm.deferredAdds.Load()
 		d.vm.freeMu.Unlock()
-		if i < 0 {
+		if len(waiting) == 0 {
 			return 0, err
 		}
-		spinUntil(func() bool { return d.queuedPassed(oldest) })
+		if h := d.hooks.Retiring; h != nil {
+			h() // a test may let a held free, or the work one waits for, go here
+		}
+		spinUntil(func() bool { return d.vm.deferredAdds.Load() != adds || slices.ContainsFunc(waiting, d.queuedPassed) })
 		yielded = 0 // pages may have come to the device meanwhile: the next steps start small again
 	}
 }
@@ -150,6 +171,9 @@ func (d *Driver) allocMemory(size uint64, alloc func() (uint64, error)) (uint64,
 // run.
 func (d *Driver) freeMemory(addr uint64) error {
 	queued := d.queuedWork()
+	if h := d.hooks.Deferring; h != nil {
+		h(addr) // a test may hold a free here, between its marks and its append
+	}
 	d.vm.freeMu.Lock()
 	defer d.vm.freeMu.Unlock()
 	if d.vm.deferredPA[addr] {
@@ -160,6 +184,7 @@ func (d *Driver) freeMemory(addr uint64) error {
 	}
 	d.vm.deferredPA[addr] = true
 	d.vm.deferred = append(d.vm.deferred, deferredFree{queued: queued, pa: addr})
+	d.vm.deferredAdds.Add(1) // after the append: a waiting allocMemory takes freeMu when it sees this
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"softgpu/stage8-managed/abi"
 	"softgpu/stage8-managed/internal/spin"
@@ -68,6 +69,10 @@ type vm struct {
 	freeMu     sync.Mutex
 	deferred   []deferredFree
 	deferredPA map[uint64]bool
+	// deferredAdds counts the frees put on deferred: each adds one after
+	// its append, holding freeMu; allocMemory's wait loads it without
+	// freeMu, to see a free that joined after its copy.
+	deferredAdds atomic.Uint64
 }
 
 // initVM splits device memory into data and the page-table pool, and makes

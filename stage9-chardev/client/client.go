@@ -12,8 +12,8 @@
 // each channel's doorbell page and rings, its status page and
 // completions. From then on a command is submitted exactly as in-process,
 // by the same code (driver.Channel): stores into the ring, a store to the
-// doorbell, and, only if the engine said it is asleep, a write to the kick
-// eventfd. A wait polls the fence in the mapped status page and then
+// doorbell, and, only if the engine said it is asleep, a FUTEX_WAKE of
+// the doorbell word. A wait polls the fence in the mapped status page and then
 // sleeps on it, in the kernel, until the engine wakes it (a futex on the
 // fence word). Neither sends a message. Allocation, host
 // memory registration and channels are control calls, one message each
@@ -165,13 +165,14 @@ func (g *GPU) open(cfg Config) error {
 	// Non-blocking before os.NewFile, which then uses the runtime's
 	// poller: a blocked Read parks a goroutine, not a thread, and Close
 	// ends it.
-	unix.SetNonblock(fds[uapi.AttachFDKick], true)
 	unix.SetNonblock(fds[uapi.AttachFDIrq], true)
-	kick := os.NewFile(uintptr(fds[uapi.AttachFDKick]), "kick")
 	irq := os.NewFile(uintptr(fds[uapi.AttachFDIrq]), "irq")
-	g.hw, err = newHardware(public, kick, irq, at.ClockEpoch, g.version.Minor >= 2) // 2.2: the futex kick (uapi.AttachFDKick)
+	// This client kicks with FUTEX_WAKE on a doorbell word, which the
+	// engines of every daemon it can negotiate with (3.x; 2.2 on) sleep
+	// on: the kick eventfd is for a client that makes no futex call.
+	unix.Close(fds[uapi.AttachFDKick])
+	g.hw, err = newHardware(public, irq, at.ClockEpoch)
 	if err != nil {
-		kick.Close()
 		irq.Close()
 		return err
 	}
@@ -221,8 +222,9 @@ func (g *GPU) Close() error {
 }
 
 // NewChannel opens a channel of engine e in the client's context: a
-// CHANNEL_OPEN, then its pages mapped and the channel half attached to
-// them. Close takes it off its engine (CHANNEL_CLOSE).
+// CHANNEL_OPEN, then its pages mapped and populated, a CHANNEL_START, and
+// the channel half attached to them. Close takes it off its engine
+// (CHANNEL_CLOSE).
 func (g *GPU) NewChannel(e Engine, opts ChannelOptions) (*Channel, error) {
 	if opts.Timeslice < 0 {
 		return nil, fmt.Errorf("%w: Timeslice %v is negative", softgpu.ErrConfig, opts.Timeslice)
@@ -250,6 +252,11 @@ func (g *GPU) NewChannel(e Engine, opts ChannelOptions) (*Channel, error) {
 	if err := g.hw.mapChannel(id, user, status, uint64(open.RingSize)); err != nil {
 		closeIt()
 		return nil, err
+	}
+	if _, err := g.call(&uapi.ChannelStart{Channel: uint32(id)}, nil); err != nil {
+		closeIt()
+		g.hw.unmapChannel(id)
+		return nil, g.err(err)
 	}
 	var dch *driver.Channel
 	dch, err = g.cl.Attach(id, e, g.context, func() error {
@@ -366,8 +373,7 @@ func (g *GPU) Now() uint64 { return g.hw.now() }
 func (g *GPU) Context() abi.Context { return g.context }
 
 // Kicks returns how many times the client has kicked an engine — a
-// FUTEX_WAKE of a doorbell word, or with a daemon older than 2.2 a write
-// of the kick eventfd: doorbells that found an engine asleep.
+// FUTEX_WAKE of a doorbell word: doorbells that found an engine asleep.
 func (g *GPU) Kicks() uint64 { return g.hw.kicks.Load() }
 
 // Doorbells returns how many doorbell stores the client has made.

@@ -141,6 +141,12 @@ func versionError(node string, err error) error {
 	if errors.Is(err, uapi.ErrPerm) {
 		return fmt.Errorf("softgpu: the daemon at %s refused this process (uid %d): the node's owner and mode do not let it connect: %w", node, os.Getuid(), err)
 	}
+	if errors.Is(err, uapi.ErrVersion) {
+		// The refusal carries no version: say this client's, and what
+		// the major moved for (uapi/args.go).
+		return fmt.Errorf("softgpu: the daemon at %s speaks a major version other than this client's %d.%d (since 3.0 a channel is served only after CHANNEL_START, which a 2.x daemon does not know and a 2.x client never calls): %w",
+			node, uapi.VersionMajor, uapi.VersionMinor, err)
+	}
 	return fmt.Errorf("softgpu: VERSION: %w", err)
 }
 
@@ -204,11 +210,9 @@ func (ctl *Control) Clients() ([]uapi.ClientInfo, error) {
 
 // Quotas returns CLIENT_QUOTA for every connected client, this one
 // included: each one's use of the device-wide pools against its quotas.
-// A daemon older than 2.1 has no such call: ErrBadRequest.
+// Every daemon of this client's major version has the call (it came in
+// 2.1).
 func (ctl *Control) Quotas() ([]uapi.ClientQuota, error) {
-	if ctl.version.Minor < 1 {
-		return nil, fmt.Errorf("CLIENT_QUOTA: the daemon speaks %d.%d, and the call is 2.1's: %w", ctl.version.Major, ctl.version.Minor, uapi.ErrBadRequest)
-	}
 	var out []uapi.ClientQuota
 	for i := uint32(0); ; i++ {
 		q := uapi.ClientQuota{Index: i}

@@ -47,10 +47,7 @@ type hardware struct {
 
 	irq     chan struct{} // the Interrupts line
 	irqFile *os.File      // the irq eventfd: the daemon writes it
-	kick    *os.File      // the kick eventfd: written to wake an engine of a daemon older than 2.2
 	kicks   atomic.Uint64 // Wake and WakeEngine calls: doorbells that found an engine asleep
-
-	futexKick bool // the daemon is 2.2 or later: its engines sleep on the doorbells (Wake); fixed by newHardware
 }
 
 // rings are one channel's two rings, mapped.
@@ -61,13 +58,13 @@ type rings struct {
 }
 
 // newHardware reserves the register space and maps the public pages into
-// it; kick and irq are the eventfds ATTACH passed, which it takes over.
-func newHardware(public, kick, irq *os.File, epoch uint64, futexKick bool) (*hardware, error) {
+// it; irq is the eventfd ATTACH passed, which it takes over.
+func newHardware(public, irq *os.File, epoch uint64) (*hardware, error) {
 	space, err := unix.Mmap(-1, 0, abi.RegSpaceSize, unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return nil, fmt.Errorf("softgpu: reserving the register space: %w", err)
 	}
-	h := &hardware{space: space, rings: map[abi.Channel]rings{}, irq: make(chan struct{}, 1), irqFile: irq, kick: kick, futexKick: futexKick}
+	h := &hardware{space: space, rings: map[abi.Channel]rings{}, irq: make(chan struct{}, 1), irqFile: irq}
 	var ts unix.Timespec
 	h.base = time.Now()
 	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
@@ -115,7 +112,9 @@ func (h *hardware) now() uint64 { return h.at + uint64(time.Since(h.base)) }
 // ANCHOR: mapchannel
 
 // mapChannel maps channel c's pages into the register space and its
-// rings beside it.
+// rings beside it, and allocates every page of both memfds from this
+// process, which CHANNEL_START requires (uapi.ChannelStart): the daemon
+// handed them out all hole, so that no page of them is the daemon's.
 func (h *hardware) mapChannel(c abi.Channel, user, status *os.File, ringSize uint64) error {
 	bell, stat := abi.DoorbellPage(c), abi.ChannelStatusPage(c)
 	slotsLen := roundPage(ringSize * abi.CommandSize)
@@ -137,6 +136,21 @@ func (h *hardware) mapChannel(c abi.Channel, user, status *os.File, ringSize uin
 		unix.Munmap(slots)
 		h.unmapPages(c)
 		return fmt.Errorf("softgpu: mapping %v's completions: %w", c, err)
+	}
+	// A store to each page of the user memfd and a load from each page of
+	// the status memfd, which a read-only mapping allows: the kernel
+	// allocates a page for either fault, in this process's memory.
+	for _, p := range []struct {
+		pages  []byte
+		advice int
+	}{{h.space[bell : bell+abi.RegPageSize], unix.MADV_POPULATE_WRITE}, {slots, unix.MADV_POPULATE_WRITE},
+		{h.space[stat : stat+abi.RegPageSize], unix.MADV_POPULATE_READ}, {compl, unix.MADV_POPULATE_READ}} {
+		if err := unix.Madvise(p.pages, p.advice); err != nil {
+			unix.Munmap(slots)
+			unix.Munmap(compl)
+			h.unmapPages(c)
+			return fmt.Errorf("softgpu: populating %v's pages: %w", c, err)
+		}
 	}
 	words := asWords(compl)[:ringSize*abi.CompletionWords]
 	h.mu.Lock()
@@ -242,20 +256,15 @@ func (h *hardware) UnregisterHost([]byte) error { return errPrivileged }
 
 // Wake kicks the engine serving c, which said it needs waking
 // (RegNeedWakeup): a store into shared memory wakes no thread. The engine
-// of a 2.2 daemon sleeps in the kernel on c's doorbell word, among others
+// of a daemon since 2.2 sleeps in the kernel on c's doorbell word, among others
 // (device/kick.go), so the kick is a FUTEX_WAKE on that word, through this
 // process's mapping of the doorbell page — shared, not FUTEX_PRIVATE: the
 // kernel keys it by the memfd's page, which the daemon's engine sleeps on
 // through its own mapping. It is C3 of the handshake drawn in kick.go:
 // the driver calls it after storing the tail (C1) and loading
-// RegNeedWakeup as 1 (C2, driver/idle.go). A daemon older than 2.2 parks
-// its engines on a channel of its own and is kicked through the eventfd.
+// RegNeedWakeup as 1 (C2, driver/idle.go).
 func (h *hardware) Wake(c abi.Channel) {
 	h.kicks.Add(1)
-	if !h.futexKick {
-		h.kickDaemon()
-		return
-	}
 	h.mu.Lock()
 	_, mapped := h.rings[c]
 	h.mu.Unlock()
@@ -271,21 +280,11 @@ func (h *hardware) Wake(c abi.Channel) {
 // other engine costs that engine one look at its runlist.
 func (h *hardware) WakeEngine(abi.Engine) {
 	h.kicks.Add(1)
-	if !h.futexKick {
-		h.kickDaemon()
-		return
-	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for c := range h.rings {
 		futex.Wake(h.regs.Word(abi.DoorbellPage(c) + abi.RegDoorbell))
 	}
-}
-
-// kickDaemon writes the kick eventfd, for a daemon older than 2.2.
-func (h *hardware) kickDaemon() {
-	one := [8]byte{1}
-	h.kick.Write(one[:]) // after Close, ErrClosed: nothing is left to wake
 }
 
 // irqLoop turns the daemon's writes of the irq eventfd into tokens on the
@@ -304,12 +303,11 @@ func (h *hardware) irqLoop() {
 	}
 }
 
-// close ends the interrupt line and the kick; the mappings go when
+// close ends the interrupt line; the mappings go when
 // nothing can reach the registers (the cleanup in newHardware), since a
 // Pending may outlive the client.
 func (h *hardware) close() {
 	h.irqFile.Close()
-	h.kick.Close()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, r := range h.rings {

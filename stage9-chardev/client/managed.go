@@ -14,10 +14,10 @@ import (
 // pointer, whose pages move to whichever side uses them. Its host side is a memfd
 // the client made and the daemon adopted (MANAGED_ALLOC): Bytes is the
 // client's mapping of it, the very pages the daemon's fault handler moves
-// to and from device memory. With a daemon of 2.2 or later the daemon is
-// its pager (pager.go), and the host touches Bytes with no Sync; without
-// one, as in-process, the host must Sync before it reads what the device
-// wrote (Paged says which).
+// to and from device memory. The daemon is its pager (pager.go, since
+// 2.2), and the host touches Bytes with no Sync; where it cannot be
+// (ErrNoPager), as in-process, the host must Sync before it reads what
+// the device wrote (Paged says which).
 type Managed struct {
 	g       *GPU
 	va      uint64

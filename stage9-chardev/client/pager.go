@@ -106,9 +106,10 @@ func (ps *pagedSet) disarmAll() {
 }
 
 // ErrNoPager reports that the pager could not be set up for an
-// allocation: userfaultfd is not permitted here, the daemon is older
-// than 2.2, or it bars this uid from its pager for now. The allocation
-// works as before: the host Syncs.
+// allocation: userfaultfd is not permitted here, or the daemon bars this
+// uid from its pager for now (every daemon of this client's major
+// version has MANAGED_PAGER, which came in 2.2). The allocation works as
+// before: the host Syncs.
 var ErrNoPager = errors.New("softgpu: no pager for managed memory")
 
 // ANCHOR: startpager
@@ -121,9 +122,6 @@ var ErrNoPager = errors.New("softgpu: no pager for managed memory")
 // to the host) before handing Bytes to one.
 func (m *Managed) startPager() error {
 	g := m.g
-	if g.version.Minor < 2 {
-		return fmt.Errorf("%w: the daemon speaks %d.%d; MANAGED_PAGER is 2.2's", ErrNoPager, g.version.Major, g.version.Minor)
-	}
 	if pid, err := m.g.daemonPID(); err != nil || pid == unix.Getpid() {
 		// A daemon in this very process (a test's, or an embedding
 		// program's) would answer its own process's faults: the hang

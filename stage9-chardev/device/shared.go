@@ -57,6 +57,18 @@ import (
 // process. A status memfd is handed out read-only (a descriptor reopened
 // O_RDONLY), so a client cannot write its completions or its fence; a
 // public memfd likewise.
+//
+// Every page of a channel's two memfds is the client's: the device
+// allocates none. Share maps the new files, all hole, and writes
+// nothing to them (a mapping allocates no page); the client touches
+// every page of both from its own process, which allocates them there,
+// charged to it; and Start, before the channel is listed, refuses a file
+// with a hole, seals the user file so that no hole can be punched in it
+// again (the status file was sealed so at Share), and only then writes
+// the channel's starting state into pages that are there. A page the
+// device wrote into a hole would be the device's, and a client may keep
+// the pages of a memfd after the file has gone (splice(2) into a pipe
+// holds them): it would be keeping the device's memory.
 
 // pageSize is the host's page: the unit of every mapping here.
 var pageSize = uint64(os.Getpagesize())
@@ -163,8 +175,11 @@ var errNotShared = fmt.Errorf("%w: the device was opened without Config.Shared",
 // Share moves channel c's doorbell page, status page and rings into two new
 // memfds and returns them, for the daemon to pass to the client that opens
 // c. The channel must be on no runlist: the driver calls Share between
-// choosing the channel and listing it. What the pages hold — the doorbell
-// at the ring's head, the fence timeline, the completions — carries over.
+// choosing the channel and listing it. The memfds are all hole, and stay
+// so until the client populates them: Share writes none of their pages,
+// and the channel may be listed only after Start, which writes what the
+// pages held — the doorbell at the ring's head, the fence timeline, the
+// completions — once the client has allocated every one.
 //
 // vector, if not nil, is the channel's own interrupt vector: a fence
 // interrupt of c calls it instead of raising the device's line, as an
@@ -197,18 +212,9 @@ func (d *Device) Share(c abi.Channel, vector func()) (ChannelFiles, error) {
 		stat.Close()
 		return ChannelFiles{}, err
 	}
-	// Copy the contents in, then put the files' pages where the old ones
-	// were. The submission ring's old slots are not carried: no command
-	// of the channel is pending while it is on no runlist.
-	for _, w := range []struct {
-		f   *os.File
-		off int64
-		src []byte
-	}{{user, 0, bell}, {stat, 0, status}, {stat, abi.RegPageSize, compl}} {
-		if _, err := w.f.WriteAt(w.src, w.off); err != nil {
-			return fail(fmt.Errorf("softgpu: filling %s: %w", w.f.Name(), err))
-		}
-	}
+	// Put the files' pages where the old ones were, writing nothing:
+	// what the old ones held is written again by Start, into the
+	// client's pages.
 	for _, m := range []struct {
 		dst []byte
 		f   *os.File
@@ -223,10 +229,9 @@ func (d *Device) Share(c abi.Channel, vector func()) (ChannelFiles, error) {
 		d.privatise(c)
 		return fail(err)
 	}
-	if err := sealSeals(user); err != nil { // the client's to write; nobody's to seal further
-		d.privatise(c)
-		return fail(err)
-	}
+	// The user file is left with no seal but its size's until Start,
+	// which adds F_SEAL_FUTURE_WRITE once the client's writable mapping
+	// has populated it.
 	ro, err := reopenReadOnly(stat)
 	if err != nil {
 		d.privatise(c)
@@ -241,6 +246,74 @@ func (d *Device) Share(c abi.Channel, vector func()) (ChannelFiles, error) {
 }
 
 // ANCHOR_END: share
+
+// ErrHole reports a Start of a shared channel one of whose memfds has a
+// page its client has not populated.
+var ErrHole = errors.New("softgpu: a channel's memfd has a hole")
+
+// ANCHOR: start
+
+// Start readies shared channel c, on no runlist, to be listed: the
+// driver calls it (through ChannelOptions.Start) before it lists the
+// channel. files are the memfds Share returned. Every page of both must
+// be there, allocated by the client: a file with a hole gets ErrHole,
+// and the channel stays unstarted, its files as they were, for the
+// client to populate and start again. Then Start seals the user file
+// F_SEAL_FUTURE_WRITE — its mappings made before keep writing, the
+// device's and the client's, but no hole can be punched in it from now
+// on, by anyone (the status file has been so since Share) — and looks
+// for a hole in it once more: one punched between the first look and the
+// seal gets ErrHole too (the client may still fill it, through a mapping
+// made before the seal or by a load through a new read-only one, and
+// start again). Then Start writes the state a channel starts from, where
+// Share used to copy it: the doorbell page cleared and its doorbell at
+// the head, the status page and the completion ring reset from the head
+// (handover.go). Those pages exist, so the device allocates nothing.
+func (d *Device) Start(c abi.Channel, files ChannelFiles) error {
+	if d.shm == nil {
+		return errNotShared
+	}
+	if !c.Valid() || d.owner[c].Load() != 0 || !d.shm.shared[c].Load() {
+		return fmt.Errorf("%w: %v is on a runlist or not shared", ErrShared, c)
+	}
+	for _, f := range []*os.File{files.User, files.Status} {
+		if err := noHole(f); err != nil {
+			return err
+		}
+	}
+	if err := sealPopulated(files.User); err != nil {
+		return err
+	}
+	if err := noHole(files.User); err != nil { // a punch that raced the seal; the status file has been sealed since Share
+		return err
+	}
+	bell, _, _, _ := d.channelPages(c)
+	clear(bell) // on no runlist: no engine reads it
+	head := d.chans[c].head
+	d.regs.Store(abi.DoorbellPage(c)+abi.RegDoorbell, head)
+	d.resetHandedOver(c, head)
+	return nil
+}
+
+// ANCHOR_END: start
+
+// noHole returns ErrHole if f has a hole: SEEK_HOLE from 0 finds one
+// before the end. It reads no page, so allocates none.
+func noHole(f *os.File) error {
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("softgpu: %s: %w", f.Name(), err)
+	}
+	hole, err := unix.Seek(int(f.Fd()), 0, unix.SEEK_HOLE)
+	runtime.KeepAlive(f)
+	if err != nil {
+		return fmt.Errorf("softgpu: SEEK_HOLE in %s: %w", f.Name(), err)
+	}
+	if hole < st.Size() {
+		return fmt.Errorf("%w at byte %d of %s's %d", ErrHole, hole, f.Name(), st.Size())
+	}
+	return nil
+}
 
 // ANCHOR: fencevector
 
@@ -335,7 +408,7 @@ func anonymous(size uint64) ([]byte, error) {
 
 // sealedMemfd creates a memfd of size zeroed bytes whose size can never
 // change again. Its other seals are its caller's to add (sealReadOnly,
-// sealSeals) once the device has mapped it.
+// sealPopulated) once the device has mapped it.
 func sealedMemfd(name string, size uint64) (*os.File, error) {
 	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
@@ -371,15 +444,24 @@ func sealReadOnly(f *os.File) error {
 
 // ANCHOR_END: sealreadonly
 
-// sealSeals closes a memfd's seals as they are: the client it is passed
-// to writes it, but may not seal it against the device (F_SEAL_WRITE,
-// F_SEAL_FUTURE_WRITE would stop the device's own writes of a doorbell
-// reset, or fail them).
-func sealSeals(f *os.File) error {
-	if _, err := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_SEAL); err != nil {
-		return fmt.Errorf("softgpu: sealing %s: %w", f.Name(), err)
+// sealPopulated seals a started channel's user memfd as sealReadOnly
+// seals the status memfd: F_SEAL_FUTURE_WRITE, which refuses a hole
+// punch (fallocate, MADV_REMOVE) and a new writable mapping to everyone,
+// while the mappings made before it — the device's, and the client's own
+// that populated the file — go on writing; then F_SEAL_SEAL. (Neither
+// F_SEAL_WRITE, which would stop those mappings, nor anything else
+// can be added after.) A client that sealed the file F_SEAL_SEAL before
+// Start could keep the device's seal out; its file is accepted only if
+// it carries F_SEAL_FUTURE_WRITE already.
+func sealPopulated(f *os.File) error {
+	err := sealReadOnly(f)
+	if err == nil {
+		return nil
 	}
-	return nil
+	if seals, gerr := unix.FcntlInt(f.Fd(), unix.F_GET_SEALS, 0); gerr == nil && seals&unix.F_SEAL_FUTURE_WRITE != 0 {
+		return nil
+	}
+	return err
 }
 
 // reopenReadOnly returns a new read-only descriptor of f's file: a client

@@ -28,10 +28,12 @@ import (
 // ErrTimeout reports a wait on the device that passed its bound.
 var ErrTimeout = errors.New("softgpu: the device did not answer within its bound")
 
-// retireWait bounds how long HostAlloc (HOST_REGISTER) waits, with every
-// window entry taken, for one retiring behind commands still queued:
-// those commands are a client's, and may be a DELAY of 2^62 cycles. Past
-// it the caller gets ErrNoWindow, and may try again.
+// retireWait bounds how long HostAlloc (HOST_REGISTER) waits in all, with
+// every window entry taken, for any one retiring behind commands still
+// queued, and how long an allocation of device memory waits in all, with
+// too little free, for any deferred free to pass (allocMemory): those
+// commands are a client's, and may be a DELAY of 2^62 cycles. Past it the
+// caller gets ErrNoWindow or ErrOutOfMemory, and may try again.
 const retireWait = 100 * time.Millisecond
 
 // engineBound is how long the driver waits for an engine to answer at its

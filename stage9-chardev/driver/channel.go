@@ -39,6 +39,7 @@ type Channel struct {
 	gone       atomic.Bool  // set by Channel.Close: the channel is leaving its runlist
 	removed    atomic.Bool  // set once it has left: no command of it will complete any more
 	released   atomic.Bool  // set once its engine has let it go (runlist.go): nothing of it will run any more
+	unstarted  atomic.Bool  // opened with ChannelOptions.Start and not yet listed: start holds the call
 
 	// How the engine serves it (runlist.go).
 	privileged bool        // commands name their context (the driver's own channels)
@@ -57,6 +58,7 @@ type Channel struct {
 	notify  func()
 	closer  func() error
 	unshare func(abi.Channel)
+	start   func(abi.Channel) error // ChannelOptions.Start until the channel is listed, then nil; guarded by runlists.engine[engine]
 	// fenceWord, in a client, is the channel's RegFence: one blocked
 	// waiter at a time sleeps on it (client.go, sleep), for at most
 	// sleepFor; nil in the daemon's driver.

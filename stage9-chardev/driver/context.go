@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"softgpu/stage9-chardev/abi"
 )
@@ -47,6 +48,9 @@ type Context struct {
 	channels []*Channel // opened for it by NewChannel (runlist.go), closed with it
 
 	resetsBase uint64 // RegCtxResets of its id when it was made: Resets counts from there (guilty.go)
+	// idFreed is set by Close, under vm.mu, as it gives the id back;
+	// Resets reads it without the lock, after the count (guilty.go).
+	idFreed atomic.Bool
 }
 
 // mapping is one range of a context's address space.
@@ -350,6 +354,7 @@ func (c *Context) Close() error {
 	c.tables = 0
 	c.mu.Unlock()
 	c.d.vm.mu.Lock()
+	c.idFreed.Store(true) // before the id is free: see Resets (guilty.go)
 	c.d.vm.contexts[c.id] = nil
 	c.d.vm.mu.Unlock()
 	return err

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 )
 
 // Freeing what queued work may name. A command names memory by address
@@ -22,7 +23,7 @@ import (
 //	Alloc          reclaim what has passed, signalling each free's Release
 //	               (release.go: who charges for the memory refunds then);
 //	               if memory is short and some is still deferred, wait for
-//	               the oldest to pass, and retry
+//	               any of it to pass, and retry
 //
 // A command queued before the free that runs after it therefore faults (in
 // a context: its VA is unmapped and not handed out again) or lands in
@@ -98,12 +99,16 @@ func (d *Driver) queuedPassed(q retired) bool {
 
 // deferFree holds f until the work it names has run.
 func (d *Driver) deferFree(f deferredFree) {
+	if h := d.hooks.Deferring; h != nil {
+		h(f.pa) // a test may hold a free here, between its marks and its append
+	}
 	d.vm.freeMu.Lock()
 	defer d.vm.freeMu.Unlock()
 	if f.pa != 0 {
 		d.vm.deferredPA[f.pa] = true
 	}
 	d.vm.deferred = append(d.vm.deferred, f)
+	d.vm.deferredAdds.Add(1) // after the append: a waiting allocMemory takes freeMu when it sees this
 }
 
 // reclaimFreed gives back every deferred free whose queued work has run.
@@ -138,11 +143,21 @@ func (d *Driver) reclaimFreed() {
 // allocMemory runs alloc (an allocation of size bytes from d.alloc) after
 // reclaiming what has passed. If it finds too little memory, it takes back
 // what managed pages hold (yieldFrames, evict.go) and tries again; if that
-// is still too little while some is deferred, it waits for the oldest
-// deferred memory to pass — the engines get there by running what is
-// already queued — and tries again.
+// is still too little while some is deferred, it waits until any deferred
+// memory has passed — the engines get there by running what is already
+// queued — and tries again. Any, not the oldest: frees need not pass in
+// the order they joined the list (a free waits only for the channels that
+// could name its memory, queuedWorkOf; and a free notes its marks before
+// it appends, so two that overlap may append in either order), and one
+// that passes while the oldest still waits is taken at once — as is one
+// that joins during the wait having passed already. It waits at most
+// retireWait in all, however many frees pass or join meanwhile, as
+// register does for a window entry.
 func (d *Driver) allocMemory(size uint64, alloc func() (uint64, error)) (uint64, error) {
 	yielded := 0 // the steps of yieldFrames taken
+	// Set at the first wait, not at the call: yieldFrames' evictions are
+	// the allocation's own work, not a wait for a client's.
+	var deadline time.Time
 	for {
 		d.reclaimFreed()
 		addr, err := alloc()
@@ -152,21 +167,38 @@ func (d *Driver) allocMemory(size uint64, alloc func() (uint64, error)) (uint64,
 		if d.yieldFrames(&yielded, size) {
 			continue
 		}
+		// Polls copies of the deferred memory's marks without freeMu,
+		// which a free takes to append: a free's marks never change once
+		// it is deferred. The loads in queuedPassed pair with the stores
+		// that publish each channel's progress, as retired's do (see
+		// retired). The load of deferredAdds pairs with a free's add
+		// after its append; reclaimFreed, taking freeMu, then sees the
+		// new free.
 		d.vm.freeMu.Lock()
-		i := slices.IndexFunc(d.vm.deferred, func(f deferredFree) bool { return f.pa != 0 })
-		var oldest retired
-		if i >= 0 {
-			oldest = d.vm.deferred[i].queued
+		var waiting []retired
+		for _, f := range d.vm.deferred {
+			if f.pa != 0 {
+				waiting = append(waiting, f.queued)
+			}
 		}
+		adds := d.vm.deferredAdds.Load()
 		d.vm.freeMu.Unlock()
-		if i < 0 {
+		if len(waiting) == 0 {
 			return 0, err
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(retireWait) // bound.go
+		}
+		if h := d.hooks.Retiring; h != nil {
+			h() // a test may let a held free, or the work one waits for, go here
 		}
 		// Stage 9: the queued work is clients', and may be a stranger's
 		// DELAY that the watchdog has yet to stop; wait as HostAlloc does
 		// for a window entry, then let the caller have the error (bound.go).
-		if spinBounded(func() bool { return d.queuedPassed(oldest) }, retireWait) != nil {
-			return 0, fmt.Errorf("%w (some is freed, and waits for commands still queued)", err)
+		if spinBounded(func() bool {
+			return d.vm.deferredAdds.Load() != adds || slices.ContainsFunc(waiting, d.queuedPassed)
+		}, time.Until(deadline)) != nil {
+			return 0, fmt.Errorf("%w (some is freed, and waits for commands still queued after %v)", err, retireWait)
 		}
 		yielded = 0 // pages may have come to the device meanwhile: the next steps start small again
 	}
@@ -177,6 +209,9 @@ func (d *Driver) allocMemory(size uint64, alloc func() (uint64, error)) (uint64,
 // run; the Release says when (release.go).
 func (d *Driver) freeMemory(addr uint64) (*Release, error) {
 	queued := d.queuedWork()
+	if h := d.hooks.Deferring; h != nil {
+		h(addr) // a test may hold a free here, between its marks and its append
+	}
 	d.vm.freeMu.Lock()
 	defer d.vm.freeMu.Unlock()
 	if d.vm.deferredPA[addr] {
@@ -188,6 +223,7 @@ func (d *Driver) freeMemory(addr uint64) (*Release, error) {
 	back := new(Release)
 	d.vm.deferredPA[addr] = true
 	d.vm.deferred = append(d.vm.deferred, deferredFree{queued: queued, pa: addr, back: back})
+	d.vm.deferredAdds.Add(1) // after the append: a waiting allocMemory takes freeMu when it sees this
 	return back, nil
 }
 

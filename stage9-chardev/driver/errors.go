@@ -28,6 +28,9 @@ var (
 	// because what was written to it broke the protocol. It wraps the
 	// abi.ChannelFault as well.
 	ErrChannelFaulted = errors.New("softgpu: channel faulted")
+	// ErrNotStarted reports a submission on a channel opened with
+	// ChannelOptions.Start that has not been started (Channel.Start).
+	ErrNotStarted = errors.New("softgpu: channel not started")
 )
 
 // CommandError is a command the device refused or could not finish. It wraps

@@ -14,7 +14,8 @@ import "softgpu/stage9-chardev/abi"
 // of that user at once (Ban). server/hangbars.go is the policy; this file
 // is what the driver gives it.
 //
-// Both look under vm.mu whether the context's id is still its own: Close
+// Both look whether the context's id is still its own — Ban under vm.mu,
+// Resets without a lock, by idFreed, which Close sets under vm.mu: Close
 // frees the id under vm.mu, last, after every channel of the context has
 // left its runlist, so after any reset under a command of it has been
 // counted. (Unless an engine did not take a runlist without the channel
@@ -32,15 +33,36 @@ import "softgpu/stage9-chardev/abi"
 // (FaultHung), but is not counted; nor is a command of another context
 // that was in flight on the reset engine, which the engine resumes
 // (device/watchdog.go, resetEngine). It returns 0 once the context is
-// closed. It takes only vm.mu and never waits on the device: a channel's
-// Notify may call it.
+// closed. It takes no lock and never waits on the device: softgpud's
+// Notify calls it on the interrupt thread at every fault of a served
+// channel, and a lock there — vm.mu, which every client's NewContext,
+// Close and Ban take — would hold up every interrupt of the device
+// behind its holder (TestANotifyLooksForResetsWithoutHoldingUpTheInterrupts).
 func (c *Context) Resets() uint64 {
-	c.d.vm.mu.Lock()
-	defer c.d.vm.mu.Unlock()
-	if c.d.vm.contexts[c.id] != c {
+	// The count first, then whether the id is still c's.
+	//
+	// No count with a reset of a later context of the id in it is
+	// returned. Close stores idFreed before it frees the id, both under
+	// vm.mu; a NewContext that takes the id, under vm.mu after that,
+	// enables the new context (enableContext's store of RegCtxFlags); the
+	// engine's load of that flag (device/mmu.go, enterContext) comes
+	// before it runs a command of the context, and so before its add of a
+	// reset under it (device/sched.go, hang). A load of the count that
+	// sees that add comes after all of these, and the load of idFreed
+	// after it sees true.
+	//
+	// No reset under c is missed: the engine adds it to the count before
+	// it faults the channel and raises the line (hang), so the fault's
+	// Notify, called after the interrupt handler's load of
+	// RegChannelFault, loads it here if the id is still c's; and the
+	// daemon looks again once the channel has left its runlist (which a
+	// hung engine lets it do only after the reset), before it closes the
+	// context (server/hangbars.go), when idFreed is still false.
+	count := c.d.regs.Load(abi.ContextStatusRegs(c.id) + abi.RegCtxResets)
+	if c.idFreed.Load() {
 		return 0
 	}
-	return c.d.regs.Load(abi.ContextStatusRegs(c.id)+abi.RegCtxResets) - c.resetsBase
+	return count - c.resetsBase
 }
 
 // Ban disables the context on the device: from now on an engine that

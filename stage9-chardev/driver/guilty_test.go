@@ -93,3 +93,73 @@ func TestABannedContextRunsNothingMore(t *testing.T) {
 	banned.Ban() // late: the id is the new context's now
 	assert.NoError(t, in(d, again, abi.EngineCopy, abi.Command{Op: abi.OpNop}), "a NOP in the context that took the id of one banned after its Close")
 }
+
+// TestANotifyLooksForResetsWithoutHoldingUpTheInterrupts: softgpud's
+// Notify of a served channel looks for a reset (Resets) on the interrupt
+// thread, for every fault of the channel. While vm.mu is held — by a
+// NewContext, a Context.Close or a Ban of any client — that look must not
+// wait for it: the interrupt thread would wait with it, and with the
+// thread every interrupt of every other channel (red-team finding F7).
+// Here a channel whose Notify looks as the daemon's does faults (a
+// doorbell a ring past its head) while the test holds vm.mu, and another
+// context's DELAY, whose waiter only the interrupt wakes (WaitBlock; a
+// DELAY of 20 ms, so that the waiter is asleep when it completes), must
+// complete before the lock is let go.
+func TestANotifyLooksForResetsWithoutHoldingUpTheInterrupts(t *testing.T) {
+	d := openWith(t, device.Config{MemorySize: 8 << 20}, Config{Wait: WaitBlock})
+	served, other := newContext(t, d), newContext(t, d)
+	looking, looked := make(chan struct{}, 1), make(chan uint64, 1)
+	faulting := newChannel(t, d, abi.EngineCopy, served, ChannelOptions{Priority: abi.PriorityNormal, Notify: func() {
+		select { // the fault's Notify, and Close's later: the test waits for the first
+		case looking <- struct{}{}:
+		default:
+		}
+		resets := served.Resets() // as server/hangbars.go's judgeHangs
+		select {
+		case looked <- resets:
+		default:
+		}
+	}})
+	waiting := newChannel(t, d, abi.EngineCompute, other, ChannelOptions{Priority: abi.PriorityNormal})
+	require.NoError(t, waiting.Submit(abi.Command{Op: abi.OpNop}), "a NOP before vm.mu is held")
+
+	d.vm.mu.Lock() // as NewContext, Context.Close and Ban hold it
+	held := true
+	release := func() {
+		if held {
+			held = false
+			d.vm.mu.Unlock()
+		}
+	}
+	defer release()
+	faulting.regs.Store(faulting.doorbell+abi.RegDoorbell, faulting.rung+1<<32) // a stranger's store: the engine faults the channel and raises the line
+	faulting.wakeIfIdle()
+	select {
+	case <-looking:
+	case <-time.After(mustReturnWithin):
+		t.Fatalf("the faulted channel's Notify was not called within %v", mustReturnWithin)
+	}
+	done := make(chan error, 1)
+	go func() { done <- waiting.Submit(abi.Command{Op: abi.OpDelay, Value: 20_000_000}) }()
+	select {
+	case err := <-done:
+		assert.NoError(t, err, "the other context's DELAY, vm.mu held")
+	case <-time.After(mustReturnWithin):
+		t.Errorf("the other context's DELAY did not complete within %v while vm.mu was held: the interrupt thread waited for the lock in the Notify's Resets", mustReturnWithin)
+		release()
+		select {
+		case err := <-done:
+			t.Logf("once vm.mu was let go it completed: %v", err)
+		case <-time.After(mustReturnWithin):
+			t.Fatalf("the other context's DELAY did not complete after vm.mu was let go either")
+		}
+	}
+	select {
+	case resets := <-looked:
+		assert.Zero(t, resets, "the faulted channel's context's resets: a doorbell fault is no reset")
+	case <-time.After(mustReturnWithin):
+		t.Fatalf("the Notify's Resets did not return within %v", mustReturnWithin)
+	}
+	release()
+	assert.ErrorIs(t, faulting.Submit(abi.Command{Op: abi.OpNop}), ErrChannelFaulted, "a NOP on the faulted channel")
+}

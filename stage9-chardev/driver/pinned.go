@@ -177,11 +177,19 @@ func (d *Driver) adopt(mapping []byte, size uint64) (*Pinned, error) {
 
 // register gives p a window entry and a bus range, and enables the entry.
 // If every entry is taken but some are only retiring — freed, with
-// commands queued before the free still to run — it waits for the oldest
-// to retire: the engines get there by running what is already queued.
+// commands queued before the free still to run — it waits until any of
+// them has retired: the engines get there by running what is already
+// queued. Any, not the oldest: entries need not retire in the order they
+// joined retiring (an entry waits only for the channels that could name
+// it, namers in bound.go; and HostFree takes its marks before it appends,
+// so two that overlap may append in either order), and one that retires
+// while the head still waits is taken at once — as is one that joins
+// during the wait having retired already. It waits at most retireWait in
+// all, however many entries retire or join meanwhile.
 func (d *Driver) register(p *Pinned) error {
 	d.pinMu.Lock()
 	defer d.pinMu.Unlock()
+	deadline := time.Now().Add(retireWait) // bound.go
 	for {
 		d.reclaimLocked()
 		slot := -1
@@ -211,12 +219,28 @@ func (d *Driver) register(p *Pinned) error {
 			return fmt.Errorf("%w: no %d-byte range of bus addresses left (%d of %d in use or retiring)",
 				ErrNoWindow, len(p.bytes), d.busSpace.InUse(), uint64(abi.BusSize))
 		}
-		oldest := d.retiring[0]
+		// Polls a copy of retiring without pinMu, which HostFree takes to
+		// append: an entry's marks never change once it is retiring. An
+		// entry counts once reclaimLocked can take it: retired, and, if
+		// HostFree left it held, no engine holding any entry. The loads
+		// in retired pair with the stores that publish each channel's
+		// progress (see retired), those of heldEntries with the engines'
+		// stores of RegDMAHeld. The load of retiringAdds pairs with
+		// HostFree's add after its append; pinMu, taken again, then shows
+		// the new entry.
+		waiting, adds := slices.Clone(d.retiring), d.retiringAdds.Load()
 		d.pinMu.Unlock()
-		err = spinBounded(func() bool { return d.retired(oldest) }, retireWait) // bound.go
+		if h := d.hooks.Retiring; h != nil {
+			h() // a test may let a held free, or the work one waits for, go here
+		}
+		err = spinBounded(func() bool {
+			return d.retiringAdds.Load() != adds || slices.ContainsFunc(waiting, func(r retired) bool {
+				return d.retired(r) && (r.held == nil || d.heldEntries() == 0)
+			})
+		}, time.Until(deadline))
 		d.pinMu.Lock()
 		if err != nil {
-			return fmt.Errorf("%w: all %d entries are mapped or retiring behind commands still queued: %w", ErrNoWindow, abi.WindowSlots, err)
+			return fmt.Errorf("%w: all %d entries are mapped or retiring behind commands still queued after %v: %w", ErrNoWindow, abi.WindowSlots, retireWait, ErrTimeout)
 		}
 	}
 }
@@ -306,6 +330,7 @@ func (d *Driver) HostFreeRelease(p *Pinned) (*Release, error) {
 	d.pinMu.Lock()
 	defer d.pinMu.Unlock()
 	d.retiring = append(d.retiring, r)
+	d.retiringAdds.Add(1) // after the append: a waiting register takes pinMu when it sees this
 	return r.back, err
 }
 

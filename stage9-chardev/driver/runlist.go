@@ -64,6 +64,14 @@ type ChannelOptions struct {
 	Share   func(abi.Channel) error
 	Notify  func()
 	Unshare func(abi.Channel)
+	// Start, if not nil, leaves the channel unlisted: NewChannel returns
+	// it unstarted, and Channel.Start calls Start with its id — while no
+	// engine reads its pages — and lists it only if that returns nil.
+	// The daemon's client must first make every page Share moved its own
+	// (device.Start). Until then nothing of the driver reads or writes
+	// the channel's pages: it is in no list the driver walks (liveChannels),
+	// and a submission on it fails with ErrNotStarted.
+	Start func(abi.Channel) error
 }
 
 // The scheduler's area of device memory, above data memory, which no
@@ -104,6 +112,10 @@ type runlists struct {
 	// given back once e has taken a list without them: the next
 	// acknowledged submit.
 	release [abi.NumEngines][]func()
+	// unstarted[e] counts e's channels opened and not yet listed
+	// (ChannelOptions.Start): they hold their places on e's list, so that
+	// a Start is never refused for want of one.
+	unstarted [abi.NumEngines]int
 }
 
 // takeID speaks for the lowest channel id not spoken for (the ones below
@@ -232,7 +244,8 @@ func (d *Driver) releaseLeft(e abi.Engine) {
 // NewChannel opens a channel on engine e for context c, served as opts
 // says: a channel id of its own, a state block in device memory for the
 // commands the engine preempts, and an entry on the engine's runlist. It
-// returns once the engine has taken the new runlist.
+// returns once the engine has taken the new runlist — or, with
+// opts.Start, at once, the channel unstarted: Channel.Start lists it.
 func (d *Driver) NewChannel(e abi.Engine, c *Context, opts ChannelOptions) (*Channel, error) {
 	switch {
 	case e >= abi.NumEngines:
@@ -252,7 +265,7 @@ func (d *Driver) NewChannel(e abi.Engine, c *Context, opts ChannelOptions) (*Cha
 	}
 	rl.engine[e].Lock()
 	defer rl.engine[e].Unlock()
-	if len(rl.entries[e]) >= abi.MaxRunlist {
+	if len(rl.entries[e])+rl.unstarted[e] >= abi.MaxRunlist {
 		rl.giveID(id)
 		return nil, fmt.Errorf("%w: %v already serves %d channels", ErrRunlist, e, abi.MaxRunlist)
 	}
@@ -288,6 +301,25 @@ func (d *Driver) NewChannel(e abi.Engine, c *Context, opts ChannelOptions) (*Cha
 		rl.giveID(id)
 		return nil, ErrClosed
 	}
+	if opts.Start != nil { // listed by Channel.Start
+		ch.start = opts.Start
+		ch.unstarted.Store(true)
+		rl.unstarted[e]++
+		return ch, nil
+	}
+	if err := d.listLocked(ch); err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
+
+// listLocked puts ch, made by NewChannel and on no list, on its engine's
+// runlist, and returns once the engine has taken the list. If it did not,
+// ch is gone, and what it held is given back (or will be, once the engine
+// has taken a list without it). The caller holds runlists.engine[ch.engine].
+func (d *Driver) listLocked(ch *Channel) error {
+	rl := &d.runlists
+	e, id, c, ctxSave := ch.engine, ch.id, ch.ctx, ch.ctxSave
 	d.channels[id].Store(ch)
 	rl.entries[e] = append(slices.Clip(rl.entries[e]), entryFor(ch))
 	if err := d.submitRunlist(e); err != nil {
@@ -300,28 +332,55 @@ func (d *Driver) NewChannel(e abi.Engine, c *Context, opts ChannelOptions) (*Cha
 			ch.removed.Store(true)
 			c.removeChannel(ch)
 			rl.release[e] = append(rl.release[e], func() {
-				if opts.Unshare != nil {
-					opts.Unshare(id)
+				if ch.unshare != nil {
+					ch.unshare(id)
 				}
 				d.freeContextSave(ctxSave)
 				d.channels[id].Store(nil)
 				rl.giveID(id)
 			})
-			return nil, err
+			return err
 		}
-		if opts.Unshare != nil {
-			opts.Unshare(id)
+		if ch.unshare != nil {
+			ch.unshare(id)
 		}
 		d.channels[id].Store(nil)
 		rl.giveID(id)
 		c.removeChannel(ch)
 		d.freeContextSave(ctxSave) // refused, or the device stopped: no engine will touch it
-		return nil, err
+		return err
 	}
-	return ch, nil
+	return nil
 }
 
 // ANCHOR_END: newchannel
+
+// Start lists a channel NewChannel left unstarted (ChannelOptions.Start):
+// it calls the option's Start while the channel is on no list, and lists
+// the channel only if that succeeds; if it fails, the channel stays as
+// it was, and may be started again. It returns once the engine has taken
+// the new list, as NewChannel does for a channel it lists itself, and
+// ErrClosed for a channel closed meanwhile.
+func (ch *Channel) Start() error {
+	d := ch.d
+	rl := &d.runlists
+	e := ch.engine
+	rl.engine[e].Lock()
+	defer rl.engine[e].Unlock()
+	switch {
+	case ch.gone.Load(): // Close sets it before it waits for engine[e]: it finds the channel unstarted, and releases it
+		return ErrClosed
+	case ch.start == nil:
+		return fmt.Errorf("%w: %v is started already", ErrRunlist, ch.id)
+	}
+	if err := ch.start(ch.id); err != nil {
+		return err
+	}
+	ch.start = nil
+	rl.unstarted[e]--
+	ch.unstarted.Store(false)
+	return d.listLocked(ch)
+}
 
 // ANCHOR: closechannel
 
@@ -346,6 +405,13 @@ func (ch *Channel) Close() error {
 	e := ch.engine
 	rl.engine[e].Lock()
 	defer rl.engine[e].Unlock()
+	if ch.start != nil { // never listed: no engine has seen it, and no waiter waits on it
+		ch.start = nil
+		rl.unstarted[e]--
+		ch.removed.Store(true)
+		ch.release()
+		return nil
+	}
 	rl.entries[e] = slices.DeleteFunc(slices.Clone(rl.entries[e]), func(ent abi.RunlistEntry) bool { return ent.Channel == ch.id })
 	err := d.submitRunlist(e)
 	// Off the runlist (or the device stopped): nothing more of the channel

@@ -141,6 +141,9 @@ func (ch *Channel) usable() error {
 	if ch.closed.Load() || ch.gone.Load() {
 		return ErrClosed
 	}
+	if ch.unstarted.Load() { // before faultError: no page of it may be read yet (ChannelOptions.Start)
+		return ErrNotStarted
+	}
 	return ch.faultError()
 }
 

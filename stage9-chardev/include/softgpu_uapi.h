@@ -115,7 +115,12 @@ _Static_assert(sizeof(struct softgpu_attach) == 24, "struct softgpu_attach is 24
 /*
  * ChannelOpen is the argument of CHANNEL_OPEN: a channel on an engine,
  * in the client's context. The successful reply carries two file
- * descriptors, at ChannelFDUser and ChannelFDStatus.
+ * descriptors, at ChannelFDUser and ChannelFDStatus. Since 3.0 the
+ * channel is not yet served, and the daemon has touched no page of
+ * either memfd: the client maps both, touches every page — a load from
+ * each page of the status memfd, a store to each page of the user memfd
+ * (MADV_POPULATE_READ and MADV_POPULATE_WRITE do it in one call each) —
+ * and then calls CHANNEL_START.
  */
 struct softgpu_channel_open {
 	/* in: abi.EngineCompute or abi.EngineCopy */
@@ -431,6 +436,28 @@ struct softgpu_managed_pager {
 _Static_assert(sizeof(struct softgpu_managed_pager) == 32, "struct softgpu_managed_pager is 32 bytes");
 
 /*
+ * ChannelStart is the argument of CHANNEL_START (since 3.0): the daemon
+ * starts serving a channel CHANNEL_OPEN gave. Every page of both its
+ * memfds must be there, allocated by the client (ChannelOpen says how):
+ * a memfd with a hole gets ErrInval ("populate the channel's files before
+ * CHANNEL_START"), and the channel stays as it was, to be populated and
+ * started again. On success the daemon seals the user memfd as it sealed
+ * the status memfd at CHANNEL_OPEN (F_SEAL_FUTURE_WRITE): the mappings
+ * made before keep writing, but no new writable mapping is made and no
+ * hole is punched in either file, by anyone, from then on; then it resets
+ * the channel's doorbell page, status page and completion ring to the
+ * ring's head and puts the channel on its engine's runlist. A channel
+ * started already gets ErrBusy; one that is not the client's, ErrNoEntry.
+ */
+struct softgpu_channel_start {
+	/* in: a channel this client opened */
+	uint32_t channel;
+	/* reserved: zero */
+	uint32_t pad;
+};
+_Static_assert(sizeof(struct softgpu_channel_start) == 8, "struct softgpu_channel_start is 8 bytes");
+
+/*
  * The calls (uapi/calls.go): request numbers, and the file descriptors
  * each call carries and each successful reply carries.
  */
@@ -485,10 +512,13 @@ _Static_assert(sizeof(struct softgpu_managed_pager) == 32, "struct softgpu_manag
 #define SOFTGPU_IOCTL_MANAGED_PAGER SOFTGPU_IOW(SOFTGPU_IOC_MAGIC, 0x10, struct softgpu_managed_pager)
 #define SOFTGPU_IOCTL_MANAGED_PAGER_FDS_IN 2
 #define SOFTGPU_IOCTL_MANAGED_PAGER_FDS_OUT 0
+#define SOFTGPU_IOCTL_CHANNEL_START SOFTGPU_IOW(SOFTGPU_IOC_MAGIC, 0x11, struct softgpu_channel_start)
+#define SOFTGPU_IOCTL_CHANNEL_START_FDS_IN 0
+#define SOFTGPU_IOCTL_CHANNEL_START_FDS_OUT 0
 
 /* Versions and capabilities (uapi/args.go) */
-#define SOFTGPU_VERSION_MAJOR 2
-#define SOFTGPU_VERSION_MINOR 3
+#define SOFTGPU_VERSION_MAJOR 3
+#define SOFTGPU_VERSION_MINOR 0
 /* managed memory: allocations whose pages migrate on device faults */
 #define SOFTGPU_CAP_MANAGED 0x1
 /* the daemon records a trace of the device */
@@ -503,15 +533,15 @@ _Static_assert(sizeof(struct softgpu_managed_pager) == 32, "struct softgpu_manag
  */
 #define SOFTGPU_ATTACH_FD_PUBLIC 0
 /*
- * AttachFDKick is an eventfd that a client of a daemon older than
- * 2.2 writes (any nonzero count) to wake an engine it found asleep:
- * after it stores a doorbell and then loads the engine's
- * RegNeedWakeup as 1, the need-wakeup handshake of abi/idle.go.
- * Since 2.2 the engine sleeps in the kernel on the doorbell words of
- * the channels it serves, and the kick is FUTEX_WAKE on the
- * doorbell word just stored: shared (no FUTEX_PRIVATE_FLAG), its low
- * 32 bits at the word's own address. A 2.2 daemon still reads the
- * eventfd, for 2.0 and 2.1 clients. Both eventfds are non-blocking (and
+ * AttachFDKick is an eventfd a client may write (any nonzero count)
+ * to wake an engine it found asleep: after it stores a doorbell and
+ * then loads the engine's RegNeedWakeup as 1, the need-wakeup
+ * handshake of abi/idle.go. Since 2.2 the engine sleeps in the kernel
+ * on the doorbell words of the channels it serves, and the usual kick
+ * is FUTEX_WAKE on the doorbell word just stored: shared (no
+ * FUTEX_PRIVATE_FLAG), its low 32 bits at the word's own address. The
+ * daemon still reads the eventfd, the only kick before 2.2, for a
+ * client that makes no futex call (examples/c/fill.c). Both eventfds are non-blocking (and
  * stay so in the client, which shares the open file): a write that
  * fails with EAGAIN means the count is full, so a kick is pending
  * already, and a read that fails with EAGAIN means nothing is.

@@ -40,6 +40,10 @@ type client struct {
 	managed map[uint64]*driver.Managed // VA → allocation, from MANAGED_ALLOC
 	devMem  uint64
 	hostMem uint64
+	// unstarted holds, under mu, the daemon's descriptors of each
+	// channel opened and not yet started, which CHANNEL_START checks and
+	// seals (device.Start); closed at CHANNEL_START or CHANNEL_CLOSE.
+	unstarted map[abi.Channel]device.ChannelFiles
 
 	pg pagers // its managed allocations' pagers (pager.go)
 
@@ -163,7 +167,14 @@ func (c *client) dispatch(arg uapi.Arg, fds []int) (send []int, closeAfter []*os
 	s := c.s
 	if a, ok := arg.(*uapi.Version); ok {
 		if a.Major != uapi.VersionMajor {
-			return nil, nil, fmt.Errorf("client speaks %d.%d, the daemon %d.%d: %w", a.Major, a.Minor, uapi.VersionMajor, uapi.VersionMinor, uapi.ErrVersion)
+			why := "a major version this daemon does not know"
+			if a.Major < uapi.VersionMajor {
+				// What the major moved for (uapi/args.go): served, an
+				// older client's channels would never run, and it would
+				// hang with no error.
+				why = "since 3.0 the daemon serves a channel only after CHANNEL_START, which an older client never calls"
+			}
+			return nil, nil, fmt.Errorf("client speaks %d.%d, the daemon %d.%d: %s: %w", a.Major, a.Minor, uapi.VersionMajor, uapi.VersionMinor, why, uapi.ErrVersion)
 		}
 		*a = uapi.Version{Major: uapi.VersionMajor, Minor: uapi.VersionMinor, NumEngines: abi.NumEngines,
 			NumChannels: abi.NumChannels, RingSize: uint32(s.ringSize()), MemorySize: s.drv.MemorySize(), Caps: 0}
@@ -192,6 +203,8 @@ func (c *client) dispatch(arg uapi.Arg, fds []int) (send []int, closeAfter []*os
 		return c.openChannel(a)
 	case *uapi.ChannelClose:
 		return nil, nil, c.closeChannel(abi.Channel(a.Channel))
+	case *uapi.ChannelStart:
+		return nil, nil, c.startChannel(abi.Channel(a.Channel))
 	case *uapi.Alloc:
 		return nil, nil, c.alloc(a)
 	case *uapi.Free:
@@ -230,8 +243,8 @@ func (c *client) dispatch(arg uapi.Arg, fds []int) (send []int, closeAfter []*os
 func (s *Server) ringSize() uint64 { return s.dev.Registers().Load(abi.RegRingSize) }
 
 // attach gives the client its context and the three descriptors of the
-// data path: the public pages, the kick eventfd (which only clients of
-// uapi 2.0 and 2.1 write: kickLoop), the irq eventfd.
+// data path: the public pages, the kick eventfd (which only a client that
+// makes no futex call writes: kickLoop), the irq eventfd.
 func (c *client) attach(a *uapi.Attach) (send []int, closeAfter []*os.File, err error) {
 	if c.ctx != nil {
 		return nil, nil, fmt.Errorf("ATTACH twice: %w", uapi.ErrBusy)
@@ -270,6 +283,7 @@ func (c *client) attach(a *uapi.Attach) (send []int, closeAfter []*os.File, err 
 	c.ctx, c.kick = ctx, os.NewFile(uintptr(kick), "kick")
 	c.chans, c.allocs, c.hosts = map[abi.Channel]*driver.Channel{}, map[uint64]uint64{}, map[uint64]*driver.Pinned{}
 	c.holds = map[abi.Channel]*held{}
+	c.unstarted = map[abi.Channel]device.ChannelFiles{}
 	c.managed = map[uint64]*driver.Managed{}
 	c.mu.Unlock()
 	c.irqMu.Lock()
@@ -291,7 +305,11 @@ func (c *client) attach(a *uapi.Attach) (send []int, closeAfter []*os.File, err 
 // ANCHOR: openchannel
 
 // openChannel opens a channel in the client's context, its pages moved
-// into memfds before it is listed.
+// into memfds, all hole, and leaves it unstarted: on no runlist until
+// the client has populated both files and calls CHANNEL_START
+// (startChannel). Nothing of the daemon touches a page of either file
+// before then, so that every page of them is the client's
+// (device/shared.go).
 func (c *client) openChannel(a *uapi.ChannelOpen) (send []int, closeAfter []*os.File, err error) {
 	switch {
 	case a.Engine >= abi.NumEngines:
@@ -332,6 +350,7 @@ func (c *client) openChannel(a *uapi.ChannelOpen) (send []int, closeAfter []*os.
 				c.s.log.Error("unsharing a channel that left its runlist", "channel", id, "err", err)
 			}
 		},
+		Start: func(id abi.Channel) error { return c.s.dev.Start(id, files) },
 	})
 	if err != nil {
 		if files.User != nil { // shared, then refused: the driver has unshared it
@@ -355,14 +374,49 @@ func (c *client) openChannel(a *uapi.ChannelOpen) (send []int, closeAfter []*os.
 	c.mu.Lock()
 	c.chans[ch.ID()] = ch
 	c.holds[ch.ID()] = h
+	c.unstarted[ch.ID()] = files // kept open for CHANNEL_START
 	c.mu.Unlock()
 	c.publishIDs()
 	send = make([]int, 2)
 	send[uapi.ChannelFDUser], send[uapi.ChannelFDStatus] = int(files.User.Fd()), int(files.Status.Fd())
-	return send, []*os.File{files.User, files.Status}, nil
+	return send, nil, nil
 }
 
 // ANCHOR_END: openchannel
+
+// ANCHOR: startchannel
+
+// startChannel starts a channel openChannel left unstarted: the device
+// seals its user file and finds no hole in either (device.Start) and
+// writes its starting state, and the driver lists it. A file with a hole
+// is refused with ErrInval, and the channel stays unstarted, to be
+// populated and started again.
+func (c *client) startChannel(id abi.Channel) error {
+	c.mu.Lock()
+	ch, open := c.chans[id]
+	files, unstarted := c.unstarted[id]
+	c.mu.Unlock()
+	switch {
+	case !open:
+		return fmt.Errorf("%v is not a channel of this client: %w", id, uapi.ErrNoEntry)
+	case !unstarted:
+		return fmt.Errorf("%v is started already: %w", id, uapi.ErrBusy)
+	}
+	if err := ch.Start(); err != nil {
+		if errors.Is(err, device.ErrHole) {
+			return fmt.Errorf("%v: populate the channel's files before CHANNEL_START: %w: %w", id, err, uapi.ErrInval)
+		}
+		return err
+	}
+	c.mu.Lock()
+	delete(c.unstarted, id)
+	c.mu.Unlock()
+	files.User.Close() // the device's mappings keep the files; the client's descriptors are its own
+	files.Status.Close()
+	return nil
+}
+
+// ANCHOR_END: startchannel
 
 // closeChannel takes one of the client's channels off its engine and
 // gives its pages back to the device.
@@ -370,11 +424,17 @@ func (c *client) closeChannel(id abi.Channel) error {
 	c.mu.Lock()
 	ch, ok := c.chans[id]
 	h := c.holds[id]
+	files, unstarted := c.unstarted[id]
 	delete(c.chans, id)
 	delete(c.holds, id)
+	delete(c.unstarted, id)
 	c.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("%v is not a channel of this client: %w", id, uapi.ErrNoEntry)
+	}
+	if unstarted {
+		defer files.User.Close() // after Close has unshared it: the linger's watches see the files go when the client lets go too
+		defer files.Status.Close()
 	}
 	c.publishIDs()
 	// The save area is refunded once the channel is off its runlist, when
@@ -641,9 +701,10 @@ func (c *client) notify() {
 // kickLoop wakes the engines of the client's channels each time the
 // client writes its kick eventfd: after a doorbell store that found
 // RegNeedWakeup set, the client's half of the need-wakeup handshake. A
-// client of 2.2 or later does not write it — it wakes the engine itself,
-// with FUTEX_WAKE on the doorbell (device/kick.go) — so this goroutine's
-// one job is the clients of 2.0 and 2.1, whose kicks would otherwise be
+// client that makes futex calls, as client.GPU does, does not write it — it
+// wakes the engine itself, with FUTEX_WAKE on the doorbell (device/kick.go)
+// — so this goroutine's one job is a client that makes none (the C
+// example; before 2.2, every client), whose kicks would otherwise be
 // lost; it costs a parked goroutine per client, woken by nobody else. It
 // ends when the descriptor is closed.
 func (c *client) kickLoop(kick *os.File) {

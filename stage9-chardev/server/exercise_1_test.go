@@ -89,17 +89,20 @@ func TestExercise9_1(t *testing.T) {
 		if got, want := uapi.Size(call.Request), uint32(reflect.TypeOf(call.New()).Elem().Size()); got != want {
 			t.Errorf("CHANNEL_PRIORITY's request number encodes size %d; its argument is %d bytes", got, want)
 		}
-		// A new call is a minor version: the newest "(since 2.N)" in doc.go's
-		// table must be CHANNEL_PRIORITY's, and N the current minor.
+		// A new call is a minor version: the newest "(since M.N)" of the
+		// current major M in doc.go's table must be CHANNEL_PRIORITY's,
+		// and N the current minor.
 		if doc, err := os.ReadFile("../uapi/doc.go"); err == nil {
 			newest, newestRow := -1, ""
-			for _, m := range regexp.MustCompile(`(?m)^//\s+0x[0-9a-f]+\s+(\S+).*\(since 2\.(\d+)\)`).FindAllStringSubmatch(string(doc), -1) {
+			since := regexp.MustCompile(fmt.Sprintf(`(?m)^//\s+0x[0-9a-f]+\s+(\S+).*\(since %d\.(\d+)\)`, uapi.VersionMajor))
+			for _, m := range since.FindAllStringSubmatch(string(doc), -1) {
 				if n, _ := strconv.Atoi(m[2]); n >= newest {
 					newest, newestRow = n, m[1]
 				}
 			}
 			if newestRow != "CHANNEL_PRIORITY" || newest != uapi.VersionMinor {
-				t.Errorf("uapi.VersionMinor = %d and the newest call in doc.go is %s (since 2.%d); a new call is a minor version: bump it, say what it added beside it, and mark its row (since 2.%d)", uapi.VersionMinor, newestRow, newest, uapi.VersionMinor)
+				t.Errorf("uapi.VersionMinor = %d and the newest call in doc.go is %s (since %d.%d); a new call is a minor version: bump it, say what it added beside it, and mark its row (since %d.%d)",
+					uapi.VersionMinor, newestRow, uapi.VersionMajor, newest, uapi.VersionMajor, uapi.VersionMinor)
 			}
 		}
 		for _, f := range []struct{ path, want, step string }{

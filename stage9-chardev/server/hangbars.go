@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"softgpu/stage9-chardev/abi"
 	"softgpu/stage9-chardev/uapi"
 )
 
@@ -180,7 +181,11 @@ func (c *client) refuseBarred(call string) error {
 
 // channelNotify is the Notify of each of the client's channels, which the
 // daemon's interrupt handler calls for a fault among other things: it
-// tells the client (notify), then looks for a reset (judgeHangs).
+// tells the client (notify), then looks for a reset (judgeHangs). Both
+// take only locks of this client's: driver.Context.Resets loads a
+// register and an atomic. The interrupt thread serves every client, and
+// waiting there on the driver's list of contexts (vm.mu) would hold up
+// every other client's interrupts behind any NewContext or Close.
 func (c *client) channelNotify() {
 	c.notify()
 	c.judgeHangs()
@@ -207,17 +212,18 @@ func (c *client) judgeHangs() {
 			break
 		}
 	}
-	c.s.strikeHang(c, resets)
+	c.s.strikeHang(c, ctx.ID(), resets)
 }
 
-// strikeHang strikes c's uid for a reset under a command of its: the uid
+// strikeHang strikes c's uid for a reset under a command of its context
+// ctx (the log names it), which has counted resets in all: the uid
 // is barred, every context of its clients banned and every connection of
 // its hung up. It never waits on the device or on a client: s.mu, each
 // client's mu and the driver's vm.mu are held one at a time, briefly, and
 // a hang-up is a shutdown(2).
-func (s *Server) strikeHang(c *client, resets uint64) {
+func (s *Server) strikeHang(c *client, ctx abi.Context, resets uint64) {
 	if c.seesAll() {
-		s.log.Info("a reset under a command of root's or the daemon's user's: not barred", "pid", c.pid, "uid", c.uid, "resets", resets)
+		s.log.Info("a reset under a command of root's or the daemon's user's: not barred", "pid", c.pid, "uid", c.uid, "context", ctx, "resets", resets)
 		return
 	}
 	until, began := s.hangs.strike(c.uid, time.Now())
@@ -242,7 +248,7 @@ func (s *Server) strikeHang(c *client, resets uint64) {
 		hangUp(x.conn) // discard.go: its serve loop sees EOF and tears it down
 	}
 	if began {
-		s.log.Warn("uid barred: an engine was reset under a command of its", "uid", c.uid, "pid", c.pid,
+		s.log.Warn("uid barred: an engine was reset under a command of its", "uid", c.uid, "pid", c.pid, "context", ctx,
 			"until", until.Format(time.RFC3339), "connections hung up", len(theirs))
 	}
 }

@@ -27,6 +27,10 @@ import (
 //	              writes is trusted)
 //	fill -hang    a DELAY of 2^62 cycles, which softgpud's default watchdog
 //	              must stop (item 6)
+//	fill -unpopulated  CHANNEL_START before touching the channel's pages,
+//	              which softgpud must refuse having allocated none of
+//	              them, then holes punched in a started channel's memfds,
+//	              which the kernel must refuse (hostile_splicehole_test.go)
 //
 // Each must end as the C client says (its own bytes right, or its own
 // channel faulted), while a well-behaved client's round trips keep their
@@ -66,6 +70,7 @@ func TestStrangersInCAgainstSoftgpud(t *testing.T) {
 		{"", "ok: 4096 bytes filled by the device", ""},
 		{"-garbage", "garbage", "ok: the daemon faulted the channel"},
 		{"-hang", "hanging", "ok: the daemon stopped the DELAY"},
+		{"-unpopulated", "unpopulated", "ok: the daemon refused to start the channel"},
 	} {
 		name := "fill " + tc.mode
 		t.Run(name, func(t *testing.T) {

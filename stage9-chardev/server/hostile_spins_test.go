@@ -116,6 +116,12 @@ func (sp *spinner) open(e uint32) (string, error) {
 		unix.Munmap(user)
 		return "mmap", err
 	}
+	if err := populateMapped(user, status); err != nil { // hostile_splicehole_test.go: every page its own, for CHANNEL_START
+		return "populate", err
+	}
+	if _, err := strangerCall(sp.sock, &uapi.ChannelStart{Channel: co.Channel}); err != nil {
+		return "CHANNEL_START", err
+	}
 	sp.chans = append(sp.chans, spinChannel{id: co.Channel, user: user, status: status, mask: uint64(co.RingSize) - 1, head: word(user, abi.RegDoorbell).Load()})
 	return "", nil
 }

@@ -20,18 +20,23 @@ import (
 //
 // CHANNEL_OPEN hands the client two new memfds (device.Share): the user
 // one (doorbell page, submission ring) and the status one (status page,
-// completion ring), whose pages the daemon wrote, and so allocated.
-// CHANNEL_CLOSE gives the channel back, but a memfd lives as long as
-// anyone holds a descriptor or a mapping of it, and the daemon cannot
-// take back what it handed out: there is no revoke for a descriptor, and
-// the status memfd is sealed F_SEAL_FUTURE_WRITE (device/shared.go,
-// sealReadOnly), which refuses the daemon's own hole punch as much as
-// anyone's write. A stranger that opened and closed one channel 2500
+// completion ring). Since CHANNEL_START (3.0) their pages are the
+// client's: the daemon writes none of them before the client has
+// allocated every one, from its own process, and no hole can be punched
+// in a started channel's files after (device/shared.go, Start). What a
+// client keeps of them — the files, or their pages in a pipe after the
+// files have gone (splice(2) holds them: TestAStrangerCannotKeepThe
+// DaemonsPagesInPipes) — is memory it allocated itself, as it could with
+// memfds of its own. Before 3.0 the daemon wrote the pages, and so
+// allocated them: a stranger that opened and closed one channel 2500
 // times, keeping the descriptors, held 30 MiB of the daemon's memory
 // while holding no channel (TestAStrangerCannotKeepTheDaemonsMemoryAfter
-// ClosingItsChannels). So a channel counts against the client's and its
-// uid's Channels quota from CHANNEL_OPEN until both: it has been given
-// back (CHANNEL_CLOSE, or teardown), and both its files are gone. A
+// ClosingItsChannels). What each file still costs the daemon is an
+// inode, and a watch here; and the daemon cannot take back what it
+// handed out: there is no revoke for a descriptor. So a channel still
+// counts against the client's and its uid's Channels quota from
+// CHANNEL_OPEN until both: it has been given back (CHANNEL_CLOSE, or
+// teardown), and both its files are gone. A
 // client that keeps them is refused new channels at its quota, and gets
 // them back as it lets go; its uid keeps the charge after the client
 // itself has gone (quota.go, orphaned). The client library lets go at

@@ -2,9 +2,12 @@ package server_test
 
 import (
 	"encoding/binary"
+	"fmt"
+	"log/slog"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"softgpu/stage9-chardev/abi"
@@ -22,6 +25,24 @@ import (
 func withRequest(msg []byte, req uint32) []byte {
 	binary.LittleEndian.PutUint32(msg[0:], req)
 	return msg
+}
+
+// TestAClientOfMajorVersion2IsRefused: a client of uapi 2.3, the last
+// 2.x, is refused at VERSION with ErrVersion and left unnegotiated. A
+// 2.x client never calls CHANNEL_START, without which a 3.0 daemon never
+// serves a channel: served, it would submit to channels that never run
+// and hang with no error. The refusal, in the daemon's log, names both
+// versions and says what changed.
+func TestAClientOfMajorVersion2IsRefused(t *testing.T) {
+	var log syncLog
+	s := serve(t, server.Config{Log: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	r := dialRaw(t, s.Node())
+	errno, _ := r.call(&uapi.Version{Major: 2, Minor: 3})
+	require.Equal(t, uapi.ErrVersion, errno, "VERSION 2.3 to a daemon of %d.%d", uapi.VersionMajor, uapi.VersionMinor)
+	errno, _ = r.call(&uapi.Info{})
+	assert.Equal(t, uapi.ErrNotNegotiated, errno, "INFO after the refused VERSION")
+	assert.Contains(t, log.String(), fmt.Sprintf("client speaks 2.3, the daemon %d.%d", uapi.VersionMajor, uapi.VersionMinor), "the refusal, in the daemon's log")
+	assert.Contains(t, log.String(), "since 3.0 the daemon serves a channel only after CHANNEL_START", "the refusal, in the daemon's log")
 }
 
 func TestMalformedMessagesGetAnErrnoAndTheConnectionGoesOn(t *testing.T) {

@@ -216,7 +216,7 @@ func add(use *uapi.Pools, more uapi.Pools, sign int) {
 // a client has freed stays charged until the driver gives it back
 // (owed.go), and the driver gives back lazily: so a refusal while the
 // client's uid owes anything is tried again once the driver has given
-// back what has passed.
+// back what has passed, on the uid's turn (chargeOwed).
 func (c *client) charge(more uapi.Pools) error {
 	err := c.tryCharge(more)
 	if err != nil && c.s.owes(c.uid) {
@@ -262,6 +262,7 @@ func (c *client) refund(less uapi.Pools) {
 	add(uid, less, -1)
 	if *uid == (uapi.Pools{}) {
 		delete(s.uidUse, c.uid)
+		delete(s.turns, c.uid)
 	}
 }
 
@@ -294,6 +295,7 @@ func (s *Server) refundOrphan(uid uint32) {
 	use.Channels--
 	if *use == (uapi.Pools{}) {
 		delete(s.uidUse, uid)
+		delete(s.turns, uid)
 	}
 }
 

@@ -213,6 +213,10 @@ func (r *rawConn) openChannel(e abi.Engine) *rawChannel {
 		r.t.Fatalf("mapping channel %d's status memfd: %v", open.Channel, err)
 	}
 	r.t.Cleanup(func() { unix.Munmap(status) })
+	// Every page of both ours, then CHANNEL_START (uapi.ChannelStart).
+	require.NoError(r.t, unix.Madvise(user, unix.MADV_POPULATE_WRITE), "populating channel %d's user memfd", open.Channel)
+	require.NoError(r.t, unix.Madvise(status, unix.MADV_POPULATE_READ), "populating channel %d's status memfd", open.Channel)
+	r.mustCall(&uapi.ChannelStart{Channel: open.Channel})
 	size := uint64(open.RingSize)
 	head := word(user, abi.RegDoorbell).Load()
 	return &rawChannel{r: r, id: abi.Channel(open.Channel), size: size, mask: size - 1, user: user, status: status, head: head, next: head}

@@ -8,12 +8,15 @@
 //	client                                   daemon (a goroutine per client)
 //	------                                   -------------------------------
 //	connect                           ──►    accept; SO_PEERCRED: may it?
-//	VERSION {1, 0}                    ──►    same major? then the device's shape
+//	VERSION {3, 0}                    ──►    same major? then the device's shape
 //	ATTACH                            ──►    a context of its own; the public
-//	                                  ◄──    pages, a kick eventfd (for 2.0/2.1
-//	                                         clients), an irq eventfd
-//	CHANNEL_OPEN {engine, priority}   ──►    a channel in its context, its pages
-//	                                  ◄──    moved into two memfds (device.Share)
+//	                                  ◄──    pages, a kick eventfd (for a client
+//	                                         without futexes), an irq eventfd
+//	CHANNEL_OPEN {engine, priority}   ──►    a channel in its context, not yet
+//	                                  ◄──    served: two memfds, all hole (device.Share)
+//	… maps both, touches every page …
+//	CHANNEL_START {channel}           ──►    no hole? seal, reset, onto its runlist
+//	                                         (device.Start)
 //	ALLOC, HOST_REGISTER (a memfd)    ──►    memory in its context
 //	… stores into its ring, a store to its doorbell: no message …
 //	close, or exit, or kill -9        ──►    channels off their runlists and
@@ -161,8 +164,13 @@ type Server struct {
 	linger   *linger // closed channels' files, until their last holder lets go (linger.go)
 
 	// owed are the charges for what clients freed and the driver still
-	// holds (owed.go); quotaMu guards it too.
-	owed []*owed
+	// holds, and turns, by uid, when its refused calls may next have the
+	// driver give back (owed.go); quotaMu guards them too. settles counts
+	// the times settle has asked the driver: what refused calls cost it,
+	// for the tests that bound that.
+	owed    []*owed
+	turns   map[uint32]*settleTurn
+	settles atomic.Uint64
 
 	// faultsMu guards faults, the fault loop of every client's pagers
 	// (faultloop.go), started with the first.
@@ -268,7 +276,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, dev: dev, drv: drv, ln: ln, node: cfg.Node, log: cfg.Log, closed: make(chan struct{}), trace: tb,
-		uidUse: map[uint32]*uapi.Pools{}}
+		uidUse: map[uint32]*uapi.Pools{}, turns: map[uint32]*settleTurn{}}
 	if s.nodeFile, err = os.Lstat(cfg.Node); err != nil {
 		drv.Close()
 		dev.Close()

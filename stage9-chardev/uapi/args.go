@@ -79,9 +79,20 @@ const (
 // daemon handed it out as the last owner left it. And it charges each
 // channel's context-save area to DeviceMemory: a 2.2 client meets
 // ErrQuota that many bytes sooner.
+//
+// 3.0 added CHANNEL_START and changed what CHANNEL_OPEN gives: a channel
+// that is not yet served, and whose memfds are all hole; the client maps
+// them, touches every page (so every page is its own), and calls
+// CHANNEL_START. A 2.x client never calls it: on a 3.0 daemon its
+// channels would take its commands and never run them, and it would wait
+// forever with no error, so the major moved. Nor does a 3.0 daemon serve
+// a client that claims 2.x the old way, at CHANNEL_OPEN: any stranger
+// could claim it, and get channels whose pages the daemon wrote (the
+// splice hole, book/stage9-chardev.md). It refuses 2.x at VERSION
+// (ErrVersion). Everything else 2.3 had, 3.0 has.
 const (
-	VersionMajor = 2
-	VersionMinor = 3
+	VersionMajor = 3
+	VersionMinor = 0
 )
 
 // Attach is the argument of ATTACH: the client becomes a context of the
@@ -101,15 +112,15 @@ const (
 	// register space's global page and the engines' status pages
 	// (memfd.go).
 	AttachFDPublic = 0
-	// AttachFDKick is an eventfd that a client of a daemon older than
-	// 2.2 writes (any nonzero count) to wake an engine it found asleep:
-	// after it stores a doorbell and then loads the engine's
-	// RegNeedWakeup as 1, the need-wakeup handshake of abi/idle.go.
-	// Since 2.2 the engine sleeps in the kernel on the doorbell words of
-	// the channels it serves, and the kick is FUTEX_WAKE on the
-	// doorbell word just stored: shared (no FUTEX_PRIVATE_FLAG), its low
-	// 32 bits at the word's own address. A 2.2 daemon still reads the
-	// eventfd, for 2.0 and 2.1 clients. Both eventfds are non-blocking (and
+	// AttachFDKick is an eventfd a client may write (any nonzero count)
+	// to wake an engine it found asleep: after it stores a doorbell and
+	// then loads the engine's RegNeedWakeup as 1, the need-wakeup
+	// handshake of abi/idle.go. Since 2.2 the engine sleeps in the kernel
+	// on the doorbell words of the channels it serves, and the usual kick
+	// is FUTEX_WAKE on the doorbell word just stored: shared (no
+	// FUTEX_PRIVATE_FLAG), its low 32 bits at the word's own address. The
+	// daemon still reads the eventfd, the only kick before 2.2, for a
+	// client that makes no futex call (examples/c/fill.c). Both eventfds are non-blocking (and
 	// stay so in the client, which shares the open file): a write that
 	// fails with EAGAIN means the count is full, so a kick is pending
 	// already, and a read that fails with EAGAIN means nothing is.
@@ -136,7 +147,12 @@ const (
 
 // ChannelOpen is the argument of CHANNEL_OPEN: a channel on an engine,
 // in the client's context. The successful reply carries two file
-// descriptors, at ChannelFDUser and ChannelFDStatus.
+// descriptors, at ChannelFDUser and ChannelFDStatus. Since 3.0 the
+// channel is not yet served, and the daemon has touched no page of
+// either memfd: the client maps both, touches every page — a load from
+// each page of the status memfd, a store to each page of the user memfd
+// (MADV_POPULATE_READ and MADV_POPULATE_WRITE do it in one call each) —
+// and then calls CHANNEL_START.
 type ChannelOpen struct {
 	Engine     uint32 `uapi:"in"`  // abi.EngineCompute or abi.EngineCopy
 	Priority   uint32 `uapi:"in"`  // abi.PriorityLow .. abi.MaxPriority; above abi.PriorityNormal needs the daemon's grant (ErrPerm)
@@ -161,6 +177,23 @@ const (
 // channel off its engine's runlist (commands not yet run complete with
 // abi.StatusRemoved); the client should unmap the channel's memfds.
 type ChannelClose struct {
+	Channel uint32 `uapi:"in"`       // a channel this client opened
+	Pad     uint32 `uapi:"reserved"` // zero
+}
+
+// ChannelStart is the argument of CHANNEL_START (since 3.0): the daemon
+// starts serving a channel CHANNEL_OPEN gave. Every page of both its
+// memfds must be there, allocated by the client (ChannelOpen says how):
+// a memfd with a hole gets ErrInval ("populate the channel's files before
+// CHANNEL_START"), and the channel stays as it was, to be populated and
+// started again. On success the daemon seals the user memfd as it sealed
+// the status memfd at CHANNEL_OPEN (F_SEAL_FUTURE_WRITE): the mappings
+// made before keep writing, but no new writable mapping is made and no
+// hole is punched in either file, by anyone, from then on; then it resets
+// the channel's doorbell page, status page and completion ring to the
+// ring's head and puts the channel on its engine's runlist. A channel
+// started already gets ErrBusy; one that is not the client's, ErrNoEntry.
+type ChannelStart struct {
 	Channel uint32 `uapi:"in"`       // a channel this client opened
 	Pad     uint32 `uapi:"reserved"` // zero
 }

@@ -33,6 +33,7 @@ const (
 	IoctlManagedResident = 0xC010470E // IOWR(0x0e, 16): struct ManagedResident
 	IoctlClientQuota     = 0xC090470F // IOWR(0x0f, 144): struct ClientQuota
 	IoctlManagedPager    = 0x40204710 // IOW(0x10, 32): struct ManagedPager
+	IoctlChannelStart    = 0x40084711 // IOW(0x11, 8): struct ChannelStart
 )
 
 // Request returns IoctlVersion: a Version is the argument of VERSION.
@@ -86,6 +87,9 @@ func (*ClientQuota) Request() uint32 { return IoctlClientQuota }
 // Request returns IoctlManagedPager: a ManagedPager is the argument of MANAGED_PAGER.
 func (*ManagedPager) Request() uint32 { return IoctlManagedPager }
 
+// Request returns IoctlChannelStart: a ChannelStart is the argument of CHANNEL_START.
+func (*ChannelStart) Request() uint32 { return IoctlChannelStart }
+
 // Call describes one call: a row of Calls.
 type Call struct {
 	Name    string     // the call's name, as in the C header's SOFTGPU_IOCTL_<Name>
@@ -118,6 +122,7 @@ var Calls = [...]Call{
 	{"MANAGED_RESIDENT", IoctlManagedResident, 0, 0, func() Arg { return new(ManagedResident) }},
 	{"CLIENT_QUOTA", IoctlClientQuota, 0, 0, func() Arg { return new(ClientQuota) }},
 	{"MANAGED_PAGER", IoctlManagedPager, 2, 0, func() Arg { return new(ManagedPager) }},
+	{"CHANNEL_START", IoctlChannelStart, 0, 0, func() Arg { return new(ChannelStart) }},
 }
 
 // ANCHOR_END: calls

@@ -52,13 +52,15 @@
 //	0x0e  MANAGED_RESIDENT IOWR  ManagedResident -
 //	0x0f  CLIENT_QUOTA     IOWR  ClientQuota     -      (since 2.1)
 //	0x10  MANAGED_PAGER    IOW   ManagedPager    call: userfaultfd, liveness socket (since 2.2)
+//	0x11  CHANNEL_START    IOW   ChannelStart    -      (since 3.0)
 //
 // VERSION comes first on every connection, as DRM_IOCTL_VERSION does: the
 // daemon answers any other call before it with ErrNotNegotiated, and a
 // VERSION whose major version is not its own with ErrVersion. A client
-// then ATTACHes (it becomes a context of the device), opens channels,
-// allocates memory and submits. INFO, CLIENT_INFO and CLIENT_QUOTA are for
-// tools.
+// then ATTACHes (it becomes a context of the device), opens channels
+// (CHANNEL_OPEN, every page of the channel's two memfds touched, then
+// CHANNEL_START: ChannelOpen says why), allocates memory and submits.
+// INFO, CLIENT_INFO and CLIENT_QUOTA are for tools.
 //
 // The daemon decodes every datagram with DecodeCall, which never panics
 // and says what is wrong with a message as an Errno; a client uses
@@ -88,8 +90,10 @@
 // ATTACH hands out the public memfd (the device's global page and the
 // engines' status pages, read-only); CHANNEL_OPEN hands out a channel's
 // user memfd (its doorbell page and submission ring, read-write) and its
-// status memfd (its status page and completion ring, read-only). Each
-// page in them is the register-space page of the same name, at the
+// status memfd (its status page and completion ring, read-only), all
+// hole until the client touches every page and calls CHANNEL_START:
+// every page of them is the client's own memory, never the daemon's.
+// Each page in them is the register-space page of the same name, at the
 // offsets package abi gives, so a command is submitted exactly as the
 // in-process driver submits one: write the slot, store the doorbell, load
 // the engine's RegNeedWakeup, and if it reads 1 kick the engine: since

@@ -87,6 +87,7 @@ func TestRequestNumbers(t *testing.T) {
 		{"MANAGED_RESIDENT", IoctlManagedResident, IocRead | IocWrite, 0x0e, 16, 0xC010470E},
 		{"CLIENT_QUOTA", IoctlClientQuota, IocRead | IocWrite, 0x0f, 144, 0xC090470F},
 		{"MANAGED_PAGER", IoctlManagedPager, IocWrite, 0x10, 32, 0x40204710},
+		{"CHANNEL_START", IoctlChannelStart, IocWrite, 0x11, 8, 0x40084711},
 	}
 	assert.Equal(t, len(Calls), len(tests), "%d request numbers pinned; Calls has %d", len(tests), len(Calls))
 	for _, tt := range tests {

@@ -35,6 +35,7 @@ func TestSizeofPinned(t *testing.T) {
 		{"ManagedResident", unsafe.Sizeof(ManagedResident{}), 16},
 		{"ClientQuota", unsafe.Sizeof(ClientQuota{}), 144},
 		{"ManagedPager", unsafe.Sizeof(ManagedPager{}), 32},
+		{"ChannelStart", unsafe.Sizeof(ChannelStart{}), 8},
 		{"Pools", unsafe.Sizeof(Pools{}), 32},
 	}
 	for _, tt := range tests {

@@ -10,8 +10,8 @@ import (
 // This file shows each client's use of the device-wide pools against its
 // quotas (CLIENT_QUOTA, since uapi 2.1; server/quota.go): its own use
 // against the per-client limit, and its uid's — every client of that
-// user, together — against the per-uid limit. A daemon older than 2.1
-// has no quotas to show, and the report leaves them out.
+// user, together — against the per-uid limit. Every daemon this tool can
+// negotiate with (major version 3) has the call.
 
 // quotaReport is one client's quotas, pool by pool.
 type quotaReport struct {
@@ -20,7 +20,7 @@ type quotaReport struct {
 	Window       poolReport `json:"window_entries"`
 	Contexts     poolReport `json:"contexts"`
 	Channels     poolReport `json:"channels"`
-	PageTables   poolReport `json:"page_table_pages"` // since uapi 2.3; zero from an older daemon
+	PageTables   poolReport `json:"page_table_pages"` // since uapi 2.3
 }
 
 // poolReport is one pool of one client: its use and limit, and its uid's.
@@ -31,12 +31,8 @@ type poolReport struct {
 	UidLimit uint64 `json:"uid_limit"`
 }
 
-// takeQuotas reads every client's CLIENT_QUOTA, or none from a daemon
-// before 2.1.
+// takeQuotas reads every client's CLIENT_QUOTA.
 func (s *sample) takeQuotas(quotas func() ([]uapi.ClientQuota, error)) error {
-	if s.version.Minor < 1 {
-		return nil
-	}
 	var err error
 	s.quotas, err = quotas()
 	if err != nil {
@@ -46,8 +42,8 @@ func (s *sample) takeQuotas(quotas func() ([]uapi.ClientQuota, error)) error {
 }
 
 // quotaOf returns the quota report of the client with pid and context,
-// or nil if the sample has none (an older daemon, or a client that came
-// between CLIENT_INFO and CLIENT_QUOTA).
+// or nil if the sample has none (a client that came between CLIENT_INFO
+// and CLIENT_QUOTA).
 func (s *sample) quotaOf(pid, context uint32) *quotaReport {
 	for _, q := range s.quotas {
 		if q.Pid != pid || q.Context != context {

@@ -31,7 +31,7 @@ type sample struct {
 	version uapi.Version
 	info    uapi.Info
 	clients []uapi.ClientInfo  // every connection, this tool's own included
-	quotas  []uapi.ClientQuota // likewise, from a daemon of uapi 2.1 or later (quota.go)
+	quotas  []uapi.ClientQuota // likewise (quota.go)
 }
 
 // take reads the daemon's counters on ctl.
@@ -107,7 +107,7 @@ type clientReport struct {
 	DeviceMemory uint64       `json:"device_memory_bytes"`
 	HostMemory   uint64       `json:"host_memory_bytes"`
 	Calls        uint64       `json:"calls"`
-	Quota        *quotaReport `json:"quota,omitempty"`    // its use against its quotas; absent from a daemon before uapi 2.1
+	Quota        *quotaReport `json:"quota,omitempty"`    // its use against its quotas; absent for a client that came between CLIENT_INFO and CLIENT_QUOTA
 	Withheld     bool         `json:"withheld,omitempty"` // another user's client: its counters and use read 0 (uapi 2.3)
 }
 

@@ -11,6 +11,8 @@
  *	fill [NODE]        NODE: the daemon's node; default as uapi.DefaultNode
  *	fill -hang [NODE]  a stranger: a DELAY of 2^62 cycles, which must be stopped
  *	fill -garbage [NODE]  a stranger: garbage in every ring slot and a wild doorbell
+ *	fill -unpopulated [NODE]  a stranger: CHANNEL_START before touching the
+ *	                   channel's pages, then holes punched in a started channel
  *
  * The control calls are messages on the node (one datagram out, one
  * back); the submission is not. The whole life of the client:
@@ -20,7 +22,11 @@
  *	                            pages, read-only), kick and irq eventfds
  *	CHANNEL_OPEN {copy}         a channel; its user memfd (doorbell page and
  *	                            ring, read-write) and status memfd (status
- *	                            page and completions, read-only)
+ *	                            page and completions, read-only), all hole
+ *	touch every page of both    a store to each user page, a load from each
+ *	                            status page: every page of them is ours
+ *	CHANNEL_START {channel}     the daemon finds no hole, seals the user
+ *	                            memfd, and serves the channel
  *	HOST_REGISTER {memfd}       our sealed memfd, mapped in our context at VA
  *	-- no message from here on --
  *	stores into the ring slot   FILL VA, 4096, 0xA5, FlagFence, fence i+1
@@ -43,6 +49,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -262,6 +269,40 @@ static void check_read_only(int fd, uint64_t size, const char *what)
 	close(rw);
 }
 
+/* populate allocates every page of a channel's two memfds from this
+ * process, as CHANNEL_START requires: CHANNEL_OPEN hands them out all
+ * hole, and the daemon writes no page of them, so that every page is
+ * ours and none the daemon's. A store to each page of the user memfd
+ * (writable) and a load from each page of the status memfd (read-only:
+ * a load from a hole of a shared mapping allocates a page as a store
+ * does) — or MADV_POPULATE_WRITE and MADV_POPULATE_READ. */
+static void populate(unsigned char *user, uint64_t user_size, unsigned char *status, uint64_t status_size)
+{
+	for (uint64_t off = 0; off < user_size; off += SOFTGPU_PAGE_SIZE)
+		((volatile unsigned char *)user)[off] = 0;
+	unsigned char sum = 0;
+	for (uint64_t off = 0; off < status_size; off += SOFTGPU_PAGE_SIZE)
+		sum += ((volatile unsigned char *)status)[off];
+	(void)sum;
+}
+
+/* allocated returns how many bytes of fd's first size are not hole. */
+static uint64_t allocated(int fd, uint64_t size)
+{
+	uint64_t n = 0;
+	for (off_t off = 0; (uint64_t)off < size;) {
+		off_t data = lseek(fd, off, SEEK_DATA);
+		if (data < 0 || (uint64_t)data >= size)
+			break; /* ENXIO: hole to the end */
+		off_t hole = lseek(fd, data, SEEK_HOLE);
+		if (hole < 0)
+			break;
+		n += ((uint64_t)hole < size ? (uint64_t)hole : size) - (uint64_t)data;
+		off = hole;
+	}
+	return n;
+}
+
 /* word returns the shared 64-bit word at byte offset off of a mapping. */
 static _Atomic uint64_t *word(unsigned char *base, uint64_t off)
 {
@@ -376,16 +417,58 @@ static int garbage(unsigned char *user, unsigned char *status, unsigned char *pu
 	return 0;
 }
 
+/* unpopulated starts the channel before touching its pages, which the
+ * daemon must refuse having allocated none of them; then populates and
+ * starts it, and tries every way to punch a hole in its files, which the
+ * kernel must refuse: the files' pages are ours, and stay there. */
+static void unpopulated(int sock, uint32_t channel, const int *fds, unsigned char *user, uint64_t user_size,
+			unsigned char *status, uint64_t status_size)
+{
+	int user_fd = fds[SOFTGPU_CHANNEL_FD_USER], status_fd = fds[SOFTGPU_CHANNEL_FD_STATUS];
+	if (allocated(user_fd, user_size) != 0 || allocated(status_fd, status_size) != 0)
+		fail("CHANNEL_OPEN: the daemon allocated %llu bytes of the user memfd and %llu of the status memfd",
+		     (unsigned long long)allocated(user_fd, user_size),
+		     (unsigned long long)allocated(status_fd, status_size));
+	struct softgpu_channel_start start = {.channel = channel};
+	uint32_t errnum = call(sock, "CHANNEL_START", SOFTGPU_IOCTL_CHANNEL_START, &start, NULL, 0, NULL, 0);
+	if (errnum != SOFTGPU_ERR_INVAL)
+		fail("CHANNEL_START of a channel whose pages are all hole: the daemon answered %s (%u), not ERR_INVAL",
+		     errname(errnum), errnum);
+	if (allocated(user_fd, user_size) != 0 || allocated(status_fd, status_size) != 0)
+		fail("a refused CHANNEL_START allocated pages of the channel's memfds");
+	printf("unpopulated\n");
+	fflush(stdout);
+	populate(user, user_size, status, status_size);
+	must_call(sock, CHANNEL_START, &start, NULL, 0, NULL, 0);
+	if (fallocate(user_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, (off_t)user_size) == 0 || errno != EPERM)
+		fail("a hole punched in the started channel's user memfd: %s", strerror(errno));
+	if (madvise(user, user_size, MADV_REMOVE) == 0 || errno != EPERM)
+		fail("MADV_REMOVE of the started channel's user memfd: %s", strerror(errno));
+	char path[64];
+	snprintf(path, sizeof path, "/proc/self/fd/%d", status_fd);
+	int rw = open(path, O_RDWR | O_CLOEXEC);
+	if (rw >= 0) {
+		if (fallocate(rw, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, (off_t)status_size) == 0 || errno != EPERM)
+			fail("a hole punched in the status memfd reopened O_RDWR: %s", strerror(errno));
+		close(rw);
+	}
+	if (allocated(user_fd, user_size) != user_size || allocated(status_fd, status_size) != status_size)
+		fail("a started channel's memfds have a hole");
+	printf("ok: the daemon refused to start the channel before its pages were ours, and no hole goes in a started one\n");
+}
+
 int main(int argc, char **argv)
 {
 	char node[4096];
-	enum { FILL, HANG, GARBAGE } mode = FILL;
+	enum { FILL, HANG, GARBAGE, UNPOPULATED } mode = FILL;
 	if (argc > 1 && strcmp(argv[1], "-hang") == 0)
 		mode = HANG, argc--, argv++;
 	else if (argc > 1 && strcmp(argv[1], "-garbage") == 0)
 		mode = GARBAGE, argc--, argv++;
+	else if (argc > 1 && strcmp(argv[1], "-unpopulated") == 0)
+		mode = UNPOPULATED, argc--, argv++;
 	if (argc > 2)
-		fail("usage: fill [-hang|-garbage] [NODE]");
+		fail("usage: fill [-hang|-garbage|-unpopulated] [NODE]");
 	if (argc == 2)
 		snprintf(node, sizeof node, "%s", argv[1]);
 	else
@@ -426,6 +509,15 @@ int main(int argc, char **argv)
 	unsigned char *status = map(channel_fds[SOFTGPU_CHANNEL_FD_STATUS], channel.status_size, PROT_READ,
 				    "the status memfd");
 	check_read_only(channel_fds[SOFTGPU_CHANNEL_FD_STATUS], channel.status_size, "the status memfd");
+
+	/* CHANNEL_START, once every page of both memfds is ours. */
+	if (mode == UNPOPULATED) {
+		unpopulated(sock, channel.channel, channel_fds, user, channel.user_size, status, channel.status_size);
+		return 0;
+	}
+	populate(user, channel.user_size, status, channel.status_size);
+	struct softgpu_channel_start start = {.channel = channel.channel};
+	must_call(sock, CHANNEL_START, &start, NULL, 0, NULL, 0);
 
 	/* HOST_REGISTER: our own memory, sealed so that the daemon may map it. */
 	int mem = memfd_create("softgpu-fill", MFD_CLOEXEC | MFD_ALLOW_SEALING);

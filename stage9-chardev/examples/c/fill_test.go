@@ -96,14 +96,16 @@ const liveBound = 2 * time.Second
 
 // TestAStrangerInC runs fill as a stranger beside a victim in this
 // process: a DELAY of 2^62 cycles (softgpud's default watchdog, 2 s,
-// must stop it) and garbage in its ring and doorbell page. Each must end
-// with the stranger's channel faulted, the victim's bytes right and its
+// must stop it), garbage in its ring and doorbell page, and a
+// CHANNEL_START before it has touched its channel's pages, then holes
+// punched in a started channel's memfds (both refused). Each must end
+// as fill says — its channel faulted, or the refusals — the victim's bytes right and its
 // round trips within liveBound before, during and after, and the daemon
 // closing cleanly (serve's cleanup). The read-only pages reopened
 // O_RDWR through /proc/self/fd are fill's own check, in every mode.
 func TestAStrangerInC(t *testing.T) {
 	bin := build(t)
-	for _, tc := range []struct{ mode, says string }{{"-hang", "hanging"}, {"-garbage", "garbage"}} {
+	for _, tc := range []struct{ mode, says string }{{"-hang", "hanging"}, {"-garbage", "garbage"}, {"-unpopulated", "unpopulated"}} {
 		t.Run(tc.mode, func(t *testing.T) {
 			s := serve(t, server.Config{Driver: driver.Config{Watchdog: uint64(2 * time.Second)}}) // softgpud's default
 			victim, err := client.Dial(s.Node())
@@ -159,7 +161,7 @@ func TestAStrangerInC(t *testing.T) {
 			}
 			err = cmd.Wait()
 			if err != nil || !strings.HasPrefix(said, "ok: the daemon") {
-				t.Errorf("fill %s: %v, stdout %q; want exit 0 and the daemon's fault\nstderr:\n%s", tc.mode, err, said, errOut.String())
+				t.Errorf("fill %s: %v, stdout %q; want exit 0 and the daemon's fault or refusal\nstderr:\n%s", tc.mode, err, said, errOut.String())
 			}
 			t.Logf("fill %s: %s(%d round trips of the victim meanwhile)", tc.mode, said, trips-1)
 			roundTrip("after the stranger")
