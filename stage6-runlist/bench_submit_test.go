@@ -90,8 +90,9 @@ func BenchmarkSubmitLatency(b *testing.B) {
 // at the worst moment), and meanwhile submits a 64-byte fill from another
 // goroutine — on the same engine (other=same) or the other one
 // (other=engine). ns/op is the median latency of that fill. It shows what
-// one stalled submitter costs everyone else: behind a global lock, all of
-// them wait out the stall.
+// one stalled submitter costs everyone else: behind the global lock of
+// stages 0 to 3, all of them waited out the stall; without it, only a
+// command behind the stalled one in its channel's order does (other=same).
 func BenchmarkSubmitStall(b *testing.B) {
 	const stall = time.Millisecond
 	for _, other := range []struct {

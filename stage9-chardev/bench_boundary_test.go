@@ -11,7 +11,7 @@ import (
 	"softgpu/stage9-chardev/uapi"
 )
 
-// BenchmarkBoundary measures the same three operations on either side of
+// BenchmarkBoundary measures the same four operations on either side of
 // the process boundary, in one run:
 //
 //	op=roundtrip       one NOP submitted and waited for (RoundTrip's loop)
