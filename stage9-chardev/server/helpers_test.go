@@ -115,6 +115,22 @@ func waitNoClientOf(t testing.TB, ctl *client.Control, pid uint32) {
 	})
 }
 
+// waitNoClientWithContext waits until the daemon lists no client whose
+// context is ctx: one client torn down, whoever else comes and goes.
+func waitNoClientWithContext(t testing.TB, ctl *client.Control, ctx uint32) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("the daemon listing no client of context %d", ctx), func() (bool, string) {
+		cs, err := ctl.Clients()
+		require.NoError(t, err, "CLIENT_INFO")
+		for _, c := range cs {
+			if c.Context == ctx {
+				return false, fmt.Sprintf("context %d still listed among %d client(s)", ctx, len(cs))
+			}
+		}
+		return true, ""
+	})
+}
+
 // openFDs counts this process's open descriptors: the daemon's, when it
 // runs in this process. The schedstat files the daemon keeps open, one
 // per thread that made a call into a client's memory (offcpu.go), are

@@ -144,10 +144,13 @@ func TestAFullWindowWaitsOnlyForItsOwnersChannels(t *testing.T) {
 	// has, the victim's entries still count against its uid's window
 	// quota, which the well-behaved client (the same uid) shares — so
 	// wait for the teardown first (seen: "over quota" under load).
+	// Wait for the victim's own context to leave the list, not for a
+	// count to drop: a count taken here may still include startDaemon's
+	// probe, whose teardown would satisfy it with the victim still listed.
 	ctl := control(t, d.node)
-	before := clientCount(t, ctl)
+	victim := uint32(v.Context())
 	v.Close()
-	waitClients(t, ctl, before-1)
+	waitNoClientWithContext(t, ctl, victim)
 	d.live(t, "with the stranger's DELAY running")
 	d.stop(t)
 }
