@@ -313,11 +313,13 @@ func formatRange(lo, hi float64, unit string) string {
 }
 
 // wrap breaks a paragraph into lines of at most width columns where it
-// can, between words; a word longer than width stands on its own line.
+// can, between words, never inside a code span (`go run ./tools/cmd/record`
+// stays on one line, as a reader would copy it); a word or span longer
+// than width stands on its own line.
 func wrap(s string, width int) string {
 	var lines []string
 	var cur string
-	for _, w := range strings.Fields(s) {
+	for _, w := range spans(s) {
 		switch {
 		case cur == "":
 			cur = w
@@ -332,4 +334,21 @@ func wrap(s string, width int) string {
 		lines = append(lines, cur)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// spans splits s into words at spaces, keeping each code span whole.
+func spans(s string) []string {
+	var out []string
+	open := false // inside a code span
+	for _, w := range strings.Fields(s) {
+		if open {
+			out[len(out)-1] += " " + w
+		} else {
+			out = append(out, w)
+		}
+		if strings.Count(w, "`")%2 == 1 {
+			open = !open
+		}
+	}
+	return out
 }
