@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"softgpu/tools/internal/wrap"
 )
 
 // This file draws a chartData as SVG: a categorical x axis, a linear or
@@ -132,27 +134,6 @@ func renderCharts(data *chartData) string {
 	return b.String()
 }
 
-// wrapText breaks s into lines of at most n characters, at spaces.
-func wrapText(s string, n int) []string {
-	var lines []string
-	line := ""
-	for _, w := range strings.Fields(s) {
-		switch {
-		case line == "":
-			line = w
-		case len([]rune(line))+1+len([]rune(w)) <= n:
-			line += " " + w
-		default:
-			lines = append(lines, line)
-			line = w
-		}
-	}
-	if line != "" {
-		lines = append(lines, line)
-	}
-	return lines
-}
-
 // renderSVG draws data at one layout as a standalone, well-formed SVG element.
 func renderSVG(data *chartData, l chartLayout) string {
 	minV, maxV := data.valueRange()
@@ -173,7 +154,7 @@ func renderSVG(data *chartData, l chartLayout) string {
 	if l.TitleLeft {
 		titleX = 8
 	}
-	titleLines := wrapText(data.Title, int((l.Width-titleX-right)/(charWidth*titleSize/chartFontSize)))
+	titleLines := wrap.Words(strings.Fields(data.Title), int((l.Width-titleX-right)/(charWidth*titleSize/chartFontSize)))
 	top := 16 + 18*float64(len(titleLines))
 	type legendItem struct{ x, y float64 }
 	var legend []legendItem

@@ -34,6 +34,7 @@ import (
 
 	"softgpu/tools/internal/book"
 	"softgpu/tools/internal/records"
+	"softgpu/tools/internal/wrap"
 )
 
 const (
@@ -186,7 +187,7 @@ func Render(rows []Row, recs map[string]*records.Record) (string, error) {
 		}
 	}
 	var b strings.Builder
-	b.WriteString(wrap(provenance(used), 72))
+	b.WriteString(wrapParagraph(provenance(used), 72))
 	b.WriteString("\n\n| row | median | passes (min–max) |\n|---|---|---|\n")
 	for _, c := range cells {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", c[0], c[1], c[2])
@@ -312,28 +313,12 @@ func formatRange(lo, hi float64, unit string) string {
 	return a + " – " + b
 }
 
-// wrap breaks a paragraph into lines of at most width columns where it
+// wrapParagraph breaks a paragraph into lines of at most width columns where it
 // can, between words, never inside a code span (`go run ./tools/cmd/record`
 // stays on one line, as a reader would copy it); a word or span longer
 // than width stands on its own line.
-func wrap(s string, width int) string {
-	var lines []string
-	var cur string
-	for _, w := range spans(s) {
-		switch {
-		case cur == "":
-			cur = w
-		case len([]rune(cur))+1+len([]rune(w)) <= width:
-			cur += " " + w
-		default:
-			lines = append(lines, cur)
-			cur = w
-		}
-	}
-	if cur != "" {
-		lines = append(lines, cur)
-	}
-	return strings.Join(lines, "\n")
+func wrapParagraph(s string, width int) string {
+	return strings.Join(wrap.Words(spans(s), width), "\n")
 }
 
 // spans splits s into words at spaces, keeping each code span whole.

@@ -181,7 +181,7 @@ func TestEveryREADMEQuotesTheRecords(t *testing.T) {
 }
 
 func TestWrapKeepsCodeSpansWhole(t *testing.T) {
-	got := wrap("taken on a machine with `go run ./tools/cmd/record`; each figure is the median", 30)
+	got := wrapParagraph("taken on a machine with `go run ./tools/cmd/record`; each figure is the median", 30)
 	assert.Equal(t, "taken on a machine with\n`go run ./tools/cmd/record`;\neach figure is the median", got)
 	for _, line := range strings.Split(got, "\n") {
 		assert.Equal(t, 0, strings.Count(line, "`")%2, "a line ends inside a code span: %q", line)

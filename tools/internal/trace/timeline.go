@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"softgpu/tools/internal/wrap"
 )
 
 // This file draws a trace as a timeline for the book: a self-contained SVG
@@ -246,7 +248,7 @@ func RenderSVG(t *Trace, opt TimelineOptions) (string, error) {
 	// Title.
 	var body strings.Builder
 	if opt.Title != "" {
-		for _, line := range wrap(opt.Title, int(plotWidth/titleAdvance)) {
+		for _, line := range wrap.Words(strings.Fields(opt.Title), int(plotWidth/titleAdvance)) {
 			y += lineHeight
 			fmt.Fprintf(&body, `<text x="%s" y="%s" font-size="%s" font-weight="600">%s</text>`+"\n", num(plotLeft), num(y-5), num(titleSize), escape(line))
 		}
@@ -317,7 +319,7 @@ func RenderSVG(t *Trace, opt TimelineOptions) (string, error) {
 	if from > 0 {
 		note = "time since " + FormatTimestamp(from) + " after the device opened (1 cycle = 1 ns)"
 	}
-	for _, line := range wrap(note, int(plotWidth/charAdvance)) {
+	for _, line := range wrap.Words(strings.Fields(note), int(plotWidth/charAdvance)) {
 		y += lineHeight
 		fmt.Fprintf(&body, `<text class="sgt-muted" x="%s" y="%s">%s</text>`+"\n", num(plotLeft), num(y-5), escape(line))
 	}
@@ -325,7 +327,7 @@ func RenderSVG(t *Trace, opt TimelineOptions) (string, error) {
 	// Caption.
 	if opt.Caption != "" {
 		y += 6
-		for _, line := range wrap(opt.Caption, int(plotWidth/charAdvance)) {
+		for _, line := range wrap.Words(strings.Fields(opt.Caption), int(plotWidth/charAdvance)) {
 			y += lineHeight
 			fmt.Fprintf(&body, `<text x="%s" y="%s">%s</text>`+"\n", num(plotLeft), num(y-5), escape(line))
 		}
@@ -691,28 +693,6 @@ func escape(s string) string {
 		}
 	}
 	return b.String()
-}
-
-// wrap splits s into lines of at most width characters at spaces (a longer
-// word gets a line of its own).
-func wrap(s string, width int) []string {
-	var lines []string
-	line := ""
-	for _, word := range strings.Fields(s) {
-		switch {
-		case line == "":
-			line = word
-		case len([]rune(line))+1+len([]rune(word)) <= width:
-			line += " " + word
-		default:
-			lines = append(lines, line)
-			line = word
-		}
-	}
-	if line != "" {
-		lines = append(lines, line)
-	}
-	return lines
 }
 
 // truncate cuts s to at most n characters, ending in "…".

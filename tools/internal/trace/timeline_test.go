@@ -370,23 +370,6 @@ func TestAxisTicks(t *testing.T) {
 	}
 }
 
-func TestWrap(t *testing.T) {
-	tests := []struct {
-		s     string
-		width int
-		want  []string
-	}{
-		{"", 10, nil},
-		{"one two three", 7, []string{"one two", "three"}},
-		{"a verylongword b", 5, []string{"a", "verylongword", "b"}},
-	}
-	for _, tt := range tests {
-		if got := wrap(tt.s, tt.width); !slices.Equal(got, tt.want) {
-			t.Errorf("wrap(%q, %d) = %q; want %q", tt.s, tt.width, got, tt.want)
-		}
-	}
-}
-
 func TestMetaCaption(t *testing.T) {
 	m := &Meta{Command: "go run ./tools/cmd/trace make -stage stage7-idle -bench X -name gap", Commit: "0123456789abcdef0123+dirty"}
 	want := "Trace book/traces/gap.json, made by go run ./tools/cmd/trace make -stage stage7-idle -bench X -name gap at commit 0123456789ab (with uncommitted changes)."
