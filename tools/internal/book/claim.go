@@ -24,6 +24,12 @@ import (
 //	    a OP V; shows a ("0.62 cores"). V is in unit, or carries its own
 //	    (300us, 1.5ms, 5GB/s, 0.1cores).
 //
+//	{{#claim record=NAME a=STAGE:BENCH unit=canary-ns op=OP value=V
+//	         stat=passN [show=a|none]}}
+//	    both of the row's canaries in pass N (the ping-pong timed just
+//	    before the row and just after it) OP V: what a sentence saying a
+//	    row "ran near" or "ran far" in a pass rests on (canary.go)
+//
 // OP is <, <=, > or >= (or lt, le, gt, ge, which need no quotes).
 //
 // A ratio of two rows of one record that both carry per-pass canaries is
@@ -215,6 +221,9 @@ func (b *builder) claim(d directive) (inlineValue, error) {
 	op, ok := claimOps[opArg]
 	if !ok {
 		return inlineValue{}, d.errorf("op=%s: want <, <=, >, >= (or lt, le, gt, ge)", opArg)
+	}
+	if unit == canaryUnit {
+		return b.canaryClaim(d, recA, stat, op.symbol, op.holds)
 	}
 	ratioArg, hasRatio := d.Args["ratio"]
 	valueArg, hasValue := d.Args["value"]

@@ -127,6 +127,14 @@
 // build fails with the figures it found: re-recording cannot leave a false
 // sentence behind. show=none checks without printing.
 //
+//	{{#claim record=NAME a=STAGE:BENCH unit=canary-ns op=OP value=V stat=passN [show=a|none]}}
+//
+// Inline: what a sentence saying a row "ran near" or "ran far" in a pass
+// rests on. It holds when both of the row's canaries in pass N, timed just
+// before the row and just after it, are OP V; it prints nothing unless
+// show=a, which prints the two (canary.go). The bounds are the chapter's
+// (the chapter on measuring states the ones this edition's chapters use).
+//
 // Ratios from two rows of one record that both carry a canary per pass
 // (schema 2's Row.Canary), taken at the median — {{#ratio}} and
 // {{#claim}} alike — are computed pass by pass, over the passes in which the

@@ -1,0 +1,65 @@
+package book
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// In the fixture record placed, stage 7's Gap/gap=30us ran with canaries
+// of 330 and 331 ns in its first pass and 55 and 56 ns in its third.
+func TestCanaryClaim(t *testing.T) {
+	b := newTestBuilder(t)
+	tests := []struct {
+		name    string
+		src     string
+		want    string // in the rendered span's text or title; "" when the claim must fail
+		wantErr string
+	}{
+		{
+			name: "far, both canaries over the bound",
+			src:  `{{#claim record=placed a=stage7-idle:Gap/gap=30us unit=canary-ns op=">" value=300 stat=pass1}}`,
+			want: `title="Checked when the book is built: the canaries of stage7-idle Gap/gap=30us in pass 1 read 330 ns and 331 ns (before the row, after it), both &gt; 300 ns (record placed.json)"></span>`,
+		},
+		{
+			name: "near, shown",
+			src:  `{{#claim record=placed a=stage7-idle:Gap/gap=30us unit=canary-ns op="<" value=200ns stat=pass3 show=a}}`,
+			want: `>55.0 ns and 56.0 ns</span>`,
+		},
+		{
+			name:    "a far pass said to be near",
+			src:     `{{#claim record=placed a=stage7-idle:Gap/gap=30us unit=canary-ns op="<" value=200 stat=pass1}}`,
+			wantErr: "claim does not hold: the canaries of stage7-idle Gap/gap=30us in pass 1 of record placed read 330 ns and 331 ns (before the row, after it), not both < 200 ns",
+		},
+		{
+			// stage 4's Quiet: 110 and 112 ns in pass 1, so under 111 holds for one canary only
+			name:    "one canary of two",
+			src:     `{{#claim record=placed a=stage4-nolock:Quiet unit=canary-ns op="<" value=111 stat=pass1}}`,
+			wantErr: "read 110 ns and 112 ns (before the row, after it), not both < 111 ns",
+		},
+		{"the median", `{{#claim record=placed a=stage7-idle:Quiet unit=canary-ns op="<" value=200}}`, "", "unit=canary-ns needs stat=passN"},
+		{"two rows", `{{#claim record=placed a=stage7-idle:Quiet b=stage4-nolock:Quiet unit=canary-ns op="<" value=200 stat=pass1}}`, "", "unit=canary-ns reads one row's canaries: drop b="},
+		{"a ratio", `{{#claim record=placed a=stage7-idle:Quiet unit=canary-ns op="<" ratio=2 stat=pass1}}`, "", "compares the canaries with value=, not ratio="},
+		{"no such pass", `{{#claim record=placed a=stage7-idle:Quiet unit=canary-ns op="<" value=200 stat=pass9}}`, "", "has no canary for pass 9"},
+		{"no such row", `{{#claim record=placed a=stage7-idle:Nope unit=canary-ns op="<" value=200 stat=pass1}}`, "", `record placed has no benchmark "Nope" in stage7-idle`},
+		{"a unit that does not fit", `{{#claim record=placed a=stage7-idle:Quiet unit=canary-ns op="<" value=2cores stat=pass1}}`, "", `unit "cores" does not fit`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			x := expand(t, b, "A row that ran "+tt.src+".\n")
+			if tt.wantErr != "" {
+				require.Len(t, x.Errs, 1, "expand(%s)", tt.src)
+				assert.Contains(t, x.Errs[0].Error(), tt.wantErr)
+				assert.True(t, strings.HasPrefix(x.Errs[0].Error(), "book/test.md:1: "), "error %q does not name the chapter and line", x.Errs[0])
+				return
+			}
+			require.Empty(t, x.Errs, "expand(%s)", tt.src)
+			html, _, err := b.md.render(x.Markdown, linkMode{chapterPath: "test.md", pagePath: "test.html"})
+			require.NoError(t, err)
+			assert.Contains(t, string(html), `class="figure claim"`)
+			assert.Contains(t, string(html), tt.want)
+		})
+	}
+}
