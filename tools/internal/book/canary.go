@@ -8,27 +8,33 @@ import (
 // This file checks what the prose says of a machine placement. A record
 // of schema 2 keeps, for every row and pass, a canary: one cache line
 // bounced between two goroutines, timed just before the row ran and just
-// after (records.RowCanary). On the 2-vCPU guests this book is measured on
-// it reads one of a few values several times apart, one per placement of
-// the two vCPUs, so a chapter can say that a row "ran near" or "ran far"
-// in a pass. Such a sentence is a reading of the record like any figure,
-// and a re-take can turn it over; so it carries a claim on the canary:
+// after (records.RowCanary); and, for every pass, a pass canary taken
+// before the pass and after it (records.Canary). On the 2-vCPU guests this
+// book is measured on a canary reads one of a few values several times
+// apart, one per placement of the two vCPUs, so a chapter can say that a
+// row "ran near" or "ran far" in a pass. Such a sentence is a reading of
+// the record like any figure, and a re-take can turn it over; so it
+// carries a claim on the canary:
 //
 //	ran near in its second pass{{#claim record=roundtrip
 //	    a=stage0-mailbox:RoundTripPaired unit=canary-ns op="<" value=200
 //	    stat=pass2 show=none}}
 //
 // holds when both of that pass's canaries read under 200 ns. Both, not
-// either: a row whose canary moved during it ran in no one placement. The
-// bounds themselves are the chapter's to state — what "near" means on one
+// either: a row whose canary moved during it ran in no one placement.
+// end=before or end=after reads one of the two, for a sentence about one
+// end of a row or a pass. a=pass reads the record's pass canary instead of
+// a row's (a=pass:STAGE where the record took one per stage). The bounds
+// themselves are the chapter's to state — what "near" means on one
 // machine is not what it means on another — and the chapter on measuring
 // states the ones this edition's chapters use.
 
-// canaryUnit is the unit= that makes a claim read a row's canaries.
+// canaryUnit is the unit= that makes a claim read canaries.
 const canaryUnit = "canary-ns"
 
-// canaryClaim renders and checks {{#claim unit=canary-ns}}: both canaries
-// of row a= in pass stat=passN hold OP value=.
+// canaryClaim renders and checks {{#claim unit=canary-ns}}: the canaries
+// of a= (a row, or the pass) in pass stat=passN, both or the one end=
+// names, hold OP value=.
 func (b *builder) canaryClaim(d directive, recName, stat, symbol string, holds func(x, y float64) bool) (inlineValue, error) {
 	if _, has := d.Args["b"]; has {
 		return inlineValue{}, d.errorf("unit=%s reads one row's canaries: drop b=", canaryUnit)
@@ -48,36 +54,73 @@ func (b *builder) canaryClaim(d directive, recName, stat, symbol string, holds f
 	if err != nil {
 		return inlineValue{}, d.errorf("value=%s: %v", valueArg, err)
 	}
+	end := d.arg("end", "both")
+	if end != "both" && end != "before" && end != "after" {
+		return inlineValue{}, d.errorf("end=%s: want before, after or both", end)
+	}
 	arg, err := d.require("a")
 	if err != nil {
 		return inlineValue{}, err
-	}
-	stage, bench, ok := strings.Cut(arg, ":")
-	if !ok || stage == "" || bench == "" {
-		return inlineValue{}, d.errorf("a=%s: want a=STAGE:BENCHMARK", arg)
 	}
 	rec, err := b.records.get(recName)
 	if err != nil {
 		return inlineValue{}, d.errorf("a=: %v", err)
 	}
-	row, found := findRow(rec, stage, bench)
-	if !found {
-		return inlineValue{}, d.errorf("a=: record %s has no benchmark %q in %s", rec.Name, bench, stage)
+	var what string           // "the canaries of stage7-idle Quiet", "the pass canaries"
+	var before, after float64 // the two canaries of pass
+	if stage, isPass := strings.CutPrefix(arg, "pass"); isPass && (stage == "" || stage[0] == ':') {
+		stage = strings.TrimPrefix(stage, ":")
+		var found, perStage bool
+		for _, c := range rec.Canary {
+			perStage = perStage || c.Stage != ""
+			if c.Pass == pass && c.Stage == stage {
+				before, after, found = c.Before, c.After, true
+			}
+		}
+		switch {
+		case !found && perStage && stage == "":
+			return inlineValue{}, d.errorf("a=pass: record %s took its pass canaries stage by stage: write a=pass:STAGE", rec.Name)
+		case !found:
+			return inlineValue{}, d.errorf("a=%s: record %s has no pass canary for pass %d", arg, rec.Name, pass)
+		}
+		what = "the pass canaries"
+		if stage != "" {
+			what += " of " + stage
+		}
+	} else {
+		stage, bench, ok := strings.Cut(arg, ":")
+		if !ok || stage == "" || bench == "" {
+			return inlineValue{}, d.errorf("a=%s: want a=STAGE:BENCHMARK, or a=pass", arg)
+		}
+		row, found := findRow(rec, stage, bench)
+		if !found {
+			return inlineValue{}, d.errorf("a=: record %s has no benchmark %q in %s", rec.Name, bench, stage)
+		}
+		c, ok := row.CanaryOf(pass)
+		if !ok {
+			return inlineValue{}, d.errorf("a=: %s %s in record %s has no canary for pass %d", stage, bench, rec.Name, pass)
+		}
+		what, before, after = fmt.Sprintf("the canaries of %s %s", stage, bench), c.Before, c.After
 	}
-	c, ok := row.CanaryOf(pass)
-	if !ok {
-		return inlineValue{}, d.errorf("a=: %s %s in record %s has no canary for pass %d", stage, bench, rec.Name, pass)
+	read := fmt.Sprintf("%s and %s (before, after)", FormatValue(before, canaryUnit), FormatValue(after, canaryUnit))
+	shown := FormatValue(before, canaryUnit) + " and " + FormatValue(after, canaryUnit)
+	var held bool
+	checked := "both " + symbol + " " + FormatValue(want, canaryUnit)
+	switch end {
+	case "before":
+		held, checked, shown = holds(before, want), "the one before "+symbol+" "+FormatValue(want, canaryUnit), FormatValue(before, canaryUnit)
+	case "after":
+		held, checked, shown = holds(after, want), "the one after "+symbol+" "+FormatValue(want, canaryUnit), FormatValue(after, canaryUnit)
+	default:
+		held = holds(before, want) && holds(after, want)
 	}
-	got := fmt.Sprintf("%s and %s", FormatValue(c.Before, canaryUnit), FormatValue(c.After, canaryUnit))
-	if !holds(c.Before, want) || !holds(c.After, want) {
-		return inlineValue{}, d.errorf("claim does not hold: the canaries of %s %s in pass %d of record %s read %s (before the row, after it), not both %s %s",
-			stage, bench, pass, rec.Name, got, symbol, FormatValue(want, canaryUnit))
+	if !held {
+		return inlineValue{}, d.errorf("claim does not hold: %s in pass %d of record %s read %s, not %s", what, pass, rec.Name, read, checked)
 	}
-	v := inlineValue{Title: fmt.Sprintf("Checked when the book is built: the canaries of %s %s in pass %d read %s (before the row, after it), both %s %s (record %s.json)",
-		stage, bench, pass, got, symbol, FormatValue(want, canaryUnit), rec.Name), Class: "figure claim"}
+	v := inlineValue{Title: fmt.Sprintf("Checked when the book is built: %s in pass %d read %s, %s (record %s.json)", what, pass, read, checked, rec.Name), Class: "figure claim"}
 	switch show := d.arg("show", "none"); show {
 	case "a":
-		v.Text = got
+		v.Text = shown
 	case "none":
 	default:
 		return inlineValue{}, d.errorf("show=%s: want a or none", show)

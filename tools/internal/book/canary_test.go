@@ -21,7 +21,7 @@ func TestCanaryClaim(t *testing.T) {
 		{
 			name: "far, both canaries over the bound",
 			src:  `{{#claim record=placed a=stage7-idle:Gap/gap=30us unit=canary-ns op=">" value=300 stat=pass1}}`,
-			want: `title="Checked when the book is built: the canaries of stage7-idle Gap/gap=30us in pass 1 read 330 ns and 331 ns (before the row, after it), both &gt; 300 ns (record placed.json)"></span>`,
+			want: `title="Checked when the book is built: the canaries of stage7-idle Gap/gap=30us in pass 1 read 330 ns and 331 ns (before, after), both &gt; 300 ns (record placed.json)"></span>`,
 		},
 		{
 			name: "near, shown",
@@ -31,14 +31,30 @@ func TestCanaryClaim(t *testing.T) {
 		{
 			name:    "a far pass said to be near",
 			src:     `{{#claim record=placed a=stage7-idle:Gap/gap=30us unit=canary-ns op="<" value=200 stat=pass1}}`,
-			wantErr: "claim does not hold: the canaries of stage7-idle Gap/gap=30us in pass 1 of record placed read 330 ns and 331 ns (before the row, after it), not both < 200 ns",
+			wantErr: "claim does not hold: the canaries of stage7-idle Gap/gap=30us in pass 1 of record placed read 330 ns and 331 ns (before, after), not both < 200 ns",
 		},
 		{
 			// stage 4's Quiet: 110 and 112 ns in pass 1, so under 111 holds for one canary only
 			name:    "one canary of two",
 			src:     `{{#claim record=placed a=stage4-nolock:Quiet unit=canary-ns op="<" value=111 stat=pass1}}`,
-			wantErr: "read 110 ns and 112 ns (before the row, after it), not both < 111 ns",
+			wantErr: "read 110 ns and 112 ns (before, after), not both < 111 ns",
 		},
+		{
+			// placed's pass canaries: pass 4 read 55 and 56 ns; pass 2
+			// 112 before it and 330 after
+			name: "the pass canary, both ends",
+			src:  `{{#claim record=placed a=pass unit=canary-ns op="<" value=100 stat=pass4 show=a}}`,
+			want: `>55.0 ns and 56.0 ns</span>`,
+		},
+		{
+			name: "the pass canary, one end",
+			src:  `{{#claim record=placed a=pass unit=canary-ns op=">" value=300 stat=pass2 end=after show=a}}`,
+			want: `>330 ns</span>`,
+		},
+		{"one end that does not hold", `{{#claim record=placed a=stage7-idle:Gap/gap=30us unit=canary-ns op="<" value=200 stat=pass1 end=before}}`, "", "read 330 ns and 331 ns (before, after), not the one before < 200 ns"},
+		{"an end that is not one", `{{#claim record=placed a=pass unit=canary-ns op="<" value=200 stat=pass1 end=middle}}`, "", "end=middle: want before, after or both"},
+		{"end without canaries", `{{#claim record=placed a=stage7-idle:Quiet unit=cores op="<" value=1 end=before}}`, "", "end= picks a canary: it needs unit=canary-ns"},
+		{"no such pass canary", `{{#claim record=placed a=pass unit=canary-ns op="<" value=200 stat=pass9}}`, "", "record placed has no pass canary for pass 9"},
 		{"the median", `{{#claim record=placed a=stage7-idle:Quiet unit=canary-ns op="<" value=200}}`, "", "unit=canary-ns needs stat=passN"},
 		{"two rows", `{{#claim record=placed a=stage7-idle:Quiet b=stage4-nolock:Quiet unit=canary-ns op="<" value=200 stat=pass1}}`, "", "unit=canary-ns reads one row's canaries: drop b="},
 		{"a ratio", `{{#claim record=placed a=stage7-idle:Quiet unit=canary-ns op="<" ratio=2 stat=pass1}}`, "", "compares the canaries with value=, not ratio="},
@@ -62,4 +78,22 @@ func TestCanaryClaim(t *testing.T) {
 			assert.Contains(t, string(html), tt.want)
 		})
 	}
+}
+
+// A record whose pass canaries were taken stage by stage needs a=pass:STAGE.
+func TestPassCanaryPerStage(t *testing.T) {
+	perStage := func(rec map[string]any) {
+		rec["canary"] = []any{
+			map[string]any{"pass": 1, "stage": "stage4-nolock", "before_ns": 110.0, "after_ns": 112.0},
+			map[string]any{"pass": 1, "stage": "stage7-idle", "before_ns": 330.0, "after_ns": 340.0},
+		}
+	}
+	_, err := Build(doctoredBook(t, `Far{{#claim record=placed a=pass:stage7-idle unit=canary-ns op=">" value=300 stat=pass1 show=none}}.`, perStage))
+	require.NoError(t, err)
+	_, err = Build(doctoredBook(t, `Far{{#claim record=placed a=pass:stage4-nolock unit=canary-ns op=">" value=300 stat=pass1 show=none}}.`, perStage))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the pass canaries of stage4-nolock in pass 1 of record placed read 110 ns and 112 ns (before, after), not both > 300 ns")
+	_, err = Build(doctoredBook(t, `Far{{#claim record=placed a=pass unit=canary-ns op=">" value=300 stat=pass1 show=none}}.`, perStage))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "took its pass canaries stage by stage: write a=pass:STAGE")
 }

@@ -24,11 +24,12 @@ import (
 //	    a OP V; shows a ("0.62 cores"). V is in unit, or carries its own
 //	    (300us, 1.5ms, 5GB/s, 0.1cores).
 //
-//	{{#claim record=NAME a=STAGE:BENCH unit=canary-ns op=OP value=V
-//	         stat=passN [show=a|none]}}
+//	{{#claim record=NAME a=STAGE:BENCH|pass[:STAGE] unit=canary-ns op=OP
+//	         value=V stat=passN [end=both|before|after] [show=a|none]}}
 //	    both of the row's canaries in pass N (the ping-pong timed just
-//	    before the row and just after it) OP V: what a sentence saying a
-//	    row "ran near" or "ran far" in a pass rests on (canary.go)
+//	    before the row and just after it), or the one end= names, OP V:
+//	    what a sentence saying a row "ran near" or "ran far" in a pass
+//	    rests on; a=pass reads the record's pass canary (canary.go)
 //
 // OP is <, <=, > or >= (or lt, le, gt, ge, which need no quotes).
 //
@@ -207,7 +208,7 @@ func checkRatioAgainstMedians(r, medianA, medianB float64, unit string, a, b ope
 
 // claim renders and checks {{#claim}}.
 func (b *builder) claim(d directive) (inlineValue, error) {
-	if err := d.allow("record", "record_b", "a", "b", "unit", "op", "ratio", "value", "stat", "show"); err != nil {
+	if err := d.allow("record", "record_b", "a", "b", "unit", "op", "ratio", "value", "stat", "show", "end"); err != nil {
 		return inlineValue{}, err
 	}
 	recA, unit, stat, err := operandArgs(d)
@@ -224,6 +225,9 @@ func (b *builder) claim(d directive) (inlineValue, error) {
 	}
 	if unit == canaryUnit {
 		return b.canaryClaim(d, recA, stat, op.symbol, op.holds)
+	}
+	if _, has := d.Args["end"]; has {
+		return inlineValue{}, d.errorf("end= picks a canary: it needs unit=%s", canaryUnit)
 	}
 	ratioArg, hasRatio := d.Args["ratio"]
 	valueArg, hasValue := d.Args["value"]
