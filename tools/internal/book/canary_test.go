@@ -1,6 +1,8 @@
 package book
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -96,4 +98,48 @@ func TestPassCanaryPerStage(t *testing.T) {
 	_, err = Build(doctoredBook(t, `Far{{#claim record=placed a=pass unit=canary-ns op=">" value=300 stat=pass1 show=none}}.`, perStage))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "took its pass canaries stage by stage: write a=pass:STAGE")
+}
+
+// {{#ratio refused=say}} prints why the record gives no ratio, where a
+// plain {{#ratio}} fails the build; a ratio the record does give it prints.
+func TestRatioRefusedSay(t *testing.T) {
+	const unplaced = `{{#ratio record=placed a=stage7-idle:Gap/gap=30us b=stage4-nolock:Gap/gap=30us unit=ns/op refused=say}}`
+	const quiet = `{{#ratio record=placed a=stage7-idle:Quiet b=stage4-nolock:Quiet unit=cores refused=say}}`
+	b := newTestBuilder(t)
+	for src, want := range map[string]string{
+		unplaced: `class="figure refused" title="stage7-idle Gap/gap=30us = 31.1 µs (placed.json) ÷ stage4-nolock Gap/gap=30us`,
+		quiet:    `>0.025×</span>`,
+	} {
+		md, _ := expandOK(t, b, src)
+		html, _, err := b.md.render([]byte(md), linkMode{chapterPath: "test.md", pagePath: "test.html"})
+		require.NoError(t, err)
+		assert.Contains(t, string(html), want)
+	}
+	md, _ := expandOK(t, b, unplaced)
+	assert.Contains(t, md, "no ratio&#58; no pass ran both rows in one placement")
+
+	// Stage 4's Quiet doctored so that the passes in one placement (all
+	// but the second) put stage 7 under stage 4 at the median, 2 ÷ 3, and
+	// the medians put it over, 2 ÷ 0.5: the passes disagree.
+	disagree := func(rec map[string]any) {
+		m := rowMetric(t, rec, "stage7-idle", "Quiet")
+		m["values"], m["best"], m["median"], m["min"], m["max"] = []any{2.0, 2.0, 2.0, 2.0, 2.0}, 2.0, 2.0, 2.0, 2.0
+		m = rowMetric(t, rec, "stage4-nolock", "Quiet")
+		m["values"], m["best"], m["median"], m["min"], m["max"] = []any{3.0, 0.5, 3.0, 0.5, 0.5}, 0.5, 0.5, 0.5, 3.0
+	}
+	_, err := Build(doctoredBook(t, "Quiet: "+quiet+".", disagree))
+	require.NoError(t, err)
+	_, err = Build(doctoredBook(t, "Quiet: "+strings.Replace(quiet, " refused=say", "", 1)+".", disagree))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the passes disagree about this comparison")
+	cfg := doctoredBook(t, "Quiet: "+quiet+".", disagree)
+	_, err = Build(cfg)
+	require.NoError(t, err)
+	page, err := os.ReadFile(filepath.Join(cfg.OutDir, "one.html"))
+	require.NoError(t, err)
+	assert.Contains(t, string(page), "no ratio: the passes disagree")
+
+	x := expand(t, b, `{{#ratio record=placed a=stage7-idle:Quiet b=stage4-nolock:Quiet unit=cores refused=maybe}}`)
+	require.Len(t, x.Errs, 1)
+	assert.Contains(t, x.Errs[0].Error(), "refused=maybe: want say or fail")
 }

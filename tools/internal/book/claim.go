@@ -1,6 +1,7 @@
 package book
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -152,7 +153,7 @@ func pairedRatio(a, b operand, unit string) (ratio float64, how, span string, er
 		ratios = append(ratios, mA.Values[i]*scaleA/vb)
 	}
 	if len(ratios) == 0 {
-		return 0, "", "", fmt.Errorf("no pass ran both rows in one placement (all four canaries within %s of one another): %s", percent(tol-1), strings.Join(refused, "; "))
+		return 0, "", "", fmt.Errorf("%w (all four canaries within %s of one another): %s", errUnplaced, percent(tol-1), strings.Join(refused, "; "))
 	}
 	slices.Sort(ratios)
 	r := ratios[(len(ratios)-1)/2] // the lower middle: a ratio some pass measured
@@ -168,6 +169,13 @@ func pairedRatio(a, b operand, unit string) (ratio float64, how, span string, er
 	}
 	return r, how, span, nil
 }
+
+// The two reasons pairedRatio refuses a ratio of rows that carry canaries;
+// {{#ratio refused=say}} prints which one instead of failing the build.
+var (
+	errUnplaced       = errors.New("no pass ran both rows in one placement")
+	errPassesDisagree = errors.New("the passes disagree about this comparison")
+)
 
 // ratioSpanShown is the spread of the per-pass ratios (highest over lowest)
 // beyond which a median of them is printed with its range: past 2× the
@@ -202,8 +210,8 @@ func checkRatioAgainstMedians(r, medianA, medianB float64, unit string, a, b ope
 	if sides {
 		why = "fall on different sides of 1"
 	}
-	return fmt.Errorf("the ratio stated, %s (median of the per-pass ratios, which span %s to %s), and the quotient of the medians shown, %s ÷ %s = %s, %s: the passes disagree about this comparison, so state no ratio (show the two figures) or compare rows measured in turns",
-		formatRatio(r), formatRatio(lo), formatRatio(hi), FormatValue(medianA, unit), FormatValue(medianB, unit), formatRatio(q), why)
+	return fmt.Errorf("the ratio stated, %s (median of the per-pass ratios, which span %s to %s), and the quotient of the medians shown, %s ÷ %s = %s, %s: %w, so state no ratio (show the two figures) or compare rows measured in turns",
+		formatRatio(r), formatRatio(lo), formatRatio(hi), FormatValue(medianA, unit), FormatValue(medianB, unit), formatRatio(q), why, errPassesDisagree)
 }
 
 // claim renders and checks {{#claim}}.

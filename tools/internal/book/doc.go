@@ -102,8 +102,8 @@
 // (marks="10us,50us:default budget,200us" for the idle budgets on a gap
 // axis); on an axis of names a mark must name a category.
 //
-//	{{#value record=NAME stage=STAGE bench=NAME unit=UNIT [stat=median|best|passN]}}
-//	{{#ratio record=NAME a=STAGE:BENCH b=STAGE:BENCH unit=UNIT [stat=...] [record_b=NAME]}}
+//	{{#value record=NAME stage=STAGE bench=NAME unit=UNIT [stat=median|best|lowest|highest|passN]}}
+//	{{#ratio record=NAME a=STAGE:BENCH b=STAGE:BENCH unit=UNIT [stat=...] [record_b=NAME] [refused=fail|say]}}
 //	{{#meta record=NAME field=FIELD}}
 //
 // Inline: one formatted figure ("1.71 µs", "9.60 GB/s", "2.01 cores"); a/b
@@ -112,8 +112,10 @@
 // was), command, passes, rejected, rows_rerun, threshold, benchtime, source,
 // name (passes counts the accepted ones). bench is an exact name here. stat=passN is what accepted pass N
 // measured, so two figures with the same passN come from the same run; it
-// fails if a row lacks a value for some pass. The tooltip of a figure names
-// its statistic, passes and spread.
+// fails if a row lacks a value for some pass. stat=lowest and stat=highest
+// are the smallest and largest value of any pass (for a range in prose,
+// whichever passes measured it). The tooltip of a figure names its
+// statistic, passes and spread.
 //
 //	{{#claim record=NAME a=STAGE:BENCH b=STAGE:BENCH unit=UNIT op=OP ratio=R
 //	         [record_b=NAME] [stat=...] [show=ratio|a|b|none]}}
@@ -144,7 +146,10 @@
 // tooltip says how many passes qualified; no qualifying pass fails the
 // build. So does a median of per-pass ratios that falls on the other side
 // of 1 from the quotient of the two medians (as printed), or more than 10 %
-// from it: a reader divides the figures shown (claim.go). Per-pass ratios
+// from it: a reader divides the figures shown (claim.go). A {{#ratio}}
+// with refused=say prints which of the two it was instead ("no ratio: the
+// passes disagree", "no ratio: no pass ran both rows in one placement"),
+// for a table whose cells a re-take may turn either way. Per-pass ratios
 // that span more than 2× are printed with their range, "1.3× (passes
 // 0.5–2.1×)". A comparison of two rows of wake-state families (IdleGap,
 // IdleMix, IdleWake, Gap, FenceSignal, SpinYield, Trace) is marked

@@ -1,6 +1,7 @@
 package book
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -201,15 +202,19 @@ func parseStat(d directive, allowBoth bool) (string, error) {
 	return "", d.errorf("stat=%s: want best, median or passN (N = 1, 2, ...)", stat)
 }
 
-// parseValueStat reads stat= for a single figure ({{#value}}, {{#ratio}}):
-// best, median, or passN for what accepted pass N measured — the way to
-// quote "in one run" from a record of several.
+// parseValueStat reads stat= for a single figure ({{#value}}, {{#ratio}},
+// {{#claim}}): best, median, passN for what accepted pass N measured — the
+// way to quote "in one run" from a record of several — or lowest and
+// highest, the smallest and the largest value any pass measured, for a
+// sentence that gives a row's range ("between 148 and 160 ns") without
+// naming which passes, so that a re-take cannot leave it naming the wrong
+// ones.
 func parseValueStat(d directive) (string, error) {
 	stat := d.arg("stat", defaultStat)
-	if _, ok := passNumber(stat); ok || stat == "best" || stat == "median" {
+	if _, ok := passNumber(stat); ok || stat == "best" || stat == "median" || stat == "lowest" || stat == "highest" {
 		return stat, nil
 	}
-	return "", d.errorf("stat=%s: want best, median or passN (N = 1, 2, ...)", stat)
+	return "", d.errorf("stat=%s: want best, median, lowest, highest or passN (N = 1, 2, ...)", stat)
 }
 
 func splitList(s string) []string {
@@ -396,8 +401,16 @@ func (b *builder) value(d directive) (inlineValue, error) {
 
 // ratio renders {{#ratio record= a=STAGE:BENCH b=STAGE:BENCH unit= [stat=] [record_b=]}}.
 func (b *builder) ratio(d directive) (inlineValue, error) {
-	if err := d.allow("record", "a", "b", "unit", "stat", "record_b"); err != nil {
+	if err := d.allow("record", "a", "b", "unit", "stat", "record_b", "refused"); err != nil {
 		return inlineValue{}, err
+	}
+	say := false // refused=say: print why the record gives no ratio rather than fail
+	switch refused := d.arg("refused", "fail"); refused {
+	case "say":
+		say = true
+	case "fail":
+	default:
+		return inlineValue{}, d.errorf("refused=%s: want say or fail", refused)
 	}
 	recA, unit, stat, err := operandArgs(d)
 	if err != nil {
@@ -413,7 +426,18 @@ func (b *builder) ratio(d directive) (inlineValue, error) {
 	}
 	r, how, span, err := pairedRatio(a, bo, unit)
 	if err != nil {
-		return inlineValue{}, d.errorf("%v", err)
+		var text string
+		switch {
+		case say && errors.Is(err, errUnplaced):
+			text = "no ratio: no pass ran both rows in one placement"
+		case say && errors.Is(err, errPassesDisagree):
+			text = "no ratio: the passes disagree"
+		default:
+			return inlineValue{}, d.errorf("%v", err)
+		}
+		v := inlineValue{Text: text, Title: fmt.Sprintf("%s (%s.json) ÷ %s (%s.json): %v", a.describe(unit), a.rec.Name, bo.describe(unit), bo.rec.Name, err), Class: "figure refused"}
+		b.markStale(&v, a.rec, bo.rec)
+		return v, nil
 	}
 	title := fmt.Sprintf("%s (%s.json) ÷ %s (%s.json): %s", a.describe(unit), a.rec.Name, bo.describe(unit), bo.rec.Name, how)
 	v := inlineValue{Text: formatRatio(r) + span, Title: title, Class: "figure"}

@@ -142,6 +142,10 @@ func TestInlineDirectives(t *testing.T) {
 		{"a dirty record's figure is flagged", "{{#value record=test stage=stage0-mailbox bench=RoundTrip/engine=copy unit=ns/op}}", `<span class="figure dirty"`},
 		{"a clean record's is not", "{{#value record=placed stage=stage7-idle bench=Quiet unit=cores}}", `<span class="figure" title="placed.json: stage7-idle Quiet, cores, median of 5 passes; min 0.04 cores, max 0.30 cores`},
 		{"value of one pass", "{{#value record=test stage=stage0-mailbox bench=RoundTrip/engine=copy unit=ns/op stat=pass3}}", ">1.87 µs</span>"},
+		// placed's stage 7 Quiet: 0.04 to 0.30 cores over five passes
+		{"the lowest pass, whichever it was", "{{#value record=placed stage=stage7-idle bench=Quiet unit=cores stat=lowest}}",
+			`title="placed.json: stage7-idle Quiet, cores, the lowest of 5 passes (this machine)">0.04 cores</span>`},
+		{"the highest pass", "{{#value record=placed stage=stage7-idle bench=Quiet unit=cores stat=highest}}", ">0.30 cores</span>"},
 		{"a transcription's value says where it was copied from", "{{#value record=reference stage=stage1-ring bench=H2D/mem=pinned/size=1MiB unit=B/s}}",
 			`title="reference.json: stage1-ring H2D/mem=pinned/size=1MiB, B/s, transcribed from seed 004 (reference VM)"`},
 		{"value from the limits", "{{#value record=test stage=limits bench=Baseline/pingpong unit=ns/op stat=best}}", ">115 ns</span>"},

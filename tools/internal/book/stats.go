@@ -32,7 +32,7 @@ const defaultStat = "median"
 // figure is one metric of one row, converted to the unit it was asked in.
 type figure struct {
 	Value    float64 // the statistic asked for
-	Stat     string  // "median", "best" or "passN"
+	Stat     string  // "median", "best", "lowest", "highest" or "passN"
 	Median   float64
 	Min, Max float64 // over the accepted passes; both Value when unknown
 	Passes   int     // values behind Min and Max
@@ -57,6 +57,10 @@ func rowFigure(row records.Row, unit, stat string) (figure, bool) {
 		f.Value = m.Values[n-1] * scale
 	case stat == "best":
 		f.Value = m.Best * scale
+	case stat == "lowest":
+		f.Value = f.Min
+	case stat == "highest":
+		f.Value = f.Max
 	default:
 		f.Value = f.Median
 	}
@@ -97,7 +101,8 @@ func metricRange(m records.Metric) (lo, hi float64) {
 // behind it, and a statistic of several passes (one pass's value has none).
 func (f figure) hasSpread() bool {
 	_, isPass := passNumber(f.Stat)
-	return f.Passes > 1 && !isPass && f.Median != 0
+	oneEnd := f.Stat == "lowest" || f.Stat == "highest" // an end of the spread, not a figure within it
+	return f.Passes > 1 && !isPass && !oneEnd && f.Median != 0
 }
 
 // spread is (max − min)/median, the figure's noise; 0 without a spread.
@@ -161,8 +166,11 @@ func statPhrase(stat string, passes int) string {
 	if passes <= 1 {
 		return "one pass"
 	}
-	if stat == "both" {
+	switch stat {
+	case "both":
 		stat = "best and median"
+	case "lowest", "highest":
+		return fmt.Sprintf("the %s of %d passes", stat, passes)
 	}
 	return fmt.Sprintf("%s of %d passes", stat, passes)
 }
