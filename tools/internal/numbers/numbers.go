@@ -178,8 +178,8 @@ func Render(rows []Row, recs map[string]*records.Record) (string, error) {
 				}
 				return "", fmt.Errorf("line %d: %s %s in record %q has no metric %q (it has %s)", r.Line, r.Stage, r.Bench, r.Record, u, strings.Join(have, ", "))
 			}
-			med = append(med, book.FormatValue(m.Median, u))
-			span = append(span, formatRange(m.Min, m.Max, u))
+			med = append(med, book.FormatValue(m.Median, u)+kindOf(u))
+			span = append(span, formatRange(m.Min, m.Max, u)+kindOf(u))
 		}
 		cells = append(cells, [3]string{r.Label, strings.Join(med, "; "), strings.Join(span, "; ")})
 		if !slices.Contains(used, rec) {
@@ -193,6 +193,19 @@ func Render(rows []Row, recs map[string]*records.Record) (string, error) {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", c[0], c[1], c[2])
 	}
 	return strings.TrimSuffix(b.String(), "\n"), nil
+}
+
+// kindOf is what a figure in unit u is, when its formatted value alone
+// does not say: a custom metric named WHAT-ns, WHAT-ratio or WHAT-share
+// prints as a time, a quotient or a share like any other, so "4.31 µs"
+// could be read as the row's ns/op where it is its p99-ns. It returns
+// " (WHAT)" for those, and "" for a unit whose value reads as itself
+// (ns/op, B/s, cores, allocs/op, irqs/op, ratio).
+func kindOf(u string) string {
+	if i := strings.LastIndex(u, "-"); i > 0 && !strings.Contains(u, "/") {
+		return " (" + u[:i] + ")"
+	}
+	return ""
 }
 
 // provenance says which records the figures come from, at which commit,

@@ -187,3 +187,12 @@ func TestWrapKeepsCodeSpansWhole(t *testing.T) {
 		assert.Equal(t, 0, strings.Count(line, "`")%2, "a line ends inside a code span: %q", line)
 	}
 }
+
+func TestKindOfNamesWhatAFigureIs(t *testing.T) {
+	for u, want := range map[string]string{
+		"ns/op": "", "B/s": "", "cores": "", "allocs/op": "", "irqs/op": "", "ratio": "",
+		"p99-ns": " (p99)", "roundtrip-ns": " (roundtrip)", "floor-ratio": " (floor)", "onpath-share": " (onpath)",
+	} {
+		assert.Equal(t, want, kindOf(u), "kindOf(%q)", u)
+	}
+}
