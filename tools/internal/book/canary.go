@@ -2,6 +2,7 @@ package book
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -125,6 +126,73 @@ func (b *builder) canaryClaim(d directive, recName, stat, symbol string, holds f
 	default:
 		return inlineValue{}, d.errorf("show=%s: want a or none", show)
 	}
+	if recordDirty(rec) {
+		v.Class += " dirty"
+		v.Title += "; " + dirtyNote
+	}
+	b.markStale(&v, rec)
+	return v, nil
+}
+
+// placedClaim renders and checks {{#claim unit=canary-ns placed=same|apart}}:
+// whether rows a= and b= ran in one placement in pass stat=passN, by the
+// test a ratio of the two applies (pairedRatio): all four canaries, before
+// and after each row, within the record's tolerance of one another. It is
+// what a sentence saying that the canaries paired two rows in a pass, or
+// kept them apart, rests on. It prints nothing.
+func (b *builder) placedClaim(d directive, recName, stat string) (inlineValue, error) {
+	for _, k := range []string{"op", "value", "ratio", "end", "show", "record_b"} {
+		if _, has := d.Args[k]; has {
+			return inlineValue{}, d.errorf("placed= takes no %s=", k)
+		}
+	}
+	placed := d.Args["placed"]
+	if placed != "same" && placed != "apart" {
+		return inlineValue{}, d.errorf("placed=%s: want same or apart", placed)
+	}
+	pass, ok := passNumber(stat)
+	if !ok {
+		return inlineValue{}, d.errorf("placed= needs stat=passN: a placement belongs to one pass")
+	}
+	rec, err := b.records.get(recName)
+	if err != nil {
+		return inlineValue{}, d.errorf("%v", err)
+	}
+	var cs []float64
+	var names []string
+	for _, key := range []string{"a", "b"} {
+		arg, err := d.require(key)
+		if err != nil {
+			return inlineValue{}, err
+		}
+		stage, bench, ok := strings.Cut(arg, ":")
+		if !ok || stage == "" || bench == "" {
+			return inlineValue{}, d.errorf("%s=%s: want %s=STAGE:BENCHMARK", key, arg, key)
+		}
+		row, found := findRow(rec, stage, bench)
+		if !found {
+			return inlineValue{}, d.errorf("%s=: record %s has no benchmark %q in %s", key, rec.Name, bench, stage)
+		}
+		c, ok := row.CanaryOf(pass)
+		if !ok {
+			return inlineValue{}, d.errorf("%s=: %s %s in record %s has no canary for pass %d", key, stage, bench, rec.Name, pass)
+		}
+		cs = append(cs, c.Before, c.After)
+		names = append(names, stage+" "+bench)
+	}
+	lo, hi := slices.Min(cs), slices.Max(cs)
+	tol := rec.CanaryTolerance()
+	same := lo > 0 && hi/lo <= tol
+	read := fmt.Sprintf("%s's canaries %s and %s, %s's %s and %s: highest over lowest %.3g against the tolerance %.3g",
+		names[0], FormatValue(cs[0], canaryUnit), FormatValue(cs[1], canaryUnit), names[1], FormatValue(cs[2], canaryUnit), FormatValue(cs[3], canaryUnit), hi/lo, tol)
+	if same != (placed == "same") {
+		verdict := "ran in one placement"
+		if !same {
+			verdict = "did not run in one placement"
+		}
+		return inlineValue{}, d.errorf("claim does not hold: in pass %d of record %s the two rows %s (%s)", pass, rec.Name, verdict, read)
+	}
+	v := inlineValue{Title: fmt.Sprintf("Checked when the book is built: in pass %d, %s (record %s.json)", pass, read, rec.Name), Class: "figure claim"}
 	if recordDirty(rec) {
 		v.Class += " dirty"
 		v.Title += "; " + dirtyNote

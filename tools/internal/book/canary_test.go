@@ -143,3 +143,29 @@ func TestRatioRefusedSay(t *testing.T) {
 	require.Len(t, x.Errs, 1)
 	assert.Contains(t, x.Errs[0].Error(), "refused=maybe: want say or fail")
 }
+
+func TestPlacedClaim(t *testing.T) {
+	b := newTestBuilder(t)
+	tests := []struct{ src, wantErr string }{
+		// placed: stage 7's and stage 4's Quiet read 111/112 and 110/112 ns in pass 1, and 112/110 and 330/335 in pass 2
+		{`{{#claim record=placed a=stage7-idle:Quiet b=stage4-nolock:Quiet unit=canary-ns placed=same stat=pass1}}`, ""},
+		{`{{#claim record=placed a=stage7-idle:Quiet b=stage4-nolock:Quiet unit=canary-ns placed=apart stat=pass2}}`, ""},
+		{`{{#claim record=placed a=stage7-idle:Quiet b=stage4-nolock:Quiet unit=canary-ns placed=same stat=pass2}}`,
+			"claim does not hold: in pass 2 of record placed the two rows did not run in one placement (stage7-idle Quiet's canaries 112 ns and 110 ns, stage4-nolock Quiet's 330 ns and 335 ns: highest over lowest 3.05 against the tolerance 1.3)"},
+		{`{{#claim record=placed a=stage7-idle:Quiet b=stage4-nolock:Quiet unit=canary-ns placed=apart stat=pass1}}`, "the two rows ran in one placement"},
+		{`{{#claim record=placed a=stage7-idle:Quiet b=stage4-nolock:Quiet unit=canary-ns placed=same}}`, "placed= needs stat=passN"},
+		{`{{#claim record=placed a=stage7-idle:Quiet b=stage4-nolock:Quiet unit=canary-ns placed=near stat=pass1}}`, "placed=near: want same or apart"},
+		{`{{#claim record=placed a=stage7-idle:Quiet b=stage4-nolock:Quiet unit=cores placed=same stat=pass1}}`, "placed= compares two rows' canaries: it needs unit=canary-ns"},
+		{`{{#claim record=placed a=stage7-idle:Quiet b=stage4-nolock:Quiet unit=canary-ns placed=same op="<" value=1 stat=pass1}}`, "placed= takes no op="},
+	}
+	for _, tt := range tests {
+		x := expand(t, b, "Paired "+tt.src+".\n")
+		if tt.wantErr == "" {
+			assert.Empty(t, x.Errs, tt.src)
+			continue
+		}
+		if assert.Len(t, x.Errs, 1, tt.src) {
+			assert.Contains(t, x.Errs[0].Error(), tt.wantErr)
+		}
+	}
+}

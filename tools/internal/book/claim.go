@@ -31,6 +31,11 @@ import (
 //	    before the row and just after it), or the one end= names, OP V:
 //	    what a sentence saying a row "ran near" or "ran far" in a pass
 //	    rests on; a=pass reads the record's pass canary (canary.go)
+//	{{#claim record=NAME a=STAGE:BENCH b=STAGE:BENCH unit=canary-ns
+//	         placed=same|apart stat=passN}}
+//	    the two rows ran in one placement in pass N (all four canaries
+//	    within the record's tolerance of one another, the test a paired
+//	    ratio applies), or did not (canary.go)
 //
 // OP is <, <=, > or >= (or lt, le, gt, ge, which need no quotes).
 //
@@ -216,12 +221,18 @@ func checkRatioAgainstMedians(r, medianA, medianB float64, unit string, a, b ope
 
 // claim renders and checks {{#claim}}.
 func (b *builder) claim(d directive) (inlineValue, error) {
-	if err := d.allow("record", "record_b", "a", "b", "unit", "op", "ratio", "value", "stat", "show", "end"); err != nil {
+	if err := d.allow("record", "record_b", "a", "b", "unit", "op", "ratio", "value", "stat", "show", "end", "placed"); err != nil {
 		return inlineValue{}, err
 	}
 	recA, unit, stat, err := operandArgs(d)
 	if err != nil {
 		return inlineValue{}, err
+	}
+	if _, has := d.Args["placed"]; has {
+		if unit != canaryUnit {
+			return inlineValue{}, d.errorf("placed= compares two rows' canaries: it needs unit=%s", canaryUnit)
+		}
+		return b.placedClaim(d, recA, stat)
 	}
 	opArg, err := d.require("op")
 	if err != nil {

@@ -137,6 +137,12 @@
 // show=a, which prints the two (canary.go). The bounds are the chapter's
 // (the chapter on measuring states the ones this edition's chapters use).
 //
+//	{{#claim record=NAME a=STAGE:BENCH b=STAGE:BENCH unit=canary-ns placed=same|apart stat=passN}}
+//
+// Inline, printing nothing: the two rows ran in one placement in pass N
+// by the test a paired ratio applies (all four canaries within the
+// record's tolerance of one another), or did not.
+//
 // Ratios from two rows of one record that both carry a canary per pass
 // (schema 2's Row.Canary), taken at the median — {{#ratio}} and
 // {{#claim}} alike — are computed pass by pass, over the passes in which the
