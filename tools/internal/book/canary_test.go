@@ -169,3 +169,43 @@ func TestPlacedClaim(t *testing.T) {
 		}
 	}
 }
+
+func TestPassList(t *testing.T) {
+	for stat, want := range map[string][]int{"pass1,3": {1, 3}, "pass1-3,5": {1, 2, 3, 5}, "pass2-2": {2}} {
+		got, isList, err := passList(stat)
+		require.NoError(t, err, stat)
+		assert.True(t, isList, stat)
+		assert.Equal(t, want, got, stat)
+	}
+	for _, stat := range []string{"median", "best", "pass3"} {
+		_, isList, _ := passList(stat)
+		assert.False(t, isList, stat)
+	}
+	for stat, want := range map[string]string{"pass3-1": "want a list of passes", "pass0,1": "want a list of passes", "pass1,x": "want a list of passes", "pass1,1": "pass 1 twice", "pass1-3,2": "pass 2 twice"} {
+		_, isList, err := passList(stat)
+		assert.True(t, isList, stat)
+		if assert.Error(t, err, stat) {
+			assert.Contains(t, err.Error(), want, stat)
+		}
+	}
+}
+
+// A claim over a list of passes holds only if it holds in each.
+func TestClaimOverPasses(t *testing.T) {
+	b := newTestBuilder(t)
+	// stage 7's Gap/gap=30us ran far (330/331, 330/331, 330/330 ns) in passes 1, 2 and 5, near in 3 and 4
+	x := expand(t, b, `Far{{#claim record=placed a=stage7-idle:Gap/gap=30us unit=canary-ns op=">" value=300 stat=pass1-2,5 show=none}}.`+"\n")
+	require.Empty(t, x.Errs)
+	assert.Contains(t, string(x.Markdown), "Checked when the book is built, pass by pass: pass 1: the canaries of stage7-idle Gap/gap=30us in pass 1 read 330 ns and 331 ns")
+	x = expand(t, b, `Far{{#claim record=placed a=stage7-idle:Gap/gap=30us unit=canary-ns op=">" value=300 stat=pass1-3}}.`+"\n")
+	if assert.Len(t, x.Errs, 1) {
+		assert.Contains(t, x.Errs[0].Error(), "claim does not hold: the canaries of stage7-idle Gap/gap=30us in pass 3 of record placed read 55.0 ns and 56.0 ns")
+	}
+	// a value claim over passes: stage 7's Gap/gap=3us took 1.05 µs or so in every pass
+	x = expand(t, b, `Under{{#claim record=placed a=stage7-idle:Gap/gap=3us unit=ns/op op="<" value=2us stat=pass1-5}}.`+"\n")
+	assert.Empty(t, x.Errs)
+	x = expand(t, b, `{{#claim record=placed a=stage7-idle:Gap/gap=3us unit=ns/op op="<" value=2us stat=pass1,2 show=a}}`+"\n")
+	if assert.Len(t, x.Errs, 1) {
+		assert.Contains(t, x.Errs[0].Error(), "a claim over several passes shows no one figure: write show=none")
+	}
+}

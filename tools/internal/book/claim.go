@@ -3,6 +3,7 @@ package book
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -221,6 +222,12 @@ func checkRatioAgainstMedians(r, medianA, medianB float64, unit string, a, b ope
 
 // claim renders and checks {{#claim}}.
 func (b *builder) claim(d directive) (inlineValue, error) {
+	if passes, isList, err := passList(d.arg("stat", defaultStat)); isList {
+		if err != nil {
+			return inlineValue{}, d.errorf("%v", err)
+		}
+		return b.claimEach(d, passes)
+	}
 	if err := d.allow("record", "record_b", "a", "b", "unit", "op", "ratio", "value", "stat", "show", "end", "placed"); err != nil {
 		return inlineValue{}, err
 	}
@@ -372,3 +379,61 @@ func parseUnitValue(s, unit string) (float64, error) {
 
 // formatRatioBare is formatRatio without its sign, for the low end of a range.
 func formatRatioBare(r float64) string { return strings.TrimSuffix(formatRatio(r), "×") }
+
+// passList reads stat=passA,B,C-D: the passes a claim is checked in, one
+// by one ("pass1-3,5" is passes 1, 2, 3 and 5). isList is false for any
+// other stat=, a single passN included.
+func passList(stat string) (passes []int, isList bool, err error) {
+	list, ok := strings.CutPrefix(stat, "pass")
+	if !ok || !strings.ContainsAny(list, ",-") {
+		return nil, false, nil
+	}
+	bad := fmt.Errorf("stat=%s: want a list of passes such as pass1,3 or pass1-3,5", stat)
+	for _, part := range strings.Split(list, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		if !isRange {
+			hi = lo
+		}
+		a, errA := strconv.Atoi(lo)
+		z, errZ := strconv.Atoi(hi)
+		if errA != nil || errZ != nil || a < 1 || z < a {
+			return nil, true, bad
+		}
+		for n := a; n <= z; n++ {
+			if slices.Contains(passes, n) {
+				return nil, true, fmt.Errorf("stat=%s: pass %d twice", stat, n)
+			}
+			passes = append(passes, n)
+		}
+	}
+	return passes, true, nil
+}
+
+// claimEach checks a claim in each of passes, as if written once per pass
+// with stat=passN: the sentence it backs speaks of all of them ("in the
+// first three passes"). It prints nothing, since there is no one figure to
+// show; its tooltip lists what each pass gave.
+func (b *builder) claimEach(d directive, passes []int) (inlineValue, error) {
+	if show := d.arg("show", "none"); show != "none" {
+		return inlineValue{}, d.errorf("a claim over several passes shows no one figure: write show=none")
+	}
+	var titles []string
+	class := "figure claim"
+	for _, n := range passes {
+		one := d
+		one.Args = maps.Clone(d.Args)
+		one.Args["stat"] = fmt.Sprintf("pass%d", n)
+		one.Args["show"] = "none"
+		v, err := b.claim(one)
+		if err != nil {
+			return inlineValue{}, err
+		}
+		titles = append(titles, fmt.Sprintf("pass %d: %s", n, strings.TrimPrefix(v.Title, "Checked when the book is built: ")))
+		for _, c := range strings.Fields(v.Class) {
+			if !slices.Contains(strings.Fields(class), c) {
+				class += " " + c
+			}
+		}
+	}
+	return inlineValue{Title: "Checked when the book is built, pass by pass: " + strings.Join(titles, "; "), Class: class}, nil
+}

@@ -127,7 +127,10 @@
 // or lt, le, gt, ge. V is in unit, or carries its own (300us, 1.5ms,
 // 5GB/s, 0.1cores). When the current record contradicts the claim, the
 // build fails with the figures it found: re-recording cannot leave a false
-// sentence behind. show=none checks without printing.
+// sentence behind. show=none checks without printing. stat=pass1-3,5 checks
+// the claim in each of those passes, as one claim per pass would, and
+// prints nothing: what a sentence about several passes ("in the first
+// three and the fifth") rests on.
 //
 //	{{#claim record=NAME a=STAGE:BENCH unit=canary-ns op=OP value=V stat=passN [show=a|none]}}
 //
