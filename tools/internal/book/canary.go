@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"softgpu/tools/internal/records"
 )
 
 // This file checks what the prose says of a machine placement. A record
@@ -89,19 +91,11 @@ func (b *builder) canaryClaim(d directive, recName, stat, symbol string, holds f
 			what += " of " + stage
 		}
 	} else {
-		stage, bench, ok := strings.Cut(arg, ":")
-		if !ok || stage == "" || bench == "" {
-			return inlineValue{}, d.errorf("a=%s: want a=STAGE:BENCHMARK, or a=pass", arg)
+		name, c, err := rowCanary(d, rec, "a", arg, pass)
+		if err != nil {
+			return inlineValue{}, err
 		}
-		row, found := findRow(rec, stage, bench)
-		if !found {
-			return inlineValue{}, d.errorf("a=: record %s has no benchmark %q in %s", rec.Name, bench, stage)
-		}
-		c, ok := row.CanaryOf(pass)
-		if !ok {
-			return inlineValue{}, d.errorf("a=: %s %s in record %s has no canary for pass %d", stage, bench, rec.Name, pass)
-		}
-		what, before, after = fmt.Sprintf("the canaries of %s %s", stage, bench), c.Before, c.After
+		what, before, after = "the canaries of "+name, c.Before, c.After
 	}
 	read := fmt.Sprintf("%s and %s (before, after)", FormatValue(before, canaryUnit), FormatValue(after, canaryUnit))
 	shown := FormatValue(before, canaryUnit) + " and " + FormatValue(after, canaryUnit)
@@ -165,20 +159,12 @@ func (b *builder) placedClaim(d directive, recName, stat string) (inlineValue, e
 		if err != nil {
 			return inlineValue{}, err
 		}
-		stage, bench, ok := strings.Cut(arg, ":")
-		if !ok || stage == "" || bench == "" {
-			return inlineValue{}, d.errorf("%s=%s: want %s=STAGE:BENCHMARK", key, arg, key)
-		}
-		row, found := findRow(rec, stage, bench)
-		if !found {
-			return inlineValue{}, d.errorf("%s=: record %s has no benchmark %q in %s", key, rec.Name, bench, stage)
-		}
-		c, ok := row.CanaryOf(pass)
-		if !ok {
-			return inlineValue{}, d.errorf("%s=: %s %s in record %s has no canary for pass %d", key, stage, bench, rec.Name, pass)
+		name, c, err := rowCanary(d, rec, key, arg, pass)
+		if err != nil {
+			return inlineValue{}, err
 		}
 		cs = append(cs, c.Before, c.After)
-		names = append(names, stage+" "+bench)
+		names = append(names, name)
 	}
 	lo, hi := slices.Min(cs), slices.Max(cs)
 	tol := rec.CanaryTolerance()
@@ -199,4 +185,22 @@ func (b *builder) placedClaim(d directive, recName, stat string) (inlineValue, e
 	}
 	b.markStale(&v, rec)
 	return v, nil
+}
+
+// rowCanary finds the canary of pass of the row key=STAGE:BENCH (arg)
+// names in rec, and the row's name for messages: "stage7-idle Quiet".
+func rowCanary(d directive, rec *records.Record, key, arg string, pass int) (string, records.RowCanary, error) {
+	stage, bench, ok := strings.Cut(arg, ":")
+	if !ok || stage == "" || bench == "" {
+		return "", records.RowCanary{}, d.errorf("%s=%s: want %s=STAGE:BENCHMARK", key, arg, key)
+	}
+	row, found := findRow(rec, stage, bench)
+	if !found {
+		return "", records.RowCanary{}, d.errorf("%s=: record %s has no benchmark %q in %s", key, rec.Name, bench, stage)
+	}
+	c, ok := row.CanaryOf(pass)
+	if !ok {
+		return "", records.RowCanary{}, d.errorf("%s=: %s %s in record %s has no canary for pass %d", key, stage, bench, rec.Name, pass)
+	}
+	return stage + " " + bench, c, nil
 }
