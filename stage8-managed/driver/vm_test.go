@@ -574,3 +574,28 @@ func TestUnmapDoesNotWaitForAnIdleEngine(t *testing.T) {
 	assert.ErrorIs(t, in(d, c, abi.EngineCopy, abi.Command{Op: abi.OpCopy, Src: src, Dst: dst, Size: 4096}), abi.StatusOutOfRange,
 		"a COPY from the unmapped src after the engine left idle; want StatusOutOfRange (a fault), not the frame its TLB held")
 }
+
+// TestAClosedContextRunsNothing: a command that names the id of a context
+// just closed — on the engine that ran the context's last command — fails
+// with StatusBadContext, and writes nothing through the freed tables.
+// (The API refuses a closed Context before any command is written; this
+// is the driver's own path, which names contexts by id, as the daemon's
+// does for its clients in stage 9.)
+func TestAClosedContextRunsNothing(t *testing.T) {
+	d := openWith(t, device.Config{MemorySize: 16 << 20}, Config{})
+	c, err := d.NewContext()
+	require.NoError(t, err)
+	va, err := c.Alloc(4096, abi.Page4K)
+	require.NoError(t, err)
+	pa := paOf(t, c, va)
+	fill := abi.Command{Op: abi.OpFill, Dst: va, Size: 8, Value: 0x5a}
+	require.NoError(t, in(d, c, abi.EngineCopy, fill), "FILL in the context")
+	require.NoError(t, c.Close())
+	d.hw.Memory()[pa] = 0
+	fill.Value = 0xa5
+	err = in(d, c, abi.EngineCopy, fill)
+	var ce *CommandError
+	require.ErrorAs(t, err, &ce, "FILL naming the closed context's id")
+	assert.Equal(t, abi.StatusBadContext, ce.Status)
+	assert.Equal(t, byte(0), d.hw.Memory()[pa], "a FILL in a closed context wrote where its page was")
+}

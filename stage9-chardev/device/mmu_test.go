@@ -440,3 +440,80 @@ func TestStickyContextStopsAtItsFault(t *testing.T) {
 		assert.Equal(t, abi.StatusBadContext, run(t, d, abi.EngineCopy, cmd), "FILL in context %d", ctx)
 	}
 }
+
+// TestAFaultOnTheOtherEngineStopsTheContextHere: a sticky context stops at
+// its first fault on every engine, not only on the one that faulted. Here
+// the copy engine has run a command of a sticky context, and the compute
+// engine faults in it: the copy engine's next command in the context must
+// fail with StatusCtxFaulted and write nothing, and run again once the
+// driver has acknowledged the fault. An engine that kept what it read of
+// the context from one command to the next would miss the fault: nothing
+// the driver stores announces it.
+func TestAFaultOnTheOtherEngineStopsTheContextHere(t *testing.T) {
+	const va = uint64(1) << 40
+	d := openTest(t, Config{})
+	tb, root := userTables(t, d)
+	tb.mapPage(t, root, va, 0x10000, abi.Page4K, true, false)
+	r := abi.ContextRegs(testCtx)
+	d.regs.Store(r+abi.RegCtxFlags, abi.CtxEnabled|abi.CtxSticky)
+	mem := data(d)
+	clear(mem)
+	fill := abi.Command{Op: abi.OpFill, Ctx: testCtx, Dst: va, Size: 8, Value: 7}
+	require.Equal(t, abi.StatusOK, run(t, d, abi.EngineCopy, fill), "the copy engine's FILL")
+
+	add := abi.Command{Op: abi.OpAdd32, Ctx: testCtx, Dst: va + 4096, Size: 4, Value: 1} // unmapped
+	require.Equal(t, abi.StatusOutOfRange, run(t, d, abi.EngineCompute, add), "the compute engine's ADD32 at an unmapped VA")
+
+	mem[0x10000] = 0
+	if st := run(t, d, abi.EngineCopy, fill); st != abi.StatusCtxFaulted || mem[0x10000] != 0 {
+		t.Fatalf("the copy engine's FILL after the compute engine's fault = %v, wrote %d; want %v and nothing written", st, mem[0x10000], abi.StatusCtxFaulted)
+	}
+	n, _, _ := faultOf(d)
+	d.regs.Store(r+abi.RegCtxFaultAck, n)
+	if st := run(t, d, abi.EngineCopy, fill); st != abi.StatusOK || mem[0x10000] != 7 {
+		t.Fatalf("the copy engine's FILL after the driver cleared the fault = %v, wrote %d", st, mem[0x10000])
+	}
+}
+
+// TestAContextMadeAgainIsReadAgain: what the driver does to a context's
+// registers when it closes the context and makes another with the same id
+// — flags off, then an invalidation; a new root, flags on, an invalidation
+// of the old tables' entries — reaches the engine that ran the old one at
+// its next command: refused while the context is off, and translated
+// through the new root after, not the old.
+func TestAContextMadeAgainIsReadAgain(t *testing.T) {
+	const va = uint64(1) << 40
+	d := openTest(t, Config{})
+	setIdle(d, abi.EngineCopy, abi.IdleSpin, 0)
+	tb, root := userTables(t, d)
+	tb.mapPage(t, root, va, 0x10000, abi.Page4K, true, false)
+	mem := data(d)
+	clear(mem)
+	fill := abi.Command{Op: abi.OpFill, Ctx: testCtx, Dst: va, Size: 8, Value: 1}
+	require.Equal(t, abi.StatusOK, run(t, d, abi.EngineCopy, fill), "FILL in the context")
+	require.Equal(t, byte(1), mem[0x10000])
+
+	invalidate := func() { // the whole of testCtx, as closing a context asks
+		d.regs.Store(abi.RegInvalCtx, uint64(testCtx))
+		d.regs.Store(abi.RegInvalVA, 0)
+		d.regs.Store(abi.RegInvalSize, 0)
+		d.regs.Store(abi.RegInvalGen, d.regs.Load(abi.RegInvalGen)+1)
+	}
+	r := abi.ContextRegs(testCtx)
+	d.regs.Store(r+abi.RegCtxFlags, 0)
+	invalidate()
+	fill.Value = 2
+	require.Equal(t, abi.StatusBadContext, run(t, d, abi.EngineCopy, fill), "FILL in the context after it was disabled")
+	require.Equal(t, byte(1), mem[0x10000], "a FILL in a disabled context wrote")
+
+	root2 := tb.alloc(t, abi.RootBytes)
+	tb.mapPage(t, root2, va, 0x20000, abi.Page4K, true, false)
+	d.regs.Store(r+abi.RegCtxRoot, root2)
+	d.regs.Store(r+abi.RegCtxFlags, abi.CtxEnabled)
+	invalidate()
+	fill.Value = 3
+	require.Equal(t, abi.StatusOK, run(t, d, abi.EngineCopy, fill), "FILL in the context made again")
+	if mem[0x20000] != 3 || mem[0x10000] != 1 {
+		t.Fatalf("after the context was made again with a new root: old frame %d, new frame %d; want the new frame written", mem[0x10000], mem[0x20000])
+	}
+}
