@@ -364,68 +364,40 @@ func TestASleepingEngineDropsWhatItSleptThrough(t *testing.T) {
 
 // TestStickyContextStopsAtItsFault: a sticky context fails every command
 // after its first fault with StatusCtxFaulted, without translating, until
-// the driver acknowledges the faults; a context that is not enabled, or
-// out of range, is StatusBadContext.
+// the driver acknowledges the faults — on every engine, not only the one
+// that faulted: nothing the driver stores announces a fault, so an engine
+// that kept what it read of the context from one command to the next would
+// miss the other engine's. A context that is not enabled, or out of range,
+// is StatusBadContext.
 func TestStickyContextStopsAtItsFault(t *testing.T) {
 	const va = uint64(1) << 40
-	d := openTest(t, Config{})
-	tb, root := userTables(t, d)
-	tb.mapPage(t, root, va, 0x10000, abi.Page4K, true, false)
-	r := abi.ContextRegs(testCtx)
-	d.regs.Store(r+abi.RegCtxFlags, abi.CtxEnabled|abi.CtxSticky)
-	good := abi.Command{Op: abi.OpFill, Ctx: testCtx, Dst: va, Size: 8, Value: 9}
-	require.Equal(t, abi.StatusOK, run(t, d, abi.EngineCopy, good), "FILL in a healthy sticky context")
-	bad := good
-	bad.Dst = va + 4096 // unmapped
-	require.Equal(t, abi.StatusOutOfRange, run(t, d, abi.EngineCopy, bad), "FILL at an unmapped VA")
-	mem := data(d)
-	mem[0x10000] = 0
-	if st := run(t, d, abi.EngineCopy, good); st != abi.StatusCtxFaulted || mem[0x10000] != 0 {
-		t.Fatalf("FILL after the fault = %v, wrote %d; want %v and nothing written", st, mem[0x10000], abi.StatusCtxFaulted)
-	}
-	n, _, _ := faultOf(d)
-	d.regs.Store(r+abi.RegCtxFaultAck, n)
-	if st := run(t, d, abi.EngineCopy, good); st != abi.StatusOK || mem[0x10000] != 9 {
-		t.Fatalf("FILL after the driver cleared the fault = %v, wrote %d", st, mem[0x10000])
-	}
-	for _, ctx := range []abi.Context{2, abi.MaxContexts, 0xffff} {
-		cmd := good
-		cmd.Ctx = ctx
-		assert.Equal(t, abi.StatusBadContext, run(t, d, abi.EngineCopy, cmd), "FILL in context %d", ctx)
-	}
-}
-
-// TestAFaultOnTheOtherEngineStopsTheContextHere: a sticky context stops at
-// its first fault on every engine, not only on the one that faulted. Here
-// the copy engine has run a command of a sticky context, and the compute
-// engine faults in it: the copy engine's next command in the context must
-// fail with StatusCtxFaulted and write nothing, and run again once the
-// driver has acknowledged the fault. An engine that kept what it read of
-// the context from one command to the next would miss the fault: nothing
-// the driver stores announces it.
-func TestAFaultOnTheOtherEngineStopsTheContextHere(t *testing.T) {
-	const va = uint64(1) << 40
-	d := openTest(t, Config{})
-	tb, root := userTables(t, d)
-	tb.mapPage(t, root, va, 0x10000, abi.Page4K, true, false)
-	r := abi.ContextRegs(testCtx)
-	d.regs.Store(r+abi.RegCtxFlags, abi.CtxEnabled|abi.CtxSticky)
-	mem := data(d)
-	clear(mem)
-	fill := abi.Command{Op: abi.OpFill, Ctx: testCtx, Dst: va, Size: 8, Value: 7}
-	require.Equal(t, abi.StatusOK, run(t, d, abi.EngineCopy, fill), "the copy engine's FILL")
-
-	add := abi.Command{Op: abi.OpAdd32, Ctx: testCtx, Dst: va + 4096, Size: 4, Value: 1} // unmapped
-	require.Equal(t, abi.StatusOutOfRange, run(t, d, abi.EngineCompute, add), "the compute engine's ADD32 at an unmapped VA")
-
-	mem[0x10000] = 0
-	if st := run(t, d, abi.EngineCopy, fill); st != abi.StatusCtxFaulted || mem[0x10000] != 0 {
-		t.Fatalf("the copy engine's FILL after the compute engine's fault = %v, wrote %d; want %v and nothing written", st, mem[0x10000], abi.StatusCtxFaulted)
-	}
-	n, _, _ := faultOf(d)
-	d.regs.Store(r+abi.RegCtxFaultAck, n)
-	if st := run(t, d, abi.EngineCopy, fill); st != abi.StatusOK || mem[0x10000] != 7 {
-		t.Fatalf("the copy engine's FILL after the driver cleared the fault = %v, wrote %d", st, mem[0x10000])
+	for _, faulting := range []abi.Engine{abi.EngineCopy, abi.EngineCompute} {
+		t.Run("fault on the "+faulting.String()+" engine", func(t *testing.T) {
+			d := openTest(t, Config{})
+			tb, root := userTables(t, d)
+			tb.mapPage(t, root, va, 0x10000, abi.Page4K, true, false)
+			r := abi.ContextRegs(testCtx)
+			d.regs.Store(r+abi.RegCtxFlags, abi.CtxEnabled|abi.CtxSticky)
+			good := abi.Command{Op: abi.OpFill, Ctx: testCtx, Dst: va, Size: 8, Value: 9}
+			require.Equal(t, abi.StatusOK, run(t, d, abi.EngineCopy, good), "FILL in a healthy sticky context")
+			bad := abi.Command{Op: abi.OpFill, Ctx: testCtx, Dst: va + 4096, Size: 4} // unmapped; FILL runs on both engines
+			require.Equal(t, abi.StatusOutOfRange, run(t, d, faulting, bad), "FILL at an unmapped VA")
+			mem := data(d)
+			mem[0x10000] = 0
+			if st := run(t, d, abi.EngineCopy, good); st != abi.StatusCtxFaulted || mem[0x10000] != 0 {
+				t.Fatalf("FILL after the fault = %v, wrote %d; want %v and nothing written", st, mem[0x10000], abi.StatusCtxFaulted)
+			}
+			n, _, _ := faultOf(d)
+			d.regs.Store(r+abi.RegCtxFaultAck, n)
+			if st := run(t, d, abi.EngineCopy, good); st != abi.StatusOK || mem[0x10000] != 9 {
+				t.Fatalf("FILL after the driver cleared the fault = %v, wrote %d", st, mem[0x10000])
+			}
+			for _, ctx := range []abi.Context{2, abi.MaxContexts, 0xffff} {
+				cmd := good
+				cmd.Ctx = ctx
+				assert.Equal(t, abi.StatusBadContext, run(t, d, abi.EngineCopy, cmd), "FILL in context %d", ctx)
+			}
+		})
 	}
 }
 
