@@ -48,9 +48,10 @@ import (
 // looks at the clock. Its resolution is a microsecond or so, fine against
 // budgets of tens of microseconds; and the first look, which starts the
 // budget, comes only after that many polls, so an engine that is handed a
-// command soon after its last one never reads the clock at all — a clock
-// read costs tens of nanoseconds here, and an engine reading it is not
-// looking at its doorbell.
+// command soon after its last one never reads the clock for its budget — a
+// clock read costs tens of nanoseconds here, and an engine reading it is
+// not looking at its doorbell. (The spin's yield cadence, pauseIdle's
+// spin.Cadence.Idle, reads it every spin.CheckEvery polls all the same.)
 const budgetCheckEvery = 64
 
 // ANCHOR: idle
