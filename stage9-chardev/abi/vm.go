@@ -273,14 +273,16 @@ func (f Fault) String() string {
 
 // TLB invalidation. The driver asks every engine to drop what its TLB holds
 // of a range of one context's address space: it writes the request into
-// three privileged registers, then increments RegInvalGen. Each engine, at
-// every safe point (where it holds no translation: between the steps of a
-// command, and whenever it idles), compares RegInvalGen with
-// the generation it last handled; if it moved, it drops the entries and
-// stores the generation into its RegInvalAck (engine status page). The
-// driver waits until every engine has acknowledged — or is asleep: an
-// asleep engine checks the generation before its first translation after
-// waking, so it cannot use a stale entry (device/mmu.go argues why).
+// three privileged registers, then increments RegInvalGen. A busy engine,
+// at every safe point (where it holds no translation: the start of a
+// command and between its steps), compares RegInvalGen with the generation
+// it last handled; if it moved, it drops the entries and stores the
+// generation into its RegInvalAck (engine status page). The driver waits
+// until every engine has acknowledged, or is idle, asleep or stopped. Such
+// an engine is not asked, and answers nothing from its idle loop: when it
+// leaves idle, before its first translation, it compares the generation
+// and drops its whole TLB if it moved, so it cannot use a stale entry
+// (device/idle.go's leaveIdle and device/mmu.go argue why).
 const (
 	RegInvalCtx  = ControlPage + 0x0c0 // the context whose entries go
 	RegInvalVA   = ControlPage + 0x0c8 // the range: first VA
