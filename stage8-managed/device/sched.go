@@ -521,7 +521,12 @@ func (e *Engine) resume() bool {
 	}
 	// A preemption saved the engine's context; a replayable fault's stall
 	// (fault.go) did not: the faulting command keeps it, as an SM keeps a
-	// faulting warp's registers, so only a preempted command restores.
+	// faulting warp's registers, so only a preempted command restores. That
+	// is the model's shortcut: the engine serves other channels while one
+	// is stalled, and their preemptions and resumes overwrite the one live
+	// context. Nothing reads a context but its stamp, so no result changes;
+	// a real engine switching away from a faulted context would save it,
+	// and that save is not charged (the stage 8 chapter says so).
 	if flags == abi.StateSaved && !e.restoreContext(c, j.seq) { // engctx.go: read back before the command goes on
 		return false
 	}

@@ -495,9 +495,10 @@ func (d *Driver) toHost(m *Managed, first, n int, all bool) int {
 	moved := 0
 	// Highest page first: the frames go back on the pool's stack in
 	// descending order, so the next window pops them in ascending order,
-	// consecutive as they were — and the engine moves the window as one
-	// run again (the MMU's contiguous4K, device/mmu.go), not as a walk per
-	// page.
+	// consecutive as they were — so the fragment field serveBlock writes
+	// after the move (refragment, fragment.go) covers the window, and the
+	// engine moves it as one run through one TLB entry again, not a
+	// translation per page.
 	for k := len(back) - 1; k >= 0; k-- {
 		i := back[k]
 		p := &m.pages[i]
