@@ -2,7 +2,6 @@ package device
 
 import (
 	"encoding/binary"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -98,30 +97,12 @@ func TestACorruptStateBlockFaultsTheChannel(t *testing.T) {
 		{"cursor", abi.StateDone, func(uint64) uint64 { return 2 << 20 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := openTest(t, Config{MemorySize: 4 << 20})
-			const e, c, high = abi.EngineCopy, abi.Channel(9), abi.Channel(10)
-			const spoil = 0x200000
-			var fired atomic.Bool
-			d.engines[e].forcePreempt = func(*job) bool {
-				if fired.Swap(true) {
-					return false
-				}
-				publish(d, high, abi.Command{Op: abi.OpFill, Dst: spoil, Size: 64, Value: 1})
-				return true
-			}
-			d.SetHooks(Hooks{Resolved: func(_ abi.Engine, va uint64, _ bool) {
-				if va == spoil { // c's command is saved, and not yet resumed
-					at := stateFor(d, c) + tc.off
-					binary.LittleEndian.PutUint64(d.mem[at:], tc.spoil(binary.LittleEndian.Uint64(d.mem[at:])))
-				}
-			}})
-			require.Equal(t, abi.RunlistOK, submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, c, abi.PriorityNormal, 0),
-				rlEntry(d, high, abi.PriorityHigh, 0)}), "runlist")
-			i := publish(d, c, abi.Command{Op: abi.OpFill, Dst: 0x1000, Size: 1 << 20, Value: 7})
-			st := abi.ChannelStatusPage(c)
-			waitUntil(t, "the channel to fault", func() bool { return d.regs.Load(st+abi.RegChannelFault) != 0 })
-			assert.Equal(t, abi.FaultState, abi.ChannelFault(d.regs.Load(st+abi.RegChannelFault)), "fault")
-			if completed(d, c, i) {
+			fault, _, done := spoilWhileSaved(t, func(d *Device, c abi.Channel) {
+				at := stateFor(d, c) + tc.off
+				binary.LittleEndian.PutUint64(d.mem[at:], tc.spoil(binary.LittleEndian.Uint64(d.mem[at:])))
+			})
+			assert.Equal(t, abi.FaultState, fault, "fault")
+			if done {
 				t.Errorf("the fill completed from a corrupt state block")
 			}
 		})

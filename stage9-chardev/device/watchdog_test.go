@@ -235,20 +235,37 @@ func TestABadContextSaveAreaFaultsOnlyItsChannel(t *testing.T) {
 // on, so a test goroutine kept off the CPU for a millisecond never saw 1
 // and failed after 10 s.
 func TestACorruptSavedContextFaultsTheChannel(t *testing.T) {
+	fault, preempts, done := spoilWhileSaved(t, func(d *Device, c abi.Channel) {
+		binary.LittleEndian.PutUint64(d.mem[ctxFor(d, c):], 0xbad)
+	})
+	assert.Equal(t, abi.FaultContextSave, fault, "fault")
+	assert.Equal(t, uint64(1), preempts, "preemptions; want the fill's one")
+	if done {
+		t.Errorf("the fill completed on a context it never saved")
+	}
+}
+
+// spoilWhileSaved runs a 1 MiB FILL on channel 9 of a fresh device, has
+// it preempted once for a FILL on channel 10 at high priority, and calls
+// spoil while the first is saved and not yet resumed (when the engine
+// resolves the second's destination); it returns the fault channel 9
+// ends with, the copy engine's preemptions, and whether the first FILL
+// completed.
+func spoilWhileSaved(t *testing.T, spoil func(d *Device, c abi.Channel)) (abi.ChannelFault, uint64, bool) {
 	d := openTest(t, Config{MemorySize: 4 << 20})
 	const e, c, high = abi.EngineCopy, abi.Channel(9), abi.Channel(10)
-	const spoil = 0x200000 // the high channel's FILL: no run of the test's fill comes near it
+	const at = 0x200000 // the high channel's FILL: no run of the test's fill comes near it
 	var fired atomic.Bool
 	d.engines[e].forcePreempt = func(*job) bool {
 		if fired.Swap(true) {
 			return false
 		}
-		publish(d, high, abi.Command{Op: abi.OpFill, Dst: spoil, Size: 64, Value: 1})
+		publish(d, high, abi.Command{Op: abi.OpFill, Dst: at, Size: 64, Value: 1})
 		return true
 	}
 	d.SetHooks(Hooks{Resolved: func(_ abi.Engine, va uint64, _ bool) {
-		if va == spoil {
-			binary.LittleEndian.PutUint64(d.mem[ctxFor(d, c):], 0xbad)
+		if va == at {
+			spoil(d, c)
 		}
 	}})
 	require.Equal(t, abi.RunlistOK, submitRunlist(t, d, e, []abi.RunlistEntry{rlEntry(d, c, abi.PriorityNormal, 0),
@@ -256,11 +273,7 @@ func TestACorruptSavedContextFaultsTheChannel(t *testing.T) {
 	i := publish(d, c, abi.Command{Op: abi.OpFill, Dst: 0x1000, Size: 1 << 20, Value: 7})
 	st := abi.ChannelStatusPage(c)
 	waitUntil(t, "the channel to fault", func() bool { return d.regs.Load(st+abi.RegChannelFault) != 0 })
-	assert.Equal(t, abi.FaultContextSave, abi.ChannelFault(d.regs.Load(st+abi.RegChannelFault)), "fault")
-	assert.Equal(t, uint64(1), counter(d, e, abi.RegPreempts), "preemptions; want the fill's one")
-	if completed(d, c, i) {
-		t.Errorf("the fill completed on a context it never saved")
-	}
+	return abi.ChannelFault(d.regs.Load(st + abi.RegChannelFault)), counter(d, e, abi.RegPreempts), completed(d, c, i)
 }
 
 // waitUntil polls cond until it holds, failing the test after 10 s.
